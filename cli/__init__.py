@@ -1,0 +1,1 @@
+"""The aksgpu CLI: Typer app, offline planner, stack files."""

@@ -1,0 +1,98 @@
+"""Finding the Pulumi project and reading its stack files, with errors a person can act on."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class UserError(Exception):
+    """A problem with the user's input or environment: printed as one message, no traceback."""
+
+
+@dataclass(frozen=True)
+class StackFile:
+    project_dir: Path
+    path: Path
+    stack: str
+    config: dict[str, Any]
+
+    @property
+    def cluster(self) -> Any:
+        return self.config.get("aksgpu:cluster")
+
+    def engine_config(self) -> dict[str, str]:
+        """Config as the Pulumi engine hands it to a program: structured values as JSON."""
+        return {key: value if isinstance(value, str) else json.dumps(value) for key, value in self.config.items()}
+
+
+def find_project_dir(start: Path) -> Path:
+    """The nearest folder at or above `start` that holds Pulumi.yaml."""
+    for folder in [start, *start.parents]:
+        if (folder / "Pulumi.yaml").is_file():
+            return folder
+    raise UserError(f"no Pulumi.yaml in {start} or any folder above it. Fix: run aksgpu inside the project "
+                    "(the folder with Pulumi.yaml), or pass a path to a stack file inside it.")
+
+
+def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
+    """`target` is an environment name (stacks/Pulumi.<env>.yaml) or a path to a stack file."""
+    cwd = cwd or Path.cwd()
+    candidate = Path(target)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+        path = (cwd / candidate).resolve()
+        if not path.is_file():
+            raise UserError(f"stack file {target} does not exist. Fix: check the path, or pass an environment name.")
+        project_dir = find_project_dir(path.parent)
+    else:
+        project_dir = find_project_dir(cwd.resolve())
+        stacks_dir = project_dir / _stack_config_dir(project_dir)
+        path = stacks_dir / f"Pulumi.{target}.yaml"
+        if not path.is_file():
+            known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+            raise UserError(f'no stack "{target}": {path.relative_to(project_dir)} does not exist. '
+                            f"Fix: use one of: {', '.join(known) or '(no stack files yet)'}.")
+    name = path.name
+    if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
+        raise UserError(f"{path.name} is not named like a stack file. Fix: name it Pulumi.<stack>.yaml.")
+    stack = name[len("Pulumi."):].rsplit(".", 1)[0]
+    return StackFile(project_dir, path, stack, _read_config(path))
+
+
+def _stack_config_dir(project_dir: Path) -> str:
+    project = _load_yaml(project_dir / "Pulumi.yaml")
+    return (project or {}).get("stackConfigDir", ".") if isinstance(project, dict) else "."
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    document = _load_yaml(path)
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise UserError(f"{path.name}: a stack file is a YAML mapping with a config: key. Fix: see stacks/Pulumi.dev.yaml.")
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise UserError(f"{path.name}: config must be a mapping of keys to values. Fix: see stacks/Pulumi.dev.yaml.")
+    if "aksgpu:cluster" not in config:
+        raise UserError(f"{path.name} has no aksgpu:cluster in its config. "
+                        "Fix: add the cluster spec under config: aksgpu:cluster: (see stacks/Pulumi.dev.yaml).")
+    return config
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror}. Fix: check the path and its permissions.") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise UserError(f"{path.name} is not valid YAML{where}: {problem}. "
+                        "Fix: correct the indentation or quoting there.") from None

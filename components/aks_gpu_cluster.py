@@ -1,0 +1,65 @@
+"""AksGpuCluster: the whole cluster from one ClusterSpec, composed of one component per concern."""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import authorization, resources
+
+from components.access import Access, AccessArgs, aad_profile
+from components.cluster import Cluster, ClusterArgs
+from components.monitoring import ClusterMonitoring, ClusterMonitoringArgs, Monitoring, MonitoringArgs
+from components.network import Network, NetworkArgs
+from components.node_pools import NodePools, NodePoolsArgs
+from components.registry import Registry, RegistryArgs
+from components.spec import ClusterSpec
+
+
+class AksGpuCluster(pulumi.ComponentResource):
+    """Network, monitoring workspaces, the cluster, its node pools, registry, access and
+    cluster monitoring, wired in the order Azure needs them."""
+
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:AksGpuCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = {"managed-by": "aksgpu", **spec.tags}
+        spec = spec.model_copy(update={"tags": tags})
+        if spec.resource_group.create:
+            group = resources.ResourceGroup(
+                f"{name}-rg", resource_group_name=spec.resource_group.name, location=spec.location, tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, protect=spec.protect))
+            group_name: pulumi.Input[str] = group.name
+        else:
+            group_name = spec.resource_group.name
+        subscription_id = authorization.get_client_config_output(
+            opts=pulumi.InvokeOutputOptions(parent=self)).subscription_id
+
+        vnet = spec.network.vnet
+        node_subnets = sorted({pool.subnet or vnet.node_subnet for _, pool in spec.all_pools})
+        self.network = Network(f"{name}-network", NetworkArgs(
+            spec=spec.network, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
+            node_subnets=node_subnets, api_server_subnet=spec.control_plane.api_server.subnet, tags=tags), child)
+        self.monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
+            spec=spec.monitoring, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
+            protect=spec.protect, tags=tags), child)
+        self.cluster = Cluster(f"{name}-cluster", ClusterArgs(
+            spec=spec, resource_group_name=group_name,
+            subscription_id=subscription_id, subnet_ids=self.network.subnet_ids,
+            aad_profile=aad_profile(spec.access), workspace_id=self.monitoring.workspace_id,
+            prometheus_enabled=self.monitoring.prometheus_workspace_id is not None), child)
+        self.node_pools = NodePools(f"{name}-pools", NodePoolsArgs(
+            spec=spec, resource_group_name=group_name, cluster_name=self.cluster.cluster_name,
+            subnet_ids=self.network.subnet_ids, after=self.cluster.last_operation), child)
+        self.registry = Registry(f"{name}-registry", RegistryArgs(
+            spec=spec.registry, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
+            kubelet_principal_id=self.cluster.kubelet_principal_id, subscription_id=subscription_id,
+            protect=spec.protect, tags=tags), child)
+        self.access = Access(f"{name}-access", AccessArgs(
+            spec=spec.access, cluster_id=self.cluster.cluster_id, subscription_id=subscription_id), child)
+        self.cluster_monitoring = ClusterMonitoring(f"{name}-cluster-monitoring", ClusterMonitoringArgs(
+            spec=spec.monitoring, cluster_name=spec.name, cluster_id=self.cluster.cluster_id, location=spec.location,
+            resource_group_name=group_name, workspace_id=self.monitoring.workspace_id,
+            prometheus_workspace_id=self.monitoring.prometheus_workspace_id, tags=tags), child)
+        self.register_outputs({
+            "clusterName": self.cluster.cluster_name,
+            "clusterId": self.cluster.cluster_id,
+        })

@@ -1,0 +1,33 @@
+"""Facts about Azure and AKS as data tables, each file with its source and retrieval date."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DATA_DIR = Path(__file__).resolve().parent
+
+
+@functools.cache
+def load(name: str) -> dict[str, Any]:
+    """The parsed table `name` (a file `<name>.yaml` beside this module)."""
+    with (DATA_DIR / f"{name}.yaml").open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def vm_size(name: str) -> dict[str, Any] | None:
+    """Hardware facts of a VM size, or None when aksgpu's table does not list it."""
+    return load("vm_sizes")["sizes"].get(name)
+
+
+def limit(key: str) -> Any:
+    """One value of the AKS limits table."""
+    return load("aks_limits")[key]
+
+
+def role_id(role_name: str) -> str:
+    """The GUID of a built-in Azure role."""
+    return load("azure_roles")["roles"][role_name]

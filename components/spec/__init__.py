@@ -1,0 +1,156 @@
+"""ClusterSpec: the single, validated description of an AKS GPU cluster.
+
+It is read from the structured stack config key `aksgpu:cluster`. The CLI and the Pulumi
+program both call `parse_cluster_spec`, so they accept and reject exactly the same specs with
+the same messages. The spec is split by concern; each module holds its fields and the rules
+that span them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError
+
+from components import data
+
+from .access import Aad, Access, Team, check_access
+from .base import Issue, SpecError, SpecModel, checked, issues_from_validation_error
+from .control_plane import ApiServer, Autoscaler, ControlPlane, MaintenanceWindow, check_control_plane
+from .monitoring import LogAnalytics, Monitoring, check_monitoring
+from .network import Network, Subnet, Vnet, check_network
+from .pools import GpuSettings, NodePool, PoolBase, SpotSettings, SystemPool, ZonePool, check_pools
+from .registry import Registry, check_registry, default_registry_name
+
+__all__ = [
+    "Aad", "Access", "ApiServer", "Autoscaler", "ClusterSpec", "ControlPlane", "GpuSettings", "Issue",
+    "LogAnalytics", "MaintenanceWindow", "Monitoring", "Network", "NodePool", "PoolBase", "Registry",
+    "ResourceGroup", "SpecError", "SpotSettings", "Subnet", "SystemPool", "Team", "Vnet", "ZonePool",
+    "default_registry_name", "parse_cluster_spec",
+]
+
+# managedClusters.json: resourceName path parameter.
+CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9]$|^[a-zA-Z0-9][-_a-zA-Z0-9]{0,61}[a-zA-Z0-9]$")
+# terraform-provider-azurerm validate/kubernetes.go KubernetesDNSPrefix (1-54 characters).
+DNS_PREFIX = re.compile(r"^[a-zA-Z\d][-a-zA-Z\d]{0,52}[a-zA-Z\d]$|^[a-zA-Z\d]$")
+RESOURCE_GROUP = re.compile(r"^[-\w._()]{0,89}[-\w_()]$")
+LOCATION = re.compile(r"^[a-z][a-z0-9]+$")
+
+ClusterName = Annotated[
+    str,
+    checked(CLUSTER_NAME.fullmatch,
+            "must be 1-63 letters, digits, '-' or '_', starting and ending with a letter or digit",
+            'rename it, e.g. "gpu-prod"'),
+]
+DnsPrefix = Annotated[
+    str,
+    checked(DNS_PREFIX.fullmatch, "must be 1-54 letters, digits or '-', starting and ending with a letter or digit",
+            "shorten it or remove the other characters"),
+]
+Location = Annotated[
+    str,
+    checked(LOCATION.fullmatch, "must be an Azure region name in lowercase without spaces",
+            'write it like "eastus2" (see `az account list-locations -o table`)'),
+]
+ResourceGroupName = Annotated[
+    str,
+    checked(RESOURCE_GROUP.fullmatch,
+            "must be 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.'",
+            'rename it, e.g. "rg-gpu-prod"'),
+]
+
+
+class ResourceGroup(SpecModel):
+    """The resource group of the cluster and its companions: created, or an existing one."""
+
+    name: ResourceGroupName
+    create: bool = True
+
+
+class ClusterSpec(SpecModel):
+    """Everything aksgpu needs to declare one AKS GPU cluster."""
+
+    name: ClusterName
+    location: Location
+    resource_group: ResourceGroup
+    tags: dict[str, str] = Field(default_factory=dict)
+    # Protect the cluster, registry, workspace and resource group from `pulumi destroy`.
+    protect: bool = False
+    dns_prefix: DnsPrefix | None = None
+    # chained: pools are created one after another (AKS refuses overlapping pool operations);
+    # perSubnet: pools on different subnets may be created in parallel.
+    node_pool_order: Literal["chained", "perSubnet"] = "chained"
+    control_plane: ControlPlane = ControlPlane()
+    system_pool: SystemPool = SystemPool()
+    node_pools: list[NodePool] = Field(default_factory=list)
+    network: Network = Network()
+    access: Access = Access()
+    registry: Registry = Registry()
+    monitoring: Monitoring = Monitoring()
+
+    @property
+    def effective_dns_prefix(self) -> str:
+        return self.dns_prefix or re.sub(r"[^a-zA-Z0-9-]", "-", self.name)[:54].strip("-") or "aks"
+
+    @property
+    def all_pools(self) -> list[tuple[str, PoolBase]]:
+        """(path, pool) for the system pool and every node pool."""
+        pools: list[tuple[str, PoolBase]] = [("systemPool", self.system_pool)]
+        pools += [(f"nodePools[{i}]", pool) for i, pool in enumerate(self.node_pools)]
+        return pools
+
+    @property
+    def agent_pool_count(self) -> int:
+        return 1 + sum(pool.zone_pool_count for pool in self.node_pools)
+
+    @property
+    def total_max_nodes(self) -> int:
+        return sum(pool.max_nodes * pool.zone_pool_count for _, pool in self.all_pools)
+
+    def issues(self) -> list[Issue]:
+        """Every rule violation and warning of this spec, in a stable order."""
+        found: list[Issue] = []
+        for check in (_check_cluster, check_control_plane, check_pools, check_network, check_access,
+                      check_registry, check_monitoring):
+            found.extend(check(self))
+        return found
+
+
+def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
+    pools = spec.agent_pool_count
+    if pools > data.limit("maxNodePools"):
+        yield Issue("nodePools", pools, f"AKS allows at most {data.limit('maxNodePools')} node pools per cluster "
+                    "(counting the system pool and each zone of a perZone pool)",
+                    "merge pools, or split the fleet across clusters")
+    nodes = spec.total_max_nodes
+    if nodes > data.limit("maxNodesPerCluster"):
+        yield Issue("nodePools", nodes, f"AKS allows at most {data.limit('maxNodesPerCluster')} nodes per cluster; "
+                    "this is the sum of every pool's maximum", "lower maxCount of some pools")
+    elif nodes > data.limit("freeTierMaxNodes") and spec.control_plane.tier == "Free":
+        yield Issue("controlPlane.tier", "Free", f"the Free tier supports up to {data.limit('freeTierMaxNodes')} "
+                    f"nodes and this cluster can reach {nodes}", "set controlPlane.tier: Standard or Premium")
+    for key, value in spec.tags.items():
+        if len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
+            yield Issue(f"tags.{key}", value, "tag names are at most 512 characters without <>%&\\?/, values at most 256",
+                        "shorten or rename the tag")
+
+
+def parse_cluster_spec(raw: Any, source: str = "aksgpu:cluster") -> tuple[ClusterSpec, list[Issue]]:
+    """Validate `raw` (the parsed `aksgpu:cluster` value).
+
+    Returns the spec and its warnings; raises SpecError listing every error (and warning).
+    """
+    if not isinstance(raw, dict):
+        issue = Issue("(top level)", raw, "the cluster spec must be a mapping of fields",
+                      "write aksgpu:cluster as a YAML mapping (name:, location:, resourceGroup:, ...)")
+        raise SpecError([issue], source)
+    try:
+        spec = ClusterSpec.model_validate(raw)
+    except ValidationError as error:
+        raise SpecError(issues_from_validation_error(error, raw, ClusterSpec), source) from None
+    issues = spec.issues()
+    if any(issue.severity == "error" for issue in issues):
+        raise SpecError(issues, source)
+    return spec, issues

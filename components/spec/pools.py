@@ -1,0 +1,457 @@
+"""Node pools: the dedicated critical-system pool and the CPU/GPU user pools.
+
+Field shapes are checked by pydantic; the rules that span fields are in `check_pools`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from components import data
+
+from .base import Issue, SpecModel, checked, surge_nodes
+
+if TYPE_CHECKING:
+    from . import ClusterSpec
+
+# AKS's pattern for agent pool names (managedClusters.json ManagedClusterAgentPoolProfile.name).
+POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+# The az CLI's taint syntax (azure-cli acs/_validators.py validate_taint): key=value:Effect.
+TAINT = re.compile(
+    r"^[a-zA-Z\d][\w\-\./]{0,252}=[a-zA-Z\d][\w\-\.]{0,62}:(NoSchedule|PreferNoSchedule|NoExecute)$"
+)
+LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+SURGE = re.compile(r"^\d+%?$")
+
+# Taint and labels aksgpu puts on pools. nvidia.com/gpu is the key the NVIDIA device plugin and
+# GPU Operator tolerate by default, so GPU components need no extra toleration.
+GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
+TEAM_KEY = "aksgpu.io/team"
+POOL_KIND_LABEL = "aksgpu.io/pool-kind"
+CRITICAL_ADDONS_TAINT = "CriticalAddonsOnly=true:NoSchedule"
+SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
+
+PoolName = Annotated[
+    str,
+    checked(
+        POOL_NAME.fullmatch,
+        "must be 1-12 lowercase letters and digits, starting with a letter (AKS agent pool name)",
+        'rename it, e.g. "gpua100"',
+    ),
+]
+Surge = Annotated[
+    str,
+    checked(SURGE.fullmatch, "must be a whole number of nodes or a percentage", 'write "1" or "33%"'),
+]
+Zone = Literal["1", "2", "3"]
+OsSku = Literal["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux", "AzureLinux3"]
+
+
+class UpgradeSettings(SpecModel):
+    """How AKS rolls nodes during an upgrade (AgentPoolUpgradeSettings)."""
+
+    max_surge: Surge | None = None
+    max_unavailable: Surge | None = None
+    drain_timeout_minutes: int | None = Field(default=None, ge=1, le=1440)
+    node_soak_minutes: int | None = Field(default=None, ge=0, le=30)
+
+
+class PoolBase(SpecModel):
+    """What every pool has: size, zones, scale, disks, pods, subnet."""
+
+    name: PoolName
+    vm_size: str = Field(min_length=1)
+    zones: list[Zone] = Field(default_factory=lambda: ["1", "2", "3"])
+    count: int | None = Field(default=None, ge=0, le=1000)
+    min_count: int | None = Field(default=None, ge=0, le=1000)
+    max_count: int | None = Field(default=None, ge=1, le=1000)
+    max_pods: int | None = Field(default=None, ge=10, le=250)
+    os_sku: OsSku = "Ubuntu"
+    os_disk_type: Literal["Ephemeral", "Managed"] | None = None
+    os_disk_size_gb: int | None = Field(default=None, ge=30, le=2048)
+    kubelet_disk: Literal["auto", "OS", "Temporary"] = "auto"
+    subnet: str | None = None
+    pod_subnet: str | None = None
+    upgrade: UpgradeSettings = UpgradeSettings()
+
+    @property
+    def autoscale(self) -> bool:
+        return self.min_count is not None and self.max_count is not None
+
+    @property
+    def initial_count(self) -> int:
+        if self.count is not None:
+            return self.count
+        return self.min_count or 0
+
+    @property
+    def max_nodes(self) -> int:
+        """The most nodes this pool (each zone's pool, when expanded) can have."""
+        return (self.max_count if self.autoscale else self.count) or 0
+
+    @property
+    def zone_pool_count(self) -> int:
+        """How many AgentPools this pool becomes (more than one when expanded per zone)."""
+        return 1
+
+    @property
+    def min_nodes(self) -> int:
+        return (self.min_count if self.autoscale else self.count) or 0
+
+    @property
+    def size(self) -> dict | None:
+        return data.vm_size(self.vm_size)
+
+    @property
+    def kubelet_disk_type(self) -> Literal["OS", "Temporary"] | None:
+        """Where kubelet data lives: the temp disk when the VM size leaves room on it."""
+        if self.kubelet_disk != "auto":
+            return self.kubelet_disk
+        free = self.free_temp_disk_gib
+        # Below this much free temp disk, images and emptyDirs are safer on the OS disk.
+        return "Temporary" if free is not None and free >= 64 else None
+
+    @property
+    def free_temp_disk_gib(self) -> int | None:
+        """Temp disk left after an ephemeral OS disk takes its share (None: size unknown)."""
+        size = self.size
+        if size is None:
+            return None
+        used = (self.os_disk_size_gb or 128) if self.os_disk_type == "Ephemeral" else 0
+        return size["tempDiskGib"] - used
+
+
+class SystemPool(PoolBase):
+    """The dedicated critical-system pool, declared inline on the cluster.
+
+    AKS runs etcd and the API servers itself; this pool carries the add-ons the control
+    plane depends on (CoreDNS, konnectivity, metrics-server), on local SSD, across zones.
+    """
+
+    name: PoolName = "system"
+    vm_size: str = Field(default="Standard_D8ds_v5", min_length=1)
+    count: int | None = Field(default=3, ge=1, le=1000)
+    min_count: int | None = Field(default=None, ge=1, le=1000)
+    max_pods: int | None = Field(default=110, ge=10, le=250)
+    os_disk_type: Literal["Ephemeral", "Managed"] | None = "Ephemeral"
+    os_disk_size_gb: int | None = Field(default=128, ge=30, le=2048)
+    only_critical_addons: bool = True
+    upgrade: UpgradeSettings = UpgradeSettings.model_validate({"maxSurge": "33%"})
+
+    @property
+    def taints(self) -> list[str]:
+        return [CRITICAL_ADDONS_TAINT] if self.only_critical_addons else []
+
+
+class SpotSettings(SpecModel):
+    """Spot VM settings (only with priority: spot)."""
+
+    eviction_policy: Literal["Delete", "Deallocate"] = "Delete"
+    max_price: float = -1
+
+
+class GpuSettings(SpecModel):
+    """GPU pool settings: MIG partitioning and who installs the driver."""
+
+    mig_profile: Literal["MIG1g", "MIG2g", "MIG3g", "MIG4g", "MIG7g"] | None = None
+    # Install: AKS installs the NVIDIA driver. None: the NVIDIA GPU Operator (or AMD stack) does.
+    driver: Literal["Install", "None"] = "Install"
+
+
+@dataclass(frozen=True)
+class ZonePool:
+    """One AgentPool as declared: a spec pool, or one zone of a pool expanded per zone."""
+
+    name: str
+    zones: list[str]
+    pool: NodePool
+
+
+class NodePool(PoolBase):
+    """A user pool for CPU or GPU work."""
+
+    kind: Literal["cpu", "gpu"] = "cpu"
+    priority: Literal["regular", "spot"] = "regular"
+    spot: SpotSettings | None = None
+    per_zone: bool = False
+    taints: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+    team: str | None = None
+    gpu: GpuSettings | None = None
+    scale_down_mode: Literal["Delete", "Deallocate"] = "Delete"
+
+    @property
+    def spot_settings(self) -> SpotSettings | None:
+        if self.priority != "spot":
+            return None
+        return self.spot or SpotSettings()
+
+    @property
+    def gpu_settings(self) -> GpuSettings | None:
+        if self.kind != "gpu":
+            return None
+        return self.gpu or GpuSettings()
+
+    @property
+    def node_taints(self) -> list[str]:
+        """The taints AKS puts on the nodes (AKS adds the spot taint itself)."""
+        taints = list(self.taints)
+        if self.kind == "gpu" and not any(t.startswith("nvidia.com/gpu=") for t in taints):
+            taints.append(GPU_TAINT)
+        if self.team:
+            taints.append(f"{TEAM_KEY}={self.team}:NoSchedule")
+        return taints
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        labels = {POOL_KIND_LABEL: self.kind, **self.labels}
+        if self.team:
+            labels[TEAM_KEY] = self.team
+        return labels
+
+    @property
+    def zone_pool_count(self) -> int:
+        return len(self.agent_pools())
+
+    def agent_pools(self) -> list[ZonePool]:
+        """The AgentPools this pool becomes: one, or one per zone (`<name><zone>`)."""
+        if self.per_zone and self.zones:
+            return [ZonePool(f"{self.name}{zone}", [zone], self) for zone in self.zones]
+        return [ZonePool(self.name, list(self.zones), self)]
+
+
+# --- rules that span fields -----------------------------------------------------------------
+
+
+def check_pools(spec: ClusterSpec) -> Iterator[Issue]:
+    yield from _check_system_pool(spec.system_pool)
+    seen: dict[str, str] = {spec.system_pool.name: "systemPool.name"}
+    for index, pool in enumerate(spec.node_pools):
+        path = f"nodePools[{index}]"
+        yield from _check_counts(pool, path, system=False)
+        yield from _check_disks(pool, path)
+        yield from _check_node_pool(pool, path, spec)
+        for zone_pool in pool.agent_pools():
+            first = seen.setdefault(zone_pool.name, f"{path}.name")
+            if first != f"{path}.name":
+                yield Issue(
+                    f"{path}.name",
+                    pool.name,
+                    f'gives the AKS pool name "{zone_pool.name}", which {first} already uses '
+                    "(pool names are unique in a cluster)",
+                    "rename one of them",
+                )
+    yield from _check_spot_fallback(spec)
+
+
+def _check_system_pool(pool: SystemPool) -> Iterator[Issue]:
+    path = "systemPool"
+    yield from _check_counts(pool, path, system=True)
+    yield from _check_disks(pool, path)
+    size = pool.size
+    if size is not None:
+        if size.get("burstable"):
+            yield Issue(f"{path}.vmSize", pool.vm_size, "B-series sizes are not supported for system pools",
+                        'use a size with local SSD such as "Standard_D8ds_v5"')
+        if size["vcpus"] < 2 or size["memoryGib"] < 4:
+            yield Issue(f"{path}.vmSize", pool.vm_size, "system pools need at least 2 vCPUs and 4 GiB of memory",
+                        'use "Standard_D8ds_v5" or larger')
+        elif size["vcpus"] < 4:
+            yield Issue(f"{path}.vmSize", pool.vm_size,
+                        "AKS recommends at least 4 vCPUs for system pools", 'use "Standard_D4ds_v5" or larger',
+                        "warning")
+        if size.get("gpus"):
+            yield Issue(f"{path}.vmSize", pool.vm_size, "the system pool carries cluster add-ons, not GPU work",
+                        'use a CPU size with local SSD such as "Standard_D8ds_v5", and put GPUs in nodePools')
+        if size["tempDiskGib"] == 0:
+            yield Issue(f"{path}.vmSize", pool.vm_size,
+                        "has no local temp disk, so the system pool cannot run on local SSD",
+                        'use a "ds" size such as "Standard_D8ds_v5"', "warning")
+    max_pods = pool.max_pods or 30
+    if max_pods * max(pool.min_nodes, 1) < data.limit("minSystemPoolPods"):
+        yield Issue(f"{path}.maxPods", pool.max_pods,
+                    f"a system pool needs room for at least {data.limit('minSystemPoolPods')} pods "
+                    "(maxPods x minimum nodes)", "raise maxPods or the node count")
+    if len(pool.zones) < 2:
+        yield Issue(f"{path}.zones", pool.zones,
+                    "a system pool in fewer than two zones stops the cluster's add-ons when that zone fails",
+                    'spread it: zones: ["1", "2", "3"]', "warning")
+    if pool.min_nodes < 2:
+        yield Issue(f"{path}.count", pool.count, "AKS recommends at least two (ideally three) system nodes",
+                    "set count: 3 (or minCount: 3)", "warning")
+
+
+def _check_counts(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
+    if (pool.min_count is None) != (pool.max_count is None):
+        set_one = "minCount" if pool.min_count is not None else "maxCount"
+        yield Issue(f"{path}.{set_one}", pool.min_count if pool.min_count is not None else pool.max_count,
+                    "autoscaling needs both minCount and maxCount",
+                    "set both minCount and maxCount, or neither and a fixed count")
+        return
+    if not pool.autoscale and pool.count is None:
+        yield Issue(f"{path}.count", None, "a pool needs a size",
+                    "set count (fixed size), or minCount and maxCount (autoscaled)")
+        return
+    if pool.autoscale:
+        assert pool.min_count is not None and pool.max_count is not None
+        if pool.min_count > pool.max_count:
+            yield Issue(f"{path}.minCount", pool.min_count,
+                        f"must be at most maxCount ({pool.max_count})", "lower minCount or raise maxCount")
+        elif pool.count is not None and not pool.min_count <= pool.count <= pool.max_count:
+            yield Issue(f"{path}.count", pool.count,
+                        f"must lie between minCount ({pool.min_count}) and maxCount ({pool.max_count})",
+                        "change count, or leave it out to start at minCount")
+    if pool.max_pods is not None and pool.max_pods < 30 and not system:
+        if pool.max_pods * max(pool.max_nodes, 1) < data.limit("minPodsPerPool"):
+            yield Issue(f"{path}.maxPods", pool.max_pods,
+                        "a pool whose maxPods is under 30 must have room for 30 pods across its nodes",
+                        "raise maxPods to 30 or more")
+    if pool.upgrade.max_surge is not None and surge_nodes(pool.upgrade.max_surge, 100) == 0:
+        yield Issue(f"{path}.upgrade.maxSurge", pool.upgrade.max_surge,
+                    "a surge of 0 needs maxUnavailable to make progress", 'use "1" or "10%"', "warning")
+
+
+def _check_disks(pool: PoolBase, path: str) -> Iterator[Issue]:
+    size = pool.size
+    if size is None:
+        return
+    temp = size["tempDiskGib"]
+    if pool.os_disk_type == "Ephemeral":
+        needed = pool.os_disk_size_gb or 128
+        if temp < needed:
+            yield Issue(f"{path}.osDiskType", "Ephemeral",
+                        f"an ephemeral OS disk of {needed} GiB needs a temp disk at least that large; "
+                        f"{pool.vm_size} has {temp} GiB",
+                        f"set osDiskSizeGb to {temp} or less, use osDiskType: Managed, or a size with a larger temp disk"
+                        if temp >= 30 else "use osDiskType: Managed, or a size with a local temp disk")
+    if pool.kubelet_disk == "Temporary":
+        free = pool.free_temp_disk_gib or 0
+        if free <= 0:
+            yield Issue(f"{path}.kubeletDisk", "Temporary",
+                        f"{pool.vm_size} has no temp disk space left for kubelet data "
+                        f"({temp} GiB temp disk, OS disk {pool.os_disk_size_gb or 128} GiB on it)",
+                        "use kubeletDisk: OS, or a smaller ephemeral OS disk")
+
+
+def _check_node_pool(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[Issue]:
+    if pool.per_zone and len(pool.name) > 11:
+        yield Issue(f"{path}.name", pool.name,
+                    "perZone adds the zone digit to the name, and AKS pool names have at most 12 characters",
+                    "shorten it to 11 characters or fewer")
+    if pool.per_zone and len(pool.zones) < 2:
+        yield Issue(f"{path}.perZone", True, "expanding per zone needs at least two zones",
+                    "list two or more zones, or set perZone: false", "warning")
+    yield from _check_gpu(pool, path)
+    yield from _check_spot(pool, path)
+    yield from _check_taints_and_labels(pool, path)
+    if pool.team is not None:
+        declared = [team.name for team in spec.access.teams]
+        if pool.team not in declared:
+            yield Issue(f"{path}.team", pool.team, "must name a team declared in access.teams",
+                        f"declare it in access.teams (declared: {', '.join(declared) or 'none'})")
+
+
+def _check_gpu(pool: NodePool, path: str) -> Iterator[Issue]:
+    size = pool.size
+    gpus = size.get("gpus", 0) if size else None
+    if size and size.get("retired"):
+        yield Issue(f"{path}.vmSize", pool.vm_size, f"this size was retired on {size['retired']}",
+                    'choose a current size such as "Standard_NC24ads_A100_v4"')
+    if pool.kind == "cpu":
+        if pool.gpu is not None:
+            yield Issue(f"{path}.gpu", pool.gpu.model_dump(by_alias=True), "GPU settings need kind: gpu",
+                        "set kind: gpu, or remove gpu")
+        if gpus:
+            yield Issue(f"{path}.kind", "cpu", f"{pool.vm_size} has {gpus} GPU(s); a cpu pool would leave them "
+                        "untainted and unused by GPU scheduling", "set kind: gpu")
+        return
+    settings = pool.gpu_settings
+    assert settings is not None
+    if size is None:
+        yield Issue(f"{path}.vmSize", pool.vm_size,
+                    "is not in aksgpu's VM size table, so its GPUs, MIG support and disks are not checked",
+                    "check the size name, or add it to components/data/vm_sizes.yaml", "warning")
+        return
+    if not gpus:
+        yield Issue(f"{path}.vmSize", pool.vm_size, "kind: gpu needs a GPU VM size; this size has no GPUs",
+                    'use a GPU size such as "Standard_NC24ads_A100_v4", or set kind: cpu')
+        return
+    if settings.mig_profile and not size.get("mig"):
+        yield Issue(f"{path}.gpu.migProfile", settings.mig_profile,
+                    f"MIG needs an A100, H100 or H200 size; {pool.vm_size} has {size['gpuModel']}",
+                    "remove migProfile, or use a MIG-capable size")
+    if size.get("vendor") == "amd" and settings.driver != "None":
+        yield Issue(f"{path}.gpu.driver", settings.driver,
+                    "AKS installs no AMD GPU driver; AMD pools must be created with driver None",
+                    "set gpu.driver: None and install the AMD GPU Operator")
+
+
+def _check_spot(pool: NodePool, path: str) -> Iterator[Issue]:
+    if pool.priority != "spot":
+        if pool.spot is not None:
+            yield Issue(f"{path}.spot", pool.spot.model_dump(by_alias=True), "spot settings need priority: spot",
+                        "set priority: spot, or remove spot")
+        return
+    settings = pool.spot_settings
+    assert settings is not None
+    price = Decimal(str(settings.max_price))
+    if price != -1 and price <= 0:
+        yield Issue(f"{path}.spot.maxPrice", settings.max_price,
+                    "must be -1 (pay up to the on-demand price) or a price above zero",
+                    "set maxPrice: -1")
+    elif -price.as_tuple().exponent > 5:
+        yield Issue(f"{path}.spot.maxPrice", settings.max_price, "may have at most 5 decimal places",
+                    "round it to 5 decimal places")
+    if pool.upgrade.max_surge is not None:
+        yield Issue(f"{path}.upgrade.maxSurge", pool.upgrade.max_surge,
+                    "spot pools get no surge nodes during upgrades", "remove upgrade.maxSurge")
+
+
+def _check_taints_and_labels(pool: NodePool, path: str) -> Iterator[Issue]:
+    for index, taint in enumerate(pool.taints):
+        where = f"{path}.taints[{index}]"
+        if not TAINT.fullmatch(taint):
+            yield Issue(where, taint, "must be key=value:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute",
+                        'write it like "dedicated=training:NoSchedule"')
+        elif taint.startswith(SPOT_TAINT_KEY + "="):
+            yield Issue(where, taint, "AKS adds the spot taint to spot pools itself; declaring it makes every "
+                        "preview show a change", "remove it")
+        elif taint.split("=")[0] == TEAM_KEY:
+            yield Issue(where, taint, f"{TEAM_KEY} is set from the pool's team", "set team instead")
+    for key, value in pool.labels.items():
+        where = f"{path}.labels.{key}"
+        prefix, _, name = key.rpartition("/")
+        if not LABEL_NAME.fullmatch(name) or len(name) > 63:
+            yield Issue(where, key, "label names are 1-63 letters, digits, '-', '_' or '.', starting and "
+                        "ending with a letter or digit", 'rename it, e.g. "workload"')
+        elif prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
+            yield Issue(where, key, "a label prefix must be a lowercase DNS subdomain of at most 253 characters",
+                        'use a prefix like "example.com/"')
+        elif any(prefix == p or prefix.endswith("." + p) for p in data.limit("reservedLabelPrefixes")):
+            yield Issue(where, key, f"the {prefix} prefix is reserved for AKS", "use your own prefix")
+        elif key in (TEAM_KEY, POOL_KIND_LABEL):
+            yield Issue(where, key, f"{key} is set by aksgpu from the pool's team and kind", "remove it")
+        if not LABEL_VALUE.fullmatch(value) or len(value) > 63:
+            yield Issue(where, value, "label values are at most 63 letters, digits, '-', '_' or '.', starting "
+                        "and ending with a letter or digit", "shorten or rename the value")
+    if pool.team is not None and (not LABEL_VALUE.fullmatch(pool.team) or not pool.team):
+        yield Issue(f"{path}.team", pool.team, "a team name becomes a label value and taint value",
+                    "use lowercase letters, digits and '-'")
+
+
+def _check_spot_fallback(spec: ClusterSpec) -> Iterator[Issue]:
+    on_demand = {p.vm_size for p in spec.node_pools if p.kind == "gpu" and p.priority == "regular"}
+    for index, pool in enumerate(spec.node_pools):
+        if pool.kind == "gpu" and pool.priority == "spot" and pool.vm_size not in on_demand:
+            yield Issue(f"nodePools[{index}].priority", "spot",
+                        f"spot capacity can vanish without notice and no on-demand {pool.vm_size} pool "
+                        "backs this one up", f"add a regular-priority gpu pool of {pool.vm_size} "
+                        "(it can scale from 0) so the cluster autoscaler can fall back to it", "warning")

@@ -1,0 +1,1 @@
+"""Test oracles: independent checks built from upstream specifications."""
