@@ -15,6 +15,7 @@ import contextvars
 import copy
 import logging
 import runpy
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,13 +95,30 @@ def _to_plan_value(value: Any) -> Any:
     return value
 
 
-def _make_recorder(plan_resources: list[PlannedResource]) -> Any:
+def _make_recorder(plan_resources: list[PlannedResource], thread_loops: list[asyncio.AbstractEventLoop]) -> Any:
     from pulumi.runtime import mocks, rpc
+
+    def ensure_thread_loop() -> None:
+        # The SDK calls the monitor from executor threads, and the mock monitor needs an event
+        # loop there; create it here so the planner can close it (the SDK would leak it).
+        if threading.current_thread() is threading.main_thread():
+            return
+        try:
+            asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            thread_loops.append(loop)
 
     class RecordingMonitor(mocks.MockMonitor):
         """A mock monitor that also records what MockResourceArgs leaves out."""
 
+        def Invoke(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+            ensure_thread_loop()
+            return super().Invoke(request)
+
         def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+            ensure_thread_loop()
             response = super().RegisterResource(request)
             if request.type == "pulumi:pulumi:Stack":
                 return response
@@ -200,13 +218,14 @@ def _plan_in_context(stack_file: StackFile, project: str) -> Plan:
     from pulumi.runtime import mocks, stack
 
     resources: list[PlannedResource] = []
+    thread_loops: list[asyncio.AbstractEventLoop] = []
     invokes: list[str] = []
     outputs: dict[str, Any] = {}
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
         pulumi.runtime.set_all_config(stack_file.engine_config(), [])
-        monitor = _make_recorder(resources)(_make_mocks(invokes)())
+        monitor = _make_recorder(resources, thread_loops)(_make_mocks(invokes)())
         quiet = logging.getLogger("aksgpu.plan")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
@@ -223,6 +242,9 @@ def _plan_in_context(stack_file: StackFile, project: str) -> Plan:
 
         loop.run_until_complete(stack.run_pulumi_func(run))
     finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        for thread_loop in thread_loops:
+            thread_loop.close()
         asyncio.set_event_loop(None)
         loop.close()
     return Plan(project, stack_file.stack, str(stack_file.path.relative_to(stack_file.project_dir)),

@@ -164,7 +164,7 @@ def _network_profile(spec: ClusterSpec) -> dict[str, Any]:
     }
     if net.outbound == "loadBalancer":
         profile["load_balancer_profile"] = {"managed_outbound_ips": {"count": net.outbound_ips}}
-    elif net.outbound == "managedNatGateway":
+    elif net.outbound == "managedNATGateway":
         profile["nat_gateway_profile"] = {
             "managed_outbound_ip_profile": {"count": net.outbound_ips},
             "idle_timeout_in_minutes": net.nat_idle_timeout_minutes,

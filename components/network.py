@@ -58,7 +58,7 @@ class Network(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]),
         )
         self.vnet_id = virtual_network.id
-        nat_gateway = self._nat_gateway(name, args) if args.spec.outbound == "userAssignedNatGateway" else None
+        nat_gateway = self._nat_gateway(name, args) if args.spec.outbound == "userAssignedNATGateway" else None
         previous: pulumi.Resource | None = None
         for subnet in vnet_spec.subnets:
             props: dict[str, Any] = {}

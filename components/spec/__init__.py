@@ -141,6 +141,8 @@ def parse_cluster_spec(raw: Any, source: str = "aksgpu:cluster") -> tuple[Cluste
     """Validate `raw` (the parsed `aksgpu:cluster` value).
 
     Returns the spec and its warnings; raises SpecError listing every error (and warning).
+    Field errors (types, enums, patterns, ranges, unknown keys) are reported together first;
+    the rules that relate fields need well-formed fields, so they run, all together, after.
     """
     if not isinstance(raw, dict):
         issue = Issue("(top level)", raw, "the cluster spec must be a mapping of fields",

@@ -56,7 +56,7 @@ class Network(SpecModel):
     pod_cidr: Cidr | None = None
     service_cidr: Cidr = "10.0.0.0/16"
     dns_service_ip: Ipv4 = "10.0.0.10"
-    outbound: Literal["loadBalancer", "managedNatGateway", "userAssignedNatGateway"] = "loadBalancer"
+    outbound: Literal["loadBalancer", "managedNATGateway", "userAssignedNATGateway"] = "loadBalancer"
     outbound_ips: int = Field(default=1, ge=1, le=100)
     nat_idle_timeout_minutes: int = Field(default=4, ge=4, le=120)
     vnet: Vnet = Vnet()
@@ -209,18 +209,18 @@ def _check_vnet(spec: ClusterSpec) -> Iterator[Issue]:
 
 
 def _check_outbound(net: Network) -> Iterator[Issue]:
-    if net.outbound == "managedNatGateway":
+    if net.outbound == "managedNATGateway":
         if net.vnet.mode != "managed":
             yield Issue("network.outbound", net.outbound, "a managed NAT gateway needs an AKS-managed VNet",
-                        "set vnet.mode: managed, or use outbound: userAssignedNatGateway")
+                        "set vnet.mode: managed, or use outbound: userAssignedNATGateway")
         if net.outbound_ips > 16:
             yield Issue("network.outboundIps", net.outbound_ips, "a managed NAT gateway takes 1 to 16 IPs",
                         "set outboundIps to 16 or fewer")
-    if net.outbound == "userAssignedNatGateway" and net.vnet.mode == "managed":
+    if net.outbound == "userAssignedNATGateway" and net.vnet.mode == "managed":
         yield Issue("network.outbound", net.outbound,
                     "a user-assigned NAT gateway is attached to your own node subnets",
                     "set vnet.mode: create (aksgpu creates and attaches it) or existing")
-    if net.outbound == "userAssignedNatGateway" and net.vnet.mode == "existing":
+    if net.outbound == "userAssignedNATGateway" and net.vnet.mode == "existing":
         yield Issue("network.outbound", net.outbound,
                     "aksgpu cannot see your existing subnets; AKS fails if no NAT gateway is attached to them",
                     "make sure a NAT gateway is attached to every node subnet", "warning")

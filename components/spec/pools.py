@@ -87,8 +87,13 @@ class PoolBase(SpecModel):
         return self.min_count is not None and self.max_count is not None
 
     @property
+    def count_is_explicit(self) -> bool:
+        """Whether the spec set count (the system pool has a default that autoscaling overrides)."""
+        return "count" in self.model_fields_set
+
+    @property
     def initial_count(self) -> int:
-        if self.count is not None:
+        if self.count is not None and (self.count_is_explicit or not self.autoscale):
             return self.count
         return self.min_count or 0
 
@@ -305,7 +310,7 @@ def _check_counts(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
         if pool.min_count > pool.max_count:
             yield Issue(f"{path}.minCount", pool.min_count,
                         f"must be at most maxCount ({pool.max_count})", "lower minCount or raise maxCount")
-        elif pool.count is not None and not pool.min_count <= pool.count <= pool.max_count:
+        elif pool.count_is_explicit and pool.count is not None and not pool.min_count <= pool.count <= pool.max_count:
             yield Issue(f"{path}.count", pool.count,
                         f"must lie between minCount ({pool.min_count}) and maxCount ({pool.max_count})",
                         "change count, or leave it out to start at minCount")

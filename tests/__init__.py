@@ -1,0 +1,1 @@
+"""aksgpu tests: offline, fast, deterministic."""

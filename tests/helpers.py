@@ -1,0 +1,57 @@
+"""Test helpers: a minimal valid spec, spec edits, planning a spec with the real program."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from cli.planner import Plan, plan_stack
+from cli.stackfile import StackFile
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (REPO / "stacks").glob("Pulumi.*.yaml"))
+
+
+def base_spec() -> dict[str, Any]:
+    """A small valid spec with one GPU pool; tests change one thing at a time."""
+    return {
+        "name": "gpu-test",
+        "location": "westeurope",
+        "resourceGroup": {"name": "rg-gpu-test"},
+        "controlPlane": {"apiServer": {"authorizedIpRanges": ["20.30.40.0/24"]}},
+        "nodePools": [
+            {"name": "a100", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4", "minCount": 0, "maxCount": 4},
+        ],
+        "access": {"aad": {"adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"]}},
+    }
+
+
+def edit(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of `spec` with the value at a dotted path ('nodePools.0.name') set (or removed)."""
+    spec = copy.deepcopy(spec)
+    *parents, last = path.split(".")
+    node: Any = spec
+    for part in parents:
+        key: Any = int(part) if part.isdigit() else part
+        if isinstance(node, dict) and key not in node:
+            node[key] = {}
+        node = node[key]
+    key = int(last) if last.isdigit() else last
+    if value is REMOVE:
+        node.pop(key, None)
+    elif isinstance(node, list) and key == len(node):
+        node.append(value)
+    else:
+        node[key] = value
+    return spec
+
+
+REMOVE = object()
+
+
+def plan_spec(spec: dict[str, Any], stack: str = "test") -> Plan:
+    """Plan a spec with the project's real program, as `aksgpu plan` would."""
+    stack_file = StackFile(REPO, REPO / "stacks" / f"Pulumi.{stack}.yaml", stack, {"aksgpu:cluster": spec})
+    return plan_stack(stack_file)

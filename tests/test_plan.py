@@ -1,0 +1,263 @@
+"""Features asserted on the recorded plan: what each resource receives, its parent, its
+dependencies and its options, exactly as `pulumi up` would register them."""
+
+from __future__ import annotations
+
+import json
+
+from cli.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan
+from cli.report import plan_document
+from components.node_pools import REPLACE_ON_CHANGES
+from components.spec import parse_cluster_spec
+from tests.helpers import base_spec, edit, plan_spec
+
+CLUSTER = "azure-native:containerservice:ManagedCluster"
+POOL = "azure-native:containerservice:AgentPool"
+ROLE = "azure-native:authorization:RoleAssignment"
+SUBNET = "azure-native:network:Subnet"
+
+
+def _pools(plan: Plan) -> dict[str, dict]:
+    return {r.inputs["agentPoolName"]: r for r in plan.by_type(POOL)}
+
+
+def _role(plan: Plan, role_guid: str) -> list:
+    return [r for r in plan.by_type(ROLE) if r.inputs["roleDefinitionId"].endswith(role_guid)]
+
+
+def test_only_the_system_pool_is_inline_and_its_list_is_ignored(example_plans: dict[str, Plan]) -> None:
+    cluster = example_plans["prod"].by_type(CLUSTER)[0]
+    profiles = cluster.inputs["agentPoolProfiles"]
+    assert [p["name"] for p in profiles] == ["system"]
+    system = profiles[0]
+    assert system["mode"] == "System"
+    assert system["nodeTaints"] == ["CriticalAddonsOnly=true:NoSchedule"]
+    assert system["osDiskType"] == "Ephemeral" and system["vmSize"] == "Standard_D8ds_v5"
+    assert system["kubeletDiskType"] == "Temporary"
+    assert system["availabilityZones"] == ["1", "2", "3"]
+    assert cluster.options["ignoreChanges"] == ["agentPoolProfiles"]
+
+
+def test_user_pools_are_agent_pools_replaced_on_immutable_changes(example_plans: dict[str, Plan]) -> None:
+    pools = _pools(example_plans["prod"])
+    assert "system" not in pools
+    for pool in pools.values():
+        assert pool.inputs["mode"] == "User"
+        assert set(pool.options["replaceOnChanges"]) == set(REPLACE_ON_CHANGES)
+        assert {"vmSize", "availabilityZones", "gpuInstanceProfile", "maxPods", "scaleSetPriority"} <= set(
+            pool.options["replaceOnChanges"])
+        assert pool.options["deleteBeforeReplace"] is True
+        # The autoscaler owns the count of autoscaled pools.
+        assert pool.options["ignoreChanges"] == (["count"] if pool.inputs["enableAutoScaling"] else [])
+
+
+def test_pools_are_created_after_the_cluster_one_after_another(example_plans: dict[str, Plan]) -> None:
+    plan = example_plans["prod"]
+    cluster = plan.by_type(CLUSTER)[0]
+    maintenance = plan.by_type("azure-native:containerservice:MaintenanceConfiguration")
+    pools = plan.by_type(POOL)
+    chain_heads = [p for p in pools if not any(d in {q.urn for q in pools} for d in p.dependencies)]
+    assert len(chain_heads) == 1, "chained: exactly one pool starts the chain"
+    head = chain_heads[0]
+    # The chain starts after the last cluster-level operation (the maintenance windows, chained too).
+    assert {m.urn for m in maintenance} & set(head.dependencies)
+    for pool in pools:
+        assert pool.inputs["resourceName"] == "gpu-prod"
+        if pool is not head:
+            assert len([d for d in pool.dependencies if d in {q.urn for q in pools}]) == 1
+    assert all(cluster.urn in m.dependencies or any(x.urn in m.dependencies for x in maintenance) for m in maintenance)
+
+
+def test_per_subnet_order_lets_pools_on_different_subnets_start_together() -> None:
+    spec = base_spec()
+    spec["network"] = {"vnet": {"mode": "create", "addressSpace": ["10.224.0.0/12"], "subnets": [
+        {"name": "nodes", "cidr": "10.224.0.0/16"}, {"name": "gpu", "cidr": "10.225.0.0/16"}]}}
+    spec["nodePoolOrder"] = "perSubnet"
+    spec["nodePools"] = [
+        {"name": "cpu", "vmSize": "Standard_D8ds_v5", "count": 1},
+        {"name": "cpu2", "vmSize": "Standard_D8ds_v5", "count": 1},
+        {"name": "gpu", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4", "count": 1, "subnet": "gpu"},
+    ]
+    plan = plan_spec(spec)
+    pools = _pools(plan)
+    pool_urns = {p.urn for p in pools.values()}
+    assert not pool_urns & set(pools["gpu"].dependencies), "the gpu subnet's pool waits for no other pool"
+    assert not pool_urns & set(pools["cpu"].dependencies)
+    assert pools["cpu"].urn in pools["cpu2"].dependencies, "pools on one subnet are chained"
+    subnet_ids = {s.inputs["subnetName"]: s for s in plan.by_type(SUBNET)}
+    assert subnet_ids["gpu"].urn in pools["gpu"].dependencies
+
+
+def test_gpu_spot_team_and_per_zone_pools(example_plans: dict[str, Plan]) -> None:
+    pools = _pools(example_plans["prod"])
+    assert {"a1001", "a1002", "a1003", "a100spot1", "a100spot2", "a100spot3"} <= set(pools)
+    for zone in "123":
+        assert pools[f"a100{zone}"].inputs["availabilityZones"] == [zone]
+    spot = pools["a100spot2"].inputs
+    assert spot["scaleSetPriority"] == "Spot" and spot["scaleSetEvictionPolicy"] == "Delete"
+    assert spot["spotMaxPrice"] == -1
+    for pool in pools.values():
+        assert not any(t.startswith("kubernetes.azure.com/scalesetpriority") for t in pool.inputs.get("nodeTaints", []))
+    gpu = pools["a1001"].inputs
+    assert "nvidia.com/gpu=present:NoSchedule" in gpu["nodeTaints"]
+    assert gpu["gpuProfile"] == {"driver": "Install"}
+    h100 = pools["h100"].inputs
+    assert h100["gpuProfile"] == {"driver": "None"}
+    assert "aksgpu.io/team=research:NoSchedule" in h100["nodeTaints"]
+    assert h100["nodeLabels"]["aksgpu.io/team"] == "research"
+    assert "nodeTaints" not in pools["cpu"].inputs
+
+
+def test_mig_profile_reaches_the_pool() -> None:
+    plan = plan_spec(edit(base_spec(), "nodePools.0.gpu", {"migProfile": "MIG3g"}))
+    assert _pools(plan)["a100"].inputs["gpuInstanceProfile"] == "MIG3g"
+
+
+def test_protect_flag_guards_cluster_registry_workspace_and_group(example_plans: dict[str, Plan]) -> None:
+    prod = example_plans["prod"]
+    protected = {r.type for r in prod.resources if r.options["protect"]}
+    assert protected == {CLUSTER, "azure-native:containerregistry:Registry",
+                         "azure-native:operationalinsights:Workspace", "azure-native:monitor:AzureMonitorWorkspace",
+                         "azure-native:resources:ResourceGroup"}
+    assert not any(r.options["protect"] for r in example_plans["dev"].resources)
+
+
+def test_identities_and_role_assignments(example_plans: dict[str, Plan]) -> None:
+    plan = example_plans["prod"]
+    cluster = plan.by_type(CLUSTER)[0]
+    identity = cluster.inputs["identity"]
+    assert identity["type"] == "UserAssigned" and identity["userAssignedIdentities"] == [UNKNOWN_TEXT]
+    assert set(cluster.inputs["identityProfile"]["kubeletidentity"]) == {"resourceId", "clientId", "objectId"}
+    acr_pull = _role(plan, "7f951dda-4ed3-4680-a7ca-43fe172d538d")
+    assert len(acr_pull) == 1 and acr_pull[0].inputs["principalType"] == "ServicePrincipal"
+    kubelet = plan.get("azure-native:managedidentity:UserAssignedIdentity", "gpu-prod-cluster-kubelet")
+    assert kubelet.urn in acr_pull[0].dependencies
+    operator = _role(plan, "f1a07417-d97a-45cb-824c-7a7467783830")
+    network = _role(plan, "4d97b98b-1d4f-4787-a291-c67834d212e7")
+    assert len(operator) == 1 and len(network) == 3, "Network Contributor on each created subnet"
+    assert {r.urn for r in operator + network} <= set(cluster.dependencies), "the cluster waits for its grants"
+    users = _role(plan, "4abbcc35-e782-43d8-92c5-2d3f1bd2253f")
+    assert sorted(r.inputs["principalId"] for r in users) == ["11111111-1111-1111-1111-111111111111",
+                                                             "22222222-2222-2222-2222-222222222222"]
+    writer = _role(plan, "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb")
+    assert writer[0].inputs["principalType"] == "Group"
+
+
+def test_access_profile(example_plans: dict[str, Plan]) -> None:
+    prod = example_plans["prod"].by_type(CLUSTER)[0].inputs
+    assert prod["aadProfile"] == {"managed": True, "enableAzureRBAC": True,
+                                  "adminGroupObjectIDs": ["11111111-1111-1111-1111-111111111111"]}
+    assert prod["disableLocalAccounts"] is True and prod["enableRBAC"] is True
+    assert prod["oidcIssuerProfile"] == {"enabled": True}
+    assert prod["securityProfile"] == {"workloadIdentity": {"enabled": True}}
+
+
+def test_network_vnet_integration_and_nat_gateway(example_plans: dict[str, Plan]) -> None:
+    plan = example_plans["prod"]
+    cluster = plan.by_type(CLUSTER)[0].inputs
+    assert cluster["networkProfile"] == {
+        "networkPlugin": "azure", "networkPluginMode": "overlay", "networkDataplane": "cilium",
+        "networkPolicy": "cilium", "podCidr": "10.244.0.0/14", "serviceCidr": "10.0.0.0/16",
+        "dnsServiceIP": "10.0.0.10", "outboundType": "userAssignedNATGateway", "loadBalancerSku": "standard"}
+    assert cluster["apiServerAccessProfile"] == {"enablePrivateCluster": True, "privateDNSZone": "system",
+                                                 "enableVnetIntegration": True, "subnetId": UNKNOWN_TEXT}
+    subnets = {s.inputs["subnetName"]: s for s in plan.by_type(SUBNET)}
+    assert subnets["apiserver"].inputs["delegations"] == [
+        {"name": "aks-apiserver", "serviceName": "Microsoft.ContainerService/managedClusters"}]
+    assert "natGateway" in subnets["nodes"].inputs and "natGateway" in subnets["gpu"].inputs
+    assert "natGateway" not in subnets["apiserver"].inputs
+    ordered = [subnets[n] for n in ("nodes", "gpu", "apiserver")]
+    for earlier, later in zip(ordered, ordered[1:]):
+        assert earlier.urn in later.dependencies, "subnets of one VNet are written one at a time"
+    assert len(plan.by_type("azure-native:network:PublicIPAddress")) == 2
+    pools = _pools(plan)
+    assert pools["cpu"].inputs["vnetSubnetID"] == UNKNOWN_TEXT
+
+
+def test_managed_nat_and_load_balancer_outbound() -> None:
+    nat = plan_spec(edit(edit(base_spec(), "network.outbound", "managedNATGateway"), "network.outboundIps", 2))
+    profile = nat.by_type(CLUSTER)[0].inputs["networkProfile"]
+    assert profile["natGatewayProfile"] == {"managedOutboundIPProfile": {"count": 2}, "idleTimeoutInMinutes": 4}
+    assert not nat.by_type("azure-native:network:NatGateway"), "AKS creates a managed NAT gateway itself"
+    lb = plan_spec(base_spec()).by_type(CLUSTER)[0].inputs["networkProfile"]
+    assert lb["loadBalancerProfile"] == {"managedOutboundIPs": {"count": 1}}
+
+
+def test_monitoring(example_plans: dict[str, Plan]) -> None:
+    plan = example_plans["prod"]
+    cluster = plan.by_type(CLUSTER)[0]
+    oms = cluster.inputs["addonProfiles"]["omsagent"]
+    assert oms == {"enabled": True, "config": {"logAnalyticsWorkspaceResourceID": UNKNOWN_TEXT, "useAADAuth": "true"}}
+    assert cluster.inputs["azureMonitorProfile"]["metrics"]["enabled"] is True
+    diag = plan.by_type("azure-native:monitor:DiagnosticSetting")[0].inputs
+    assert {log["category"] for log in diag["logs"]} >= {"kube-audit-admin", "cluster-autoscaler", "kube-apiserver"}
+    rules = {r.inputs["dataCollectionRuleName"]: r for r in plan.by_type("azure-native:monitor:DataCollectionRule")}
+    assert set(rules) == {"MSCI-eastus2-gpu-prod", "MSProm-eastus2-gpu-prod"}
+    links = plan.by_type("azure-native:monitor:DataCollectionRuleAssociation")
+    assert all(cluster.urn in link.dependencies for link in links)
+    workspace = plan.by_type("azure-native:operationalinsights:Workspace")[0].inputs
+    assert workspace["retentionInDays"] == 90
+    assert workspace["workspaceName"] == "gpu-prod-logs"
+
+
+def test_monitoring_can_be_turned_off() -> None:
+    spec = edit(base_spec(), "monitoring", {"logAnalytics": {"mode": "none"}, "containerInsights": False,
+                                            "controlPlaneLogs": []})
+    plan = plan_spec(spec)
+    assert not [r for r in plan.resources if r.type.startswith("azure-native:monitor:")]
+    assert "addonProfiles" not in plan.by_type(CLUSTER)[0].inputs
+
+
+def test_existing_resource_group_registry_and_subnets_are_not_created() -> None:
+    subnet = "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/subnets/nodes"
+    spec = base_spec()
+    spec["resourceGroup"]["create"] = False
+    spec["registry"] = {"mode": "existing",
+                        "id": "/subscriptions/s/resourceGroups/r/providers/Microsoft.ContainerRegistry/registries/Shared"}
+    spec["network"] = {"vnet": {"mode": "existing", "subnets": [{"name": "nodes", "id": subnet}]}}
+    plan = plan_spec(spec)
+    types = {r.type for r in plan.resources}
+    assert not types & {"azure-native:resources:ResourceGroup", "azure-native:containerregistry:Registry",
+                        "azure-native:network:VirtualNetwork", SUBNET}
+    assert _pools(plan)["a100"].inputs["vnetSubnetID"] == subnet
+    assert plan.outputs["registryLoginServer"] == "shared.azurecr.io"
+    acr_pull = _role(plan, "7f951dda-4ed3-4680-a7ca-43fe172d538d")[0]
+    assert acr_pull.inputs["scope"].endswith("/registries/Shared")
+
+
+def test_maintenance_windows(example_plans: dict[str, Plan]) -> None:
+    windows = {m.inputs["configName"]: m.inputs for m in
+               example_plans["prod"].by_type("azure-native:containerservice:MaintenanceConfiguration")}
+    assert set(windows) == {"aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgradeSchedule"}
+    assert windows["aksManagedNodeOSUpgradeSchedule"]["maintenanceWindow"] == {
+        "schedule": {"weekly": {"dayOfWeek": "Saturday", "intervalWeeks": 1}},
+        "durationHours": 6, "startTime": "02:00", "utcOffset": "+00:00"}
+
+
+def test_outputs_and_secret_kubeconfig(example_plans: dict[str, Plan]) -> None:
+    outputs = example_plans["dev"].outputs
+    assert set(outputs) == {"clusterName", "clusterId", "oidcIssuerUrl", "registryLoginServer",
+                            "logAnalyticsWorkspaceId", "kubeconfig"}
+    assert outputs["kubeconfig"] == SECRET_TEXT
+    assert outputs["clusterName"] == "gpu-dev"
+    assert outputs["clusterId"] == UNKNOWN_TEXT
+
+
+def test_components_parent_their_resources(example_plans: dict[str, Plan]) -> None:
+    plan = example_plans["prod"]
+    by_urn = {r.urn: r for r in plan.resources}
+    parents = {r.type: by_urn[r.parent].type for r in plan.resources if r.parent in by_urn}
+    assert parents[POOL] == "aksgpu:index:NodePools"
+    assert parents[CLUSTER] == "aksgpu:index:Cluster"
+    assert parents["azure-native:network:VirtualNetwork"] == "aksgpu:index:Network"
+    assert parents["azure-native:containerregistry:Registry"] == "aksgpu:index:Registry"
+    assert parents["aksgpu:index:Cluster"] == "aksgpu:index:AksGpuCluster"
+    assert all(r.parent in by_urn for r in plan.resources if r.type != "aksgpu:index:AksGpuCluster")
+
+
+def test_plan_is_deterministic() -> None:
+    spec = base_spec()
+    warnings = parse_cluster_spec(spec)[1]
+    first = json.dumps(plan_document(plan_spec(spec), warnings), sort_keys=True)
+    second = json.dumps(plan_document(plan_spec(spec), warnings), sort_keys=True)
+    assert first == second

@@ -1,0 +1,81 @@
+"""Every ManagedCluster and AgentPool body the example plans would send validates against
+Azure's own OpenAPI spec for Microsoft.ContainerService 2025-09-01 (../shared/specs)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from cli.planner import Plan
+from tests.helpers import SHARED, base_spec, edit, plan_spec
+from tests.oracles.azure_openapi import AksOpenApi
+
+pytestmark = pytest.mark.skipif(not (SHARED / "specs").is_dir(), reason="../shared/specs is not beside the repo")
+
+
+@pytest.fixture(scope="module")
+def azure_spec() -> AksOpenApi:
+    return AksOpenApi.load(SHARED)
+
+
+def to_arm_shape(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Apply the two renames pulumi-azure-native makes between its inputs and the ARM body:
+    userAssignedIdentities is a list of IDs in Pulumi and a map keyed by ID in ARM, and the
+    autoscaler profile's kebab-case ARM keys are camelCase in the provider's schema
+    (e.g. @pulumi.getter(name="balanceSimilarNodeGroups") in the generated SDK)."""
+    body = dict(inputs)
+    if "identity" in body:
+        ids = body["identity"].get("userAssignedIdentities", [])
+        body["identity"] = {**body["identity"], "userAssignedIdentities": {i: {} for i in ids}}
+    if "autoScalerProfile" in body:
+        body["autoScalerProfile"] = {re.sub(r"[A-Z]", lambda m: "-" + m.group().lower(), key): value
+                                     for key, value in body["autoScalerProfile"].items()}
+    return body
+
+
+def _problems(plan: Plan, azure_spec: AksOpenApi) -> dict[str, list[str]]:
+    problems = {}
+    for cluster in plan.by_type("azure-native:containerservice:ManagedCluster"):
+        problems[cluster.name] = azure_spec.validate_managed_cluster(to_arm_shape(cluster.inputs))
+    for pool in plan.by_type("azure-native:containerservice:AgentPool"):
+        problems[pool.name] = azure_spec.validate_agent_pool(pool.inputs)
+    return problems
+
+
+def test_example_plans_validate(example_plans: dict[str, Plan], azure_spec: AksOpenApi) -> None:
+    for env, plan in example_plans.items():
+        problems = _problems(plan, azure_spec)
+        assert len(problems) >= 2, f"{env}: a cluster and at least one pool"
+        assert all(not found for found in problems.values()), f"{env}: {problems}"
+
+
+VARIANTS = {
+    "kubenet": [("network.plugin", "kubenet"), ("network.policy", "calico")],
+    "azure cni, pod subnet": [("network.plugin", "azure"), ("network.vnet", {
+        "mode": "create", "addressSpace": ["10.224.0.0/12"], "podSubnet": "pods",
+        "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}, {"name": "pods", "cidr": "10.225.0.0/16"}]})],
+    "managed nat": [("network.outbound", "managedNATGateway")],
+    "private cluster": [("controlPlane.apiServer", {"access": "private", "privateDnsZone": "none"})],
+    "mig spot": [("nodePools.0.gpu", {"migProfile": "MIG2g"}), ("nodePools.0.priority", "spot"),
+                 ("nodePools.0.spot", {"evictionPolicy": "Deallocate", "maxPrice": 3.5})],
+    "lts premium": [("controlPlane.tier", "Premium"), ("controlPlane.supportPlan", "AKSLongTermSupport")],
+    "no aad": [("access", {"aad": {"enabled": False}, "localAccounts": True})],
+    "pool upgrade settings": [("nodePools.0.upgrade", {"maxSurge": "33%", "maxUnavailable": "1",
+                                                       "drainTimeoutMinutes": 45, "nodeSoakMinutes": 5})],
+}
+
+
+@pytest.mark.parametrize("edits", list(VARIANTS.values()), ids=list(VARIANTS))
+def test_spec_variants_validate(edits: list, azure_spec: AksOpenApi) -> None:
+    spec = base_spec()
+    for path, value in edits:
+        spec = edit(spec, path, value)
+    problems = _problems(plan_spec(spec), azure_spec)
+    assert all(not found for found in problems.values()), problems
+
+
+def test_the_check_catches_a_bad_body(example_plans: dict[str, Plan], azure_spec: AksOpenApi) -> None:
+    pool = example_plans["dev"].by_type("azure-native:containerservice:AgentPool")[0]
+    assert azure_spec.validate_agent_pool({**pool.inputs, "osDiskType": "Local"})
