@@ -1,0 +1,80 @@
+"""Benchmark (not part of the test run): wall time and peak memory of `aksgpu plan` for the
+examples and for a generated 100-pool, 5,000-node spec, and the start-up time of `aksgpu --help`.
+
+Run: .venv/bin/python tests/benchmark_plan.py
+Each figure is measured in a fresh process (the cost a user pays), best of three runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+AKSGPU = str(Path(sys.executable).with_name("aksgpu"))
+RUNS = 3
+
+
+def generated_spec(pools: int, nodes_per_pool: int) -> dict:
+    """`pools` user pools (99 + the system pool = 100 AKS pools), `nodes_per_pool` each."""
+    return {
+        "name": "gpu-bench",
+        "location": "eastus2",
+        "resourceGroup": {"name": "rg-gpu-bench"},
+        "controlPlane": {"tier": "Premium", "apiServer": {"access": "private"}},
+        "systemPool": {"vmSize": "Standard_D16ds_v5", "minCount": 3, "maxCount": 5},
+        "network": {"podCidr": "10.128.0.0/10", "dataplane": "cilium", "policy": "cilium"},
+        "nodePools": [
+            {"name": f"gpu{i}", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": [str(i % 3 + 1)],
+             "minCount": 0, "maxCount": nodes_per_pool}
+            for i in range(pools)
+        ],
+        "access": {"aad": {"adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"]}},
+    }
+
+
+def measure(args: list[str], cwd: Path) -> tuple[float, float]:
+    """Best wall time (s) and its peak RSS (MB) of running `args` in a fresh process."""
+    best = (float("inf"), 0.0)
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, _, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - start
+        if best[0] > elapsed:
+            best = (elapsed, usage.ru_maxrss / 1024)
+    return best
+
+
+def main() -> None:
+    rows = []
+    for stack in sorted((REPO / "stacks").glob("Pulumi.*.yaml")):
+        rows.append((f"plan {stack.name}", *measure([AKSGPU, "plan", str(stack), "--json"], REPO)))
+    # Inside the project, so the stack files find Pulumi.yaml and __main__.py above them.
+    with tempfile.TemporaryDirectory(dir=REPO / "stacks") as folder:
+        stacks = Path(folder)
+        for pools in (25, 50, 99):
+            path = stacks / f"Pulumi.bench{pools}.yaml"
+            nodes = 5000 // (pools + 1) if pools < 99 else 50
+            path.write_text(yaml.safe_dump({"config": {"aksgpu:cluster": generated_spec(pools, nodes)}}))
+            document = json.loads(subprocess.run([AKSGPU, "plan", str(path), "--json"], cwd=REPO, check=True,
+                                                 capture_output=True, text=True).stdout)
+            label = f"plan {pools + 1} pools, {document['summary']['maxNodes']} nodes"
+            rows.append((label, *measure([AKSGPU, "plan", str(path), "--json"], REPO)))
+    rows.append(("aksgpu --help", *measure([AKSGPU, "--help"], REPO)))
+    width = max(len(label) for label, _, _ in rows)
+    print(f"{'what'.ljust(width)}  wall (s)  peak RSS (MB)")
+    for label, seconds, megabytes in rows:
+        print(f"{label.ljust(width)}  {seconds:8.2f}  {megabytes:13.0f}")
+    print(f"best of {RUNS} fresh processes each; python {sys.version.split()[0]}")
+
+
+if __name__ == "__main__":
+    main()
