@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -30,16 +30,8 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-@app.command()
-def plan(
-    stack: StackArg,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the plan document (JSON) instead of text.")] = False,
-) -> None:
-    """Show every resource `pulumi up` would create for a stack, offline.
-
-    Runs the real Pulumi program under Pulumi's mock runtime: no Azure account, no Pulumi CLI,
-    no network. Exit codes: 0 planned, 1 the spec has errors, 2 bad input (stack, YAML).
-    """
+def _load(stack: str) -> tuple[Any, list[Any]]:
+    """The stack file and its spec's warnings; exits 2 on bad input and 1 on spec errors."""
     from cli.stackfile import UserError, resolve_stack
     from components.spec import SpecError, parse_cluster_spec
 
@@ -52,6 +44,20 @@ def plan(
     except SpecError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(1) from None
+    return stack_file, warnings
+
+
+@app.command()
+def plan(
+    stack: StackArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan document (JSON) instead of text.")] = False,
+) -> None:
+    """Show every resource `pulumi up` would create for a stack, offline.
+
+    Runs the real Pulumi program under Pulumi's mock runtime: no Azure account, no Pulumi CLI,
+    no network. Exit codes: 0 planned, 1 the spec has errors, 2 bad input (stack, YAML).
+    """
+    stack_file, warnings = _load(stack)
 
     from cli.planner import plan_stack
     from cli.report import plan_document, render_text
@@ -69,18 +75,7 @@ def validate(stack: StackArg) -> None:
 
     Exit codes: 0 valid (warnings may be printed), 1 the spec has errors, 2 bad input.
     """
-    from cli.stackfile import UserError, resolve_stack
-    from components.spec import SpecError, parse_cluster_spec
-
-    try:
-        stack_file = resolve_stack(stack)
-    except UserError as error:
-        _fail(str(error))
-    try:
-        _, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
-    except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+    stack_file, warnings = _load(stack)
     for warning in warnings:
         typer.echo(f"warning: {warning}")
     typer.echo(f"{stack_file.path.name}: valid ({len(warnings)} warnings)")
