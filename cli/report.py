@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from cli.planner import PLAN_FORMAT_VERSION, UNKNOWN_TEXT, Plan, PlannedResource
+from cli.planner import PLAN_FORMAT_VERSION, Plan, PlannedResource
 from components import data
 from components.spec import Issue
 
@@ -163,5 +163,3 @@ def _pool_table(pools: list[dict[str, Any]]) -> list[str]:
     return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
             for row in [header, *rows]]
 
-
-__all__ = ["plan_document", "pool_rows", "render_text", "summary", "UNKNOWN_TEXT"]

@@ -52,7 +52,8 @@ class Registry(pulumi.ComponentResource):
             self.login_server = registry.login_server
         elif spec.mode == "existing":
             self.registry_id = pulumi.Output.from_input(spec.id)
-            # An existing registry's login server is its name in lowercase plus azurecr.io.
+            # An existing registry's login server is its lowercase name plus azurecr.io (Azure public
+            # cloud; sovereign clouds use other suffixes).
             self.login_server = pulumi.Output.from_input(f"{spec.id.rsplit('/', 1)[-1].lower()}.azurecr.io")
         if self.registry_id is not None:
             assign_role(
