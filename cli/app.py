@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from cli.stackfile import StackFile
+    from components.spec import Issue
 
 app = typer.Typer(
     name="aksgpu",
@@ -30,7 +34,7 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _load(stack: str) -> tuple[Any, list[Any]]:
+def _load(stack: str) -> tuple[StackFile, list[Issue]]:
     """The stack file and its spec's warnings; exits 2 on bad input and 1 on spec errors."""
     from cli.stackfile import UserError, resolve_stack
     from components.spec import SpecError, parse_cluster_spec
