@@ -68,11 +68,15 @@ def main() -> None:
                                                  capture_output=True, text=True).stdout)
             label = f"plan {pools + 1} pools, {document['summary']['maxNodes']} nodes"
             rows.append((label, *measure([AKSGPU, "plan", str(path), "--json"], REPO)))
+    scaled = [(int(label.split()[1]), seconds) for label, seconds, _ in rows if label.endswith(" nodes")]
+    (few_pools, few_seconds), (many_pools, many_seconds) = scaled[0], scaled[-1]
+    per_pool_ms = (many_seconds - few_seconds) / (many_pools - few_pools) * 1000
     rows.append(("aksgpu --help", *measure([AKSGPU, "--help"], REPO)))
     width = max(len(label) for label, _, _ in rows)
     print(f"{'what'.ljust(width)}  wall (s)  peak RSS (MB)")
     for label, seconds, megabytes in rows:
         print(f"{label.ljust(width)}  {seconds:8.2f}  {megabytes:13.0f}")
+    print(f"plan time grows by {per_pool_ms:.1f} ms per pool between {few_pools} and {many_pools} pools")
     print(f"best of {RUNS} fresh processes each; python {sys.version.split()[0]}")
 
 

@@ -261,3 +261,14 @@ def test_plan_is_deterministic() -> None:
     first = json.dumps(plan_document(plan_spec(spec), warnings), sort_keys=True)
     second = json.dumps(plan_document(plan_spec(spec), warnings), sort_keys=True)
     assert first == second
+
+
+def test_planning_restores_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    spec = base_spec()
+    for enabled in (True, False):
+        gc.enable() if enabled else gc.disable()
+        plan_spec(spec)
+        assert gc.isenabled() is enabled
+    gc.enable()
