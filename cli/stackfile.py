@@ -50,7 +50,7 @@ def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
         project_dir = find_project_dir(path.parent)
     else:
         project_dir = find_project_dir(cwd.resolve())
-        stacks_dir = project_dir / _stack_config_dir(project_dir)
+        stacks_dir = project_dir / stack_config_dir(project_dir)
         path = stacks_dir / f"Pulumi.{target}.yaml"
         if not path.is_file():
             known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
@@ -63,13 +63,13 @@ def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
     return StackFile(project_dir, path, stack, _read_config(path))
 
 
-def _stack_config_dir(project_dir: Path) -> str:
-    project = _load_yaml(project_dir / "Pulumi.yaml")
+def stack_config_dir(project_dir: Path) -> str:
+    project = load_yaml(project_dir / "Pulumi.yaml")
     return (project or {}).get("stackConfigDir", ".") if isinstance(project, dict) else "."
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    document = _load_yaml(path)
+    document = load_yaml(path)
     if document is None:
         document = {}
     if not isinstance(document, dict):
@@ -83,7 +83,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def _load_yaml(path: Path) -> Any:
+def load_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:

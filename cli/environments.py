@@ -1,0 +1,360 @@
+"""stacks/environments.yaml, the authored file: per environment a preset plus overrides.
+
+Each environment's effective cluster spec is its preset, then the shared `defaults.overrides`,
+then its own `overrides`, deep-merged (see `merge`). `aksgpu render` writes that effective spec
+to stacks/Pulumi.<env>.yaml; nothing else in the chain reads environments.yaml back.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from cli.stackfile import UserError, find_project_dir, load_yaml, stack_config_dir
+from components.spec.base import Issue, checked, issues_from_validation_error
+
+ENVIRONMENTS_FILE = "environments.yaml"
+SCHEMA_FILE = "environments.schema.json"
+# Pulumi stack names allow letters, digits, '-', '_' and '.'; the name is also a file name part.
+ENVIRONMENT_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$")
+# In a list of named items (nodePools, teams, subnets), an override item with this key set to
+# true removes the preset's item of that name instead of merging into it.
+REMOVE_KEY = "_remove"
+
+EnvironmentName = Annotated[
+    str,
+    checked(ENVIRONMENT_NAME.fullmatch,
+            "must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit (a Pulumi stack name)",
+            'rename it, e.g. "prod"'),
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True,
+                              use_attribute_docstrings=True, populate_by_name=True)
+
+
+class Defaults(_Model):
+    """Settings shared by every environment; an environment's own settings win."""
+
+    backend: str | None = None
+    """Pulumi state backend URL (file://, azblob://..., or https://api.pulumi.com). Unset: the local file backend in .pulumi-state/."""
+    secrets_provider: str | None = None
+    """Pulumi secrets provider (passphrase, or azurekeyvault://<vault>.vault.azure.net/keys/<key>). Unset: passphrase for the local backend, the service's own for Pulumi Cloud."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Cluster spec fields applied to every environment, after its preset and before its own overrides."""
+
+
+class EnvironmentSettings(_Model):
+    """One environment: which preset it starts from and what it changes."""
+
+    preset: str = Field(min_length=1)
+    """The preset this environment starts from (`aksgpu presets list`)."""
+    description: str | None = None
+    """What this environment is for; shown in the rendered stack file's header."""
+    backend: str | None = None
+    """Pulumi state backend URL for this environment; overrides defaults.backend."""
+    secrets_provider: str | None = None
+    """Pulumi secrets provider for this environment; overrides defaults.secretsProvider."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Cluster spec fields that differ from the preset (camelCase, as in a stack file). Mappings merge key by key; lists of named items (nodePools, teams, subnets) merge by name, and an item with `_remove: true` drops the preset's item; other lists replace the preset's."""
+
+
+class EnvironmentsDocument(_Model):
+    """The whole of stacks/environments.yaml."""
+
+    defaults: Defaults = Defaults()
+    """Settings shared by every environment."""
+    environments: dict[EnvironmentName, EnvironmentSettings] = Field(default_factory=dict)
+    """The environments, by name; each becomes the Pulumi stack of the same name."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One environment, resolved against the shared defaults."""
+
+    name: str
+    preset: str
+    description: str | None
+    overrides: dict[str, Any]
+    shared_overrides: dict[str, Any]
+    backend: str | None
+    secrets_provider: str | None
+
+
+@dataclass(frozen=True)
+class EnvironmentsFile:
+    """The parsed environments.yaml of a project (empty when the file does not exist yet)."""
+
+    project_dir: Path
+    path: Path
+    document: EnvironmentsDocument
+    exists: bool
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.document.environments)
+
+    def get(self, name: str) -> Environment:
+        settings = self.document.environments.get(name)
+        if settings is None:
+            known = ", ".join(self.names) or "(none yet)"
+            hint = difflib.get_close_matches(name, self.names, n=1)
+            guess = f'did you mean "{hint[0]}"? ' if hint else ""
+            raise UserError(f'no environment "{name}" in {self.relative_path}. Fix: {guess}use one of: {known}, '
+                            f"or add it with `aksgpu init {name} --preset NAME`.")
+        defaults = self.document.defaults
+        return Environment(
+            name=name,
+            preset=settings.preset,
+            description=settings.description,
+            overrides=settings.overrides,
+            shared_overrides=defaults.overrides,
+            backend=settings.backend or defaults.backend,
+            secrets_provider=settings.secrets_provider or defaults.secrets_provider,
+        )
+
+    @property
+    def relative_path(self) -> str:
+        return str(self.path.relative_to(self.project_dir))
+
+
+def environments_path(project_dir: Path) -> Path:
+    return project_dir / stack_config_dir(project_dir) / ENVIRONMENTS_FILE
+
+
+def load_environments(project_dir: Path | None = None) -> EnvironmentsFile:
+    """Read and check environments.yaml; a missing file is an empty one."""
+    project_dir = project_dir or find_project_dir(Path.cwd().resolve())
+    path = environments_path(project_dir)
+    if not path.is_file():
+        return EnvironmentsFile(project_dir, path, EnvironmentsDocument(), exists=False)
+    raw = load_yaml(path)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise UserError(f"{path.name} must be a YAML mapping with an environments: key. "
+                        "Fix: start from `aksgpu init dev --preset dev`.")
+    try:
+        document = EnvironmentsDocument.model_validate(raw)
+    except ValidationError as error:
+        issues = issues_from_validation_error(error, raw, EnvironmentsDocument)
+        raise UserError(_issues_text(path.name, issues)) from None
+    return EnvironmentsFile(project_dir, path, document, exists=True)
+
+
+def _issues_text(source: str, issues: list[Issue]) -> str:
+    noun = "problem" if len(issues) == 1 else "problems"
+    return "\n".join([f"{source} has {len(issues)} {noun}:", *(f"  - {issue}" for issue in issues)])
+
+
+# --- merging ---------------------------------------------------------------------------------
+
+
+def merge(base: Any, override: Any) -> Any:
+    """`override` deep-merged onto `base`, neither changed.
+
+    Mappings merge key by key. Lists of keyed items (every item a mapping with a `name`, or a
+    `schedule` for maintenance windows) merge item by item by key: new keys are appended and
+    `_remove: true` drops an item. Anything else in the override replaces the base value.
+    """
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = merge(base[key], value) if key in base else _strip_removals(value)
+        return merged
+    item_key = list_item_key(base)
+    if item_key is not None and list_item_key(override) == item_key:
+        merged_items = {item[item_key]: item for item in base}
+        for item in override:
+            key = item[item_key]
+            if item.get(REMOVE_KEY) is True:
+                merged_items.pop(key, None)
+            elif key in merged_items:
+                merged_items[key] = merge(merged_items[key], item)
+            else:
+                merged_items[key] = _strip_removals(item)
+        return list(merged_items.values())
+    return _strip_removals(override)
+
+
+# Fields that identify an item in a list of mappings, so overrides can address it.
+LIST_ITEM_KEYS = ("name", "schedule")
+
+
+def list_item_key(value: Any) -> str | None:
+    """The field that keys every item of a list of mappings, or None for other values."""
+    if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
+        return None
+    for key in LIST_ITEM_KEYS:
+        if all(isinstance(item.get(key), str) for item in value):
+            return key
+    return None
+
+
+def _strip_removals(value: Any) -> Any:
+    """A value with removal markers dropped: removing what the base does not have is a no-op."""
+    if isinstance(value, dict):
+        return {key: _strip_removals(item) for key, item in value.items() if key != REMOVE_KEY}
+    if isinstance(value, list):
+        return [_strip_removals(item) for item in value
+                if not (isinstance(item, dict) and item.get(REMOVE_KEY) is True)]
+    return value
+
+
+def effective_raw_spec(preset_spec: dict[str, Any], environment: Environment) -> dict[str, Any]:
+    """The environment's cluster spec before validation: preset, shared overrides, its overrides."""
+    return merge(merge(preset_spec, environment.shared_overrides), environment.overrides)
+
+
+# --- override paths --------------------------------------------------------------------------
+
+
+def check_override_keys(overrides: Any, where: str) -> list[Issue]:
+    """Unknown keys in an overrides mapping, with the path the user wrote and a suggestion.
+
+    Values are checked later, on the merged spec; this catches misspelt paths at their source.
+    """
+    from components.spec import ClusterSpec
+
+    issues: list[Issue] = []
+    if not isinstance(overrides, dict):
+        return [Issue(where, overrides, "overrides must be a mapping of cluster spec fields",
+                      "write them as YAML, e.g. controlPlane: {tier: Premium}")]
+    _walk_keys(overrides, ClusterSpec, where, issues)
+    return issues
+
+
+def _walk_keys(value: Any, model: type[BaseModel], path: str, issues: list[Issue]) -> None:
+    from components.spec.base import _model_in
+
+    fields = {(info.alias or name): info for name, info in model.model_fields.items()}
+    for key, item in value.items():
+        if key == REMOVE_KEY:
+            continue
+        info = fields.get(key)
+        if info is None:
+            guess = difflib.get_close_matches(str(key), list(fields), n=1)
+            fix = (f'did you mean "{guess[0]}"? ' if guess else "") + "use one of: " + ", ".join(fields)
+            issues.append(Issue(f"{path}.{key}", item, f"is not a field of {model.__name__}", fix))
+            continue
+        inner = _model_in(info.annotation)
+        if inner is None:
+            continue
+        if isinstance(item, dict):
+            _walk_keys(item, inner, f"{path}.{key}", issues)
+        elif isinstance(item, list):
+            for index, element in enumerate(item):
+                if isinstance(element, dict):
+                    _walk_keys(element, inner, f"{path}.{key}[{index}]", issues)
+
+
+# --- `--set path=value` ----------------------------------------------------------------------
+
+_SET_SEGMENT = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
+def parse_assignment(text: str) -> tuple[list[str], Any]:
+    """`controlPlane.tier=Premium` -> (['controlPlane', 'tier'], 'Premium'); values are YAML."""
+    import yaml
+
+    path_text, sep, value_text = text.partition("=")
+    segments = path_text.strip().split(".")
+    if not sep or not all(segments):
+        raise UserError(f'--set {text}: must be PATH=VALUE with a dotted path. '
+                        'Fix: write it like --set controlPlane.tier=Premium or --set nodePools.gpu.maxCount=8.')
+    try:
+        value = yaml.safe_load(value_text) if value_text.strip() else ""
+    except yaml.YAMLError:
+        raise UserError(f"--set {text}: the value is not valid YAML. Fix: quote it, e.g. --set 'tags.team=\"ml\"'.") \
+            from None
+    return segments, value
+
+
+def assignment_overrides(assignments: list[str]) -> dict[str, Any]:
+    """Overrides from `--set` assignments; list items are addressed by name (nodePools.<name>.field)."""
+    from components.spec import ClusterSpec
+    from components.spec.base import _model_in
+
+    overrides: dict[str, Any] = {}
+    for text in assignments:
+        segments, value = parse_assignment(text)
+        model: type[BaseModel] | None = ClusterSpec
+        node: dict[str, Any] = overrides
+        index = 0
+        while index < len(segments):
+            key = segments[index]
+            last = index == len(segments) - 1
+            fields = {(info.alias or name): info for name, info in model.model_fields.items()} if model else {}
+            info = fields.get(key) if model else None
+            if model is not None and info is None:
+                guess = difflib.get_close_matches(key, list(fields), n=1)
+                prefix = ".".join(segments[:index]) or "(top level)"
+                raise UserError(f'--set {text}: "{key}" is not a field at {prefix}. '
+                                f"Fix: {'did you mean ' + repr(guess[0]) + '? ' if guess else ''}"
+                                f"use one of: {', '.join(fields)}.")
+            inner = _model_in(info.annotation) if info is not None else None
+            item_key = next((k for k in LIST_ITEM_KEYS if inner is not None and k in inner.model_fields), None)
+            is_named_list = item_key is not None and _annotation_is_list(info)
+            if last:
+                node[key] = value
+                break
+            if is_named_list:
+                item_name = segments[index + 1]
+                items = node.setdefault(key, [])
+                item = next((i for i in items if i.get(item_key) == item_name), None)
+                if item is None:
+                    item = {item_key: item_name}
+                    items.append(item)
+                if index + 1 == len(segments) - 1:
+                    raise UserError(f"--set {text}: name a field of {key} item {item_name!r}. "
+                                    f"Fix: write it like --set {key}.{item_name}.maxCount=8.")
+                node, model, index = item, inner, index + 2
+                continue
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise UserError(f"--set {text}: {key} is set twice. Fix: set the whole value once.")
+            model = inner
+            index += 1
+    return overrides
+
+
+def _annotation_is_list(info: Any) -> bool:
+    from typing import get_args, get_origin
+
+    annotation = info.annotation
+    if get_origin(annotation) is list:
+        return True
+    return any(get_origin(arg) is list for arg in get_args(annotation))
+
+
+def describe_overrides(overrides: dict[str, Any], base: Any = None, prefix: str = "") -> list[str]:
+    """The dotted paths an overrides mapping sets on `base`, for headers: list items by key,
+    `(added)` for items `base` does not have, `(removed)` for removals."""
+    paths: list[str] = []
+    base = base if isinstance(base, dict) else {}
+    for key, value in overrides.items():
+        path = f"{prefix}.{key}" if prefix else key
+        item_key = list_item_key(value)
+        if isinstance(value, dict) and value:
+            paths += describe_overrides(value, base.get(key), path)
+        elif item_key is not None:
+            base_items = {item.get(item_key): item for item in base.get(key) or [] if isinstance(item, dict)}
+            for item in value:
+                item_path = f"{path}.{item[item_key]}"
+                rest = {k: v for k, v in item.items() if k != item_key}
+                if item.get(REMOVE_KEY) is True:
+                    paths.append(f"{item_path} (removed)")
+                elif item[item_key] not in base_items:
+                    paths.append(f"{item_path} (added)")
+                else:
+                    paths += describe_overrides(rest, base_items[item[item_key]], item_path)
+        else:
+            paths.append(path)
+    return paths

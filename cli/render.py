@@ -1,0 +1,324 @@
+"""Rendering stacks/Pulumi.<env>.yaml from stacks/environments.yaml through templates/.
+
+The rendered file holds the full, effective cluster spec (every field, preset defaults resolved,
+overrides applied) under `aksgpu:cluster`, and two digests that tell a stale file (environments.yaml
+changed: render replaces it) from a file edited by hand (render refuses unless forced):
+- `aksgpu:renderDigest`, a config key: the digest of the `aksgpu:cluster` value as rendered. It
+  survives Pulumi rewriting the file (Pulumi re-serialises stack files and drops comments when it
+  adds `encryptionsalt` or `pulumi config set` runs).
+- a header comment with the digest of the whole text: any edit, comments included, changes it.
+Keys aksgpu does not own (Pulumi's `secretsprovider`, `encryptedkey`, `encryptionsalt`, other
+config keys) are kept from the existing file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+
+from cli.environments import (
+    Environment,
+    EnvironmentsFile,
+    check_override_keys,
+    describe_overrides,
+    effective_raw_spec,
+    merge,
+)
+from cli.presets import Preset, load_preset
+from cli.stackfile import UserError, load_yaml
+
+if TYPE_CHECKING:
+    from components.spec import ClusterSpec, Issue
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
+CLUSTER_KEY = "aksgpu:cluster"
+DIGEST_KEY = "aksgpu:renderDigest"
+TEXT_DIGEST_PREFIX = "aksgpu-render: text sha256="
+TEXT_DIGEST_LINE = re.compile(r"^# aksgpu-render: text sha256=([0-9a-f]{64})$", re.MULTILINE)
+HEADER_WIDTH = 96
+# A pool reads best with what it is first; the other fields follow in the model's order.
+POOL_KEYS_FIRST = ("name", "kind", "vmSize", "priority", "spot", "zones", "perZone", "count", "minCount",
+                   "maxCount", "team", "taints", "labels", "gpu")
+
+State = Literal["new", "current", "stale", "hand-edited"]
+
+
+@dataclass(frozen=True)
+class EffectiveEnvironment:
+    """An environment resolved to its validated cluster spec."""
+
+    environment: Environment
+    preset: Preset
+    spec: ClusterSpec
+    warnings: list[Issue]
+
+
+@dataclass(frozen=True)
+class RenderedStack:
+    """What `render` would write for one environment, next to what is there now."""
+
+    environment: str
+    path: Path
+    text: str
+    existing: str | None
+    state: State
+    reason: str = ""
+
+    def diff(self, project_dir: Path) -> str:
+        name = str(self.path.relative_to(project_dir))
+        before = (self.existing or "").splitlines(keepends=True)
+        return "".join(difflib.unified_diff(before, self.text.splitlines(keepends=True),
+                                            f"{name} (on disk)", f"{name} (rendered)"))
+
+
+def effective_environment(environments: EnvironmentsFile, name: str) -> EffectiveEnvironment:
+    """Preset + shared overrides + the environment's overrides, validated as a ClusterSpec.
+
+    Raises UserError for an unknown environment or preset, SpecError for a bad spec (override
+    paths that name no field are reported where the user wrote them).
+    """
+    from components.spec import SpecError, parse_cluster_spec
+
+    environment = environments.get(name)
+    preset = load_preset(environment.preset)
+    where = f"{environments.relative_path}: environments.{name}"
+    issues = check_override_keys(environment.shared_overrides, f"{environments.relative_path}: defaults.overrides")
+    issues += check_override_keys(environment.overrides, f"{where}.overrides")
+    if issues:
+        raise SpecError(issues, source=f"environment {name} ({environments.relative_path})")
+    raw = effective_raw_spec(preset.spec, environment)
+    spec, warnings = parse_cluster_spec(
+        raw, source=f"environment {name} (preset {preset.name} + overrides in {environments.relative_path})")
+    return EffectiveEnvironment(environment, preset, spec, warnings)
+
+
+def spec_config(spec: ClusterSpec) -> dict[str, Any]:
+    """The spec as stack config: every field, camelCase, parsing back to the same spec."""
+    config = spec.model_dump(mode="json", by_alias=True)
+    config["nodePools"] = [_reordered(pool, POOL_KEYS_FIRST) for pool in config["nodePools"]]
+    system = spec.system_pool
+    if system.autoscale and not system.count_is_explicit:
+        # The default count only applies without autoscaling; written out it would read as an
+        # explicit initial count. null keeps the meaning: start at minCount.
+        config["systemPool"]["count"] = None
+    return config
+
+
+def _reordered(mapping: dict[str, Any], first: tuple[str, ...]) -> dict[str, Any]:
+    return {**{key: mapping[key] for key in first if key in mapping}, **mapping}
+
+
+def value_digest(cluster: Any) -> str:
+    canonical = json.dumps(cluster, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _text_digest(text: str) -> str:
+    """The digest of a rendered text, taken with its own digest line blanked out."""
+    blanked = TEXT_DIGEST_LINE.sub("# " + TEXT_DIGEST_PREFIX, text, count=1)
+    return hashlib.sha256(blanked.encode()).hexdigest()
+
+
+# --- YAML layout -----------------------------------------------------------------------------
+
+
+class _StackDumper(yaml.SafeDumper):
+    """Block style with indented sequences; short lists of scalars and empty containers inline."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> Any:
+        return super().increase_indent(flow, False)
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list) -> Any:
+    inline = all(isinstance(item, (str, int, float, bool)) or item is None for item in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=inline)
+
+
+def _represent_dict(dumper: yaml.SafeDumper, data: dict) -> Any:
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=not data)
+
+
+_StackDumper.add_representer(list, _represent_list)
+_StackDumper.add_representer(dict, _represent_dict)
+
+
+def to_yaml(value: Any) -> str:
+    """Deterministic YAML for stack files (key order kept, no line folding)."""
+    return yaml.dump(value, Dumper=_StackDumper, sort_keys=False, default_flow_style=False,
+                     allow_unicode=True, width=10_000).rstrip("\n")
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _sections(spec: ClusterSpec, config: dict[str, Any]) -> list[dict[str, Any]]:
+    from components.spec import ClusterSpec
+
+    descriptions = {(info.alias or name): info.description for name, info in ClusterSpec.model_fields.items()}
+    sections = []
+    for key, value in config.items():
+        comments = _wrap(_first_sentence(descriptions.get(key)), HEADER_WIDTH - 6)
+        if key == "nodePools" and value:
+            lines = ["nodePools:"]
+            for pool, item in zip(spec.node_pools, value, strict=True):
+                lines += [f"  # {line}" for line in _wrap(_pool_summary(pool), HEADER_WIDTH - 8)]
+                lines += textwrap.indent(to_yaml([item]), "  ").splitlines()
+            text = "\n".join(lines)
+        else:
+            text = to_yaml({key: value})
+        sections.append({"comments": comments, "yaml": text})
+    return sections
+
+
+def _first_sentence(text: str | None) -> str:
+    """The first sentence of a field description ("e.g." and the like do not end one)."""
+    if not text:
+        return ""
+    return " ".join(re.split(r"(?<=[.!?])\s+(?=[A-Z`])", text.strip(), maxsplit=1)[0].split())
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width) if text else []
+
+
+def _pool_summary(pool: Any) -> str:
+    """One line a reviewer reads before the pool's fields: what it becomes in Azure."""
+    size = pool.size
+    gpus = f", {size['gpus']} x {size['gpuModel']} each" if size and size.get("gpus") else ""
+    agent_pools = pool.agent_pools()
+    where = (f"{len(agent_pools)} AgentPools, one per zone {', '.join(pool.zones)}" if len(agent_pools) > 1
+             else f"zones {', '.join(pool.zones) or 'none'}")
+    scale = (f"{pool.min_count}-{pool.max_count} nodes" if pool.autoscale else f"{pool.count or 0} nodes")
+    if len(agent_pools) > 1:
+        scale += " each"
+    priority = "spot" if pool.priority == "spot" else "on-demand"
+    team = f", team {pool.team}" if pool.team else ""
+    return f"{pool.name}: {pool.vm_size}{gpus}; {where}; {scale}; {priority}{team}."
+
+
+def render_text(effective: EffectiveEnvironment, environments_file: str,
+                kept_top_level: dict[str, Any], kept_config: dict[str, Any]) -> str:
+    """The stack file text for an environment: deterministic, same input same bytes."""
+    import jinja2
+
+    config = spec_config(effective.spec)
+    env = effective.environment
+    preset_spec = effective.preset.spec
+    overrides = (describe_overrides(env.shared_overrides, preset_spec)
+                 + describe_overrides(env.overrides, merge(preset_spec, env.shared_overrides)))
+    override_text = "Overrides: " + (", ".join(dict.fromkeys(overrides)) if overrides else "none")
+    jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
+                               keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                               autoescape=False)
+    text = jinja.get_template("stack.yaml.j2").render(
+        environment=env.name,
+        environments_file=environments_file,
+        description=env.description,
+        preset=effective.preset.name,
+        preset_lines=textwrap.wrap(f"Preset: {effective.preset.name} ({effective.preset.description})",
+                                   HEADER_WIDTH - 2, subsequent_indent="  "),
+        override_lines=textwrap.wrap(override_text, HEADER_WIDTH - 2, subsequent_indent="  ",
+                                     break_on_hyphens=False),
+        warnings=effective.warnings,
+        warning_lines=[line for warning in effective.warnings
+                       for line in textwrap.wrap(f"- {warning}", HEADER_WIDTH - 4, subsequent_indent="  ",
+                                                   break_on_hyphens=False)],
+        text_digest_line=TEXT_DIGEST_PREFIX,
+        kept_top_level=[to_yaml({key: value}) for key, value in kept_top_level.items()],
+        sections=_sections(effective.spec, config),
+        value_digest=value_digest(config),
+        kept_config=to_yaml(kept_config) if kept_config else "",
+    )
+    return text.replace("# " + TEXT_DIGEST_PREFIX, "# " + TEXT_DIGEST_PREFIX + _text_digest(text), 1)
+
+
+# --- comparing with what is on disk ----------------------------------------------------------
+
+
+def stack_path(environments: EnvironmentsFile, name: str) -> Path:
+    return environments.path.parent / f"Pulumi.{name}.yaml"
+
+
+def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
+    """What rendering `name` would write, and the state of the file there now."""
+    effective = effective_environment(environments, name)
+    path = stack_path(environments, name)
+    existing = path.read_text(encoding="utf-8") if path.is_file() else None
+    kept_top: dict[str, Any] = {}
+    kept_config: dict[str, Any] = {}
+    state: State = "new"
+    reason = ""
+    if existing is not None:
+        document, problem = _parse_existing(path)
+        if isinstance(document, dict):
+            kept_top = {key: value for key, value in document.items() if key != "config"}
+            config = document.get("config") if isinstance(document.get("config"), dict) else {}
+            kept_config = {key: value for key, value in config.items() if key not in (CLUSTER_KEY, DIGEST_KEY)}
+        state, reason = _existing_state(existing, document, problem)
+    text = render_text(effective, environments.relative_path, kept_top, kept_config)
+    if state == "stale" and text == existing:
+        state = "current"
+    return RenderedStack(name, path, text, existing, state, reason)
+
+
+def _parse_existing(path: Path) -> tuple[Any, str]:
+    try:
+        return load_yaml(path), ""
+    except UserError as error:
+        return None, str(error)
+
+
+def _existing_state(text: str, document: Any, problem: str) -> tuple[State, str]:
+    if problem:
+        return "hand-edited", f"it is not valid YAML ({problem})"
+    config = document.get("config") if isinstance(document, dict) else None
+    if not isinstance(config, dict) or DIGEST_KEY not in config:
+        return "hand-edited", "it was not written by `aksgpu render` (it has no aksgpu:renderDigest)"
+    if value_digest(config.get(CLUSTER_KEY)) != config[DIGEST_KEY]:
+        return "hand-edited", "its aksgpu:cluster values were changed after it was rendered"
+    match = TEXT_DIGEST_LINE.search(text)
+    # No text digest: Pulumi rewrote the file (it drops comments); the values are as rendered.
+    if match and match.group(1) != _text_digest(text):
+        return "hand-edited", "its text (comments or layout) was changed after it was rendered"
+    return "stale", ""
+
+
+def write_rendered(rendered: RenderedStack, force: bool = False) -> Path | None:
+    """Write a rendered stack file; a hand-edited one only with `force`, after a backup.
+
+    Returns the backup path when one was made.
+    """
+    if rendered.state == "current":
+        return None
+    if rendered.state == "hand-edited" and not force:
+        raise UserError(f"{rendered.path.name} was edited by hand: {rendered.reason}. render will not overwrite it. "
+                        f"Fix: move the change into stacks/environments.yaml (environment {rendered.environment}), "
+                        f"then run `aksgpu render {rendered.environment} --force` (the edited file is kept as a "
+                        "backup beside it).")
+    backup = None
+    if rendered.state == "hand-edited" and rendered.existing is not None:
+        backup = _free_backup_path(rendered.path)
+        backup.write_text(rendered.existing, encoding="utf-8")
+    rendered.path.parent.mkdir(parents=True, exist_ok=True)
+    rendered.path.write_text(rendered.text, encoding="utf-8")
+    return backup
+
+
+def _free_backup_path(path: Path) -> Path:
+    candidate = path.with_name(path.name + ".bak")
+    number = 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}.bak{number}")
+        number += 1
+    return candidate
