@@ -1,37 +1,54 @@
 """The aksgpu command line.
 
-Imports of Pulumi, Azure and the spec happen inside the commands, so `aksgpu --help` stays fast.
+Imports of Pulumi, Azure, rich and the spec happen inside the commands, so `aksgpu --help`
+stays fast. Exit codes: 0 success; 1 the spec has errors, or a check found drift; 2 bad input
+(unknown environment or preset, unreadable YAML, bad option, missing tool).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 if TYPE_CHECKING:
+    from cli.environments import EnvironmentsFile
     from cli.stackfile import StackFile
     from components.spec import Issue
 
 app = typer.Typer(
     name="aksgpu",
-    help="AKS GPU clusters from one validated spec: plan offline, then `pulumi up` per stack.",
+    help="AKS GPU clusters from one validated spec: presets and environments, rendered Pulumi stacks, "
+         "an offline plan, and the real `pulumi up`.",
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
+presets_app = typer.Typer(help="The presets environments start from.", no_args_is_help=True)
+app.add_typer(presets_app, name="presets")
 
 StackArg = Annotated[
     str,
     typer.Argument(help="An environment name (stacks/Pulumi.<env>.yaml) or the path of a stack file."),
 ]
+EnvironmentsArg = Annotated[
+    Optional[list[str]],  # noqa: UP045 - typer needs Optional here
+    typer.Argument(help="Environments in stacks/environments.yaml (default: all of them).", show_default=False),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
 def _fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def _echo_json(document: Any) -> None:
+    typer.echo(json.dumps(document, indent=2, default=str))
 
 
 def _load(stack: str) -> tuple[StackFile, list[Issue]]:
@@ -49,6 +66,37 @@ def _load(stack: str) -> tuple[StackFile, list[Issue]]:
         typer.echo(str(error), err=True)
         raise typer.Exit(1) from None
     return stack_file, warnings
+
+
+def _environments() -> EnvironmentsFile:
+    from cli.environments import load_environments
+    from cli.stackfile import UserError
+
+    try:
+        return load_environments()
+    except UserError as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+
+
+def _stale_note(stack_file: StackFile) -> str | None:
+    """A note when the stack file is not what environments.yaml renders (None: current or unknown)."""
+    from cli.environments import load_environments
+    from cli.render import plan_render
+    from cli.stackfile import UserError
+    from components.spec import SpecError
+
+    try:
+        environments = load_environments(stack_file.project_dir)
+        if stack_file.stack not in environments.names or stack_file.path.parent != environments.path.parent:
+            return None
+        rendered = plan_render(environments, stack_file.stack)
+    except (UserError, SpecError):
+        return None
+    if rendered.state == "current":
+        return None
+    why = rendered.reason or f"it is out of date with {environments.relative_path}"
+    return f"note: {stack_file.path.name} is not what `aksgpu render {stack_file.stack}` would write: {why}."
 
 
 @app.command()
@@ -69,20 +117,276 @@ def plan(
     result = plan_stack(stack_file)
     if as_json:
         typer.echo(json.dumps(plan_document(result, warnings), indent=2, sort_keys=False, default=str))
-    else:
-        typer.echo(render_text(result, warnings))
+        return
+    typer.echo(render_text(result, warnings))
+    note = _stale_note(stack_file)
+    if note:
+        typer.echo(note, err=True)
 
 
 @app.command()
-def validate(stack: StackArg) -> None:
-    """Check a stack's cluster spec against every rule, and print all problems at once.
+def validate(
+    targets: Annotated[
+        Optional[list[str]],  # noqa: UP045 - typer needs Optional here
+        typer.Argument(help="Environments or stack files (default: every environment and every stack file).",
+                       show_default=False),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check environments and stack files against every spec rule, and print all problems at once.
 
-    Exit codes: 0 valid (warnings may be printed), 1 the spec has errors, 2 bad input.
+    An environment is checked as environments.yaml defines it (preset + overrides) and as its
+    rendered stack file says; a stack file out of date with environments.yaml is a warning.
+    Exit codes: 0 valid (warnings may be printed), 1 errors, 2 bad input.
     """
-    stack_file, warnings = _load(stack)
-    for warning in warnings:
-        typer.echo(f"warning: {warning}")
-    typer.echo(f"{stack_file.path.name}: valid ({len(warnings)} warnings)")
+    from cli.validation import validate_targets
+
+    try:
+        reports = validate_targets(targets or [])
+    except Exception as error:  # UserError: one clear message
+        from cli.stackfile import UserError
+
+        if isinstance(error, UserError):
+            _fail(str(error))
+        raise
+    if as_json:
+        _echo_json([report.as_json() for report in reports])
+    else:
+        for report in reports:
+            typer.echo(report.text())
+    if any(report.errors for report in reports):
+        raise typer.Exit(1)
+
+
+@app.command()
+def render(
+    environments: EnvironmentsArg = None,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 and show a diff when a stack "
+                                                         "file is out of date (for CI).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite stack files edited by hand "
+                                                         "(each is kept as a .bak file beside it).")] = False,
+) -> None:
+    """Render stacks/Pulumi.<env>.yaml from stacks/environments.yaml through templates/.
+
+    Each file holds the full, effective config: the preset, then defaults.overrides, then the
+    environment's overrides, every field resolved. Same input, same bytes. A stack file edited
+    by hand is never overwritten unless --force. Exit codes: 0 written or current, 1 --check
+    found a file out of date or a spec error, 2 bad input or a hand-edited file.
+    """
+    from cli.render import plan_render, write_rendered
+    from cli.stackfile import UserError
+    from components.spec import SpecError
+
+    env_file = _environments()
+    if not env_file.exists:
+        _fail(f"{env_file.relative_path} does not exist. Fix: create it with `aksgpu init ENV --preset NAME`.")
+    names = environments or env_file.names
+    rendered_stacks = []
+    failed = False
+    for name in names:
+        try:
+            rendered_stacks.append(plan_render(env_file, name))
+        except UserError as error:
+            _fail(str(error))
+        except SpecError as error:
+            typer.echo(str(error), err=True)
+            failed = True
+    if failed:
+        raise typer.Exit(1)
+    project = env_file.project_dir
+    if check:
+        stale = [r for r in rendered_stacks if r.state != "current"]
+        for rendered in rendered_stacks:
+            relative = rendered.path.relative_to(project)
+            if rendered.state == "current":
+                typer.echo(f"{relative}: up to date")
+                continue
+            why = {"new": "missing", "stale": "out of date", "hand-edited": f"edited by hand: {rendered.reason}"}
+            typer.echo(f"{relative}: {why[rendered.state]}")
+            typer.echo(rendered.diff(project))
+        if stale:
+            typer.echo(f"{len(stale)} stack file(s) differ from what `aksgpu render` writes. "
+                       f"Fix: run `aksgpu render {' '.join(r.environment for r in stale)}` and commit the result.",
+                       err=True)
+            raise typer.Exit(1)
+        return
+    for rendered in rendered_stacks:
+        relative = rendered.path.relative_to(project)
+        try:
+            backup = write_rendered(rendered, force=force)
+        except UserError as error:
+            _fail(str(error))
+        verb = {"new": "created", "stale": "updated", "current": "unchanged", "hand-edited": "overwritten"}
+        typer.echo(f"{relative}: {verb[rendered.state]}")
+        if backup is not None:
+            typer.echo(f"  the hand-edited file was kept as {backup.relative_to(project)}")
+
+
+@app.command()
+def init(
+    environment: Annotated[str, typer.Argument(help="The new environment's name (also its Pulumi stack).")],
+    preset: Annotated[str, typer.Option("--preset", "-p", help="The preset to start from (aksgpu presets list).")],
+    location: Annotated[Optional[str], typer.Option(help="Azure region, e.g. eastus2.")] = None,  # noqa: UP045
+    name: Annotated[Optional[str], typer.Option(help="Cluster name (default: gpu-ENV).")] = None,  # noqa: UP045
+    resource_group: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Resource group (default: rg-NAME).")] = None,
+    admin_group: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+        "--admin-group", help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
+    description: Annotated[Optional[str], typer.Option(help="What the environment is for.")] = None,  # noqa: UP045
+    set_: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+        "--set", help="Override a spec field: PATH=VALUE, e.g. controlPlane.tier=Premium or "
+                      "nodePools.a100.maxCount=8 (repeatable; values are YAML).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited stack file of the same name "
+                                                         "(kept as a .bak file).")] = False,
+) -> None:
+    """Add an environment to stacks/environments.yaml (creating it if needed) and render its stack.
+
+    Nothing is written unless the new environment's spec is valid.
+    """
+    from cli.initialize import InitRequest, add_environment
+    from cli.stackfile import UserError
+    from components.spec import SpecError
+
+    request = InitRequest(environment=environment, preset=preset, location=location, name=name,
+                          resource_group=resource_group, admin_groups=admin_group or [], description=description,
+                          assignments=set_ or [], force=force)
+    try:
+        outcome = add_environment(request)
+    except UserError as error:
+        _fail(str(error))
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        typer.echo("Nothing was written.", err=True)
+        raise typer.Exit(1) from None
+    for line in outcome.messages:
+        typer.echo(line)
+
+
+@app.command()
+def diff(
+    environment_a: Annotated[str, typer.Argument(help="An environment.")],
+    environment_b: Annotated[str, typer.Argument(help="Another environment.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Show how two environments' effective specs differ, field by field.
+
+    Pools and other keyed list items are matched by name. Exit codes: 0 (whether or not they
+    differ), 1 a spec has errors, 2 bad input.
+    """
+    from cli.fields import field_differences, field_rows
+    from cli.render import effective_environment, spec_config
+    from cli.stackfile import UserError
+    from components.spec import SpecError
+
+    env_file = _environments()
+    rows = {}
+    for env in (environment_a, environment_b):
+        try:
+            effective = effective_environment(env_file, env)
+        except UserError as error:
+            _fail(str(error))
+        except SpecError as error:
+            typer.echo(str(error), err=True)
+            raise typer.Exit(1) from None
+        rows[env] = {row.path: row.value for row in field_rows(spec_config(effective.spec))}
+    differences = field_differences(rows[environment_a], rows[environment_b], environment_a, environment_b)
+    if as_json:
+        _echo_json({"a": environment_a, "b": environment_b, "differences": differences})
+        return
+    if not differences:
+        typer.echo(f"{environment_a} and {environment_b} have the same effective spec.")
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("field", environment_a, environment_b, title=f"{len(differences)} fields differ", box=None,
+                  title_justify="left")
+    for row in differences:
+        table.add_row(*(Text(text) for text in (row["path"], _show(row[environment_a]), _show(row[environment_b]))))
+    Console(width=_width()).print(table)
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _width() -> int | None:
+    # Wide enough for paths and values when not on a terminal (pipes, tests, CI logs).
+    return None if sys.stdout.isatty() else 160
+
+
+@app.command()
+def schema(
+    kind: Annotated[str, typer.Argument(help="cluster (the aksgpu:cluster value of a stack file) or environments "
+                                             "(stacks/environments.yaml).")] = "cluster",
+    output: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--output", "-o", help="Write to this file instead of printing.")] = None,
+) -> None:
+    """Print the JSON Schema of the cluster spec or of environments.yaml, for editors and CI.
+
+    stacks/environments.yaml starts with a yaml-language-server comment that points editors at
+    stacks/environments.schema.json (`aksgpu schema environments -o stacks/environments.schema.json`).
+    """
+    from cli.schema import cluster_schema, environments_schema
+
+    builders = {"cluster": cluster_schema, "environments": environments_schema}
+    if kind not in builders:
+        _fail(f'no schema "{kind}". Fix: use one of: {", ".join(builders)}.')
+    text = json.dumps(builders[kind](), indent=2) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        _fail(f"cannot write {output}: {error.strerror}. Fix: check the folder exists and is writable.")
+    typer.echo(f"wrote {output}")
+
+
+@presets_app.command("list")
+def presets_list(as_json: JsonOption = False) -> None:
+    """List the presets with what each is for."""
+    from cli.presets import all_presets
+
+    presets = all_presets()
+    if as_json:
+        _echo_json([{"name": p.name, "description": p.description} for p in presets])
+        return
+    width = max(len(p.name) for p in presets)
+    for preset in presets:
+        typer.echo(f"{preset.name.ljust(width)}  {preset.description}")
+
+
+@presets_app.command("show")
+def presets_show(
+    name: Annotated[str, typer.Argument(help="A preset (aksgpu presets list).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Show a preset's effective spec: every field, its value, where it comes from and what it does.
+
+    `preset` marks the values the preset sets; `default` the spec's defaults; `init` the values
+    `aksgpu init` fills in (name, location, resource group).
+    """
+    from cli.presets_view import preset_rows
+    from cli.stackfile import UserError
+
+    try:
+        rows = preset_rows(name)
+    except UserError as error:
+        _fail(str(error))
+    if as_json:
+        _echo_json([{"path": r.path, "value": r.value, "source": r.source, "description": r.description}
+                    for r in rows])
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("field", "value", "from", "what it does", box=None, show_lines=False)
+    for row in rows:
+        table.add_row(*(Text(text) for text in (row.path, _show(row.value), row.source, row.description)))
+    Console(width=_width() or 200).print(table)
 
 
 def main() -> None:

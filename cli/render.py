@@ -71,6 +71,7 @@ class RenderedStack:
     existing: str | None
     state: State
     reason: str = ""
+    warnings: tuple[Issue, ...] = ()
 
     def diff(self, project_dir: Path) -> str:
         name = str(self.path.relative_to(project_dir))
@@ -269,7 +270,7 @@ def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
     text = render_text(effective, environments.relative_path, kept_top, kept_config)
     if state == "stale" and text == existing:
         state = "current"
-    return RenderedStack(name, path, text, existing, state, reason)
+    return RenderedStack(name, path, text, existing, state, reason, tuple(effective.warnings))
 
 
 def _parse_existing(path: Path) -> tuple[Any, str]:

@@ -92,7 +92,9 @@ def test_spec_errors_exit_1_with_every_problem(project: Path) -> None:
 def test_validate_reports_warnings(project: Path) -> None:
     result = runner.invoke(app, ["validate", "dev"])
     assert result.exit_code == 0
-    assert "warning: controlPlane.tier" in result.output and "Pulumi.dev.yaml: valid (4 warnings)" in result.output
+    assert "warning: controlPlane.tier" in result.output and "environment dev: valid (4 warnings)" in result.output
+    result = runner.invoke(app, ["validate", "stacks/Pulumi.dev.yaml"])
+    assert result.exit_code == 0 and "Pulumi.dev.yaml: valid (4 warnings)" in result.output
 
 
 def test_outside_a_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

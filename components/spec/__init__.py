@@ -66,29 +66,42 @@ class ResourceGroup(SpecModel):
     """The resource group of the cluster and its companions: created, or an existing one."""
 
     name: ResourceGroupName
+    """Name of the resource group: 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.'. AKS puts the nodes in a second group, "<this name>-<cluster name>-nodes"."""
     create: bool = True
+    """true: aksgpu creates the group (protected when `protect` is set); false: the group already exists and aksgpu only deploys into it."""
 
 
 class ClusterSpec(SpecModel):
     """Everything aksgpu needs to declare one AKS GPU cluster."""
 
     name: ClusterName
+    """Name of the AKS cluster: 1-63 letters, digits, '-' or '_', starting and ending with a letter or digit. It also names the cluster's identities and the default VNet, workspace and registry."""
     location: Location
+    """Azure region of the cluster and every resource aksgpu creates, in lowercase without spaces, e.g. "eastus2"."""
     resource_group: ResourceGroup
+    """The resource group that holds the cluster and its companions (VNet, registry, workspaces, identities)."""
     tags: dict[str, str] = Field(default_factory=dict)
-    # Protect the cluster, registry, workspace and resource group from `pulumi destroy`.
+    """Azure tags for every resource aksgpu creates; aksgpu adds managed-by: aksgpu. Tag names are at most 512 characters without <>%&\\?/, values at most 256."""
     protect: bool = False
+    """Protect the cluster, registry, workspaces and resource group (when aksgpu creates them) from `pulumi destroy`."""
     dns_prefix: DnsPrefix | None = None
-    # chained: pools are created one after another (AKS refuses overlapping pool operations);
-    # perSubnet: pools on different subnets may be created in parallel.
+    """Prefix of the API server's DNS name: 1-54 letters, digits or '-', starting and ending with a letter or digit. None: derived from the cluster name. AKS cannot change it after the cluster is created."""
     node_pool_order: Literal["chained", "perSubnet"] = "chained"
+    """chained: pools are created one after another (AKS refuses overlapping pool operations); perSubnet: pools on different subnets may be created in parallel."""
     control_plane: ControlPlane = ControlPlane()
+    """Kubernetes version, tier, upgrade policy, API server access and cluster autoscaler settings."""
     system_pool: SystemPool = SystemPool()
+    """The dedicated pool for the add-ons the cluster depends on (CoreDNS, konnectivity, metrics-server); it runs no user workloads by default."""
     node_pools: list[NodePool] = Field(default_factory=list)
+    """The user pools for CPU and GPU work. At most 100 pools per cluster counting the system pool and each zone of a perZone pool, and at most 5,000 nodes counting every pool's maximum."""
     network: Network = Network()
+    """CNI plugin, dataplane, network policy, pod and service ranges, outbound traffic and the VNet the nodes live in."""
     access: Access = Access()
+    """Entra ID sign-in, Kubernetes or Azure RBAC, local accounts, workload identity and teams."""
     registry: Registry = Registry()
+    """The Azure Container Registry the nodes pull from (the kubelet identity gets AcrPull on it)."""
     monitoring: Monitoring = Monitoring()
+    """Log Analytics workspace, Container Insights, control-plane logs and managed Prometheus."""
 
     @property
     def effective_dns_prefix(self) -> str:

@@ -25,26 +25,37 @@ class Aad(SpecModel):
     """Entra ID (AAD) sign-in, managed by AKS."""
 
     enabled: bool = True
+    """Sign in to the cluster with Entra ID (AKS-managed integration). Needed for azure-rbac and teams; AKS cannot turn it off once on."""
     tenant_id: Guid | None = None
+    """Entra tenant that signs users in. None: the tenant of the deployment subscription."""
     admin_group_object_ids: list[Guid] = Field(default_factory=list)
+    """Object IDs of the Entra groups that are cluster admins; aksgpu also lets them fetch credentials (and, with azure-rbac, grants them RBAC Cluster Admin)."""
 
 
 class Team(SpecModel):
     """A team: its Entra ID groups may fetch credentials; its pools carry its taint."""
 
     name: TeamName
+    """Name of the team, a DNS label (lowercase letters, digits and '-', at most 63), unique. Pools name it in team; with azure-rbac it is also the namespace the team may write to."""
     group_object_ids: list[Guid] = Field(default_factory=list)
+    """Object IDs of the team's Entra groups; they may fetch cluster credentials and, with azure-rbac, get RBAC Writer on the team's namespace."""
 
 
 class Access(SpecModel):
     """Sign-in and authorization for the cluster."""
 
     aad: Aad = Aad()
+    """Entra ID (AAD) sign-in."""
     authorization: Literal["kubernetes-rbac", "azure-rbac"] = "kubernetes-rbac"
+    """What decides a signed-in user's rights in the cluster: kubernetes-rbac (Kubernetes Roles and RoleBindings) or azure-rbac (Azure role assignments, needs aad.enabled)."""
     local_accounts: bool = False
+    """Keep AKS's local accounts (a static admin kubeconfig). false disables them, so aad.enabled must be on or nobody could sign in."""
     oidc_issuer: bool = True
+    """Publish an OIDC issuer URL for the cluster's service account tokens; workloadIdentity needs it."""
     workload_identity: bool = True
+    """Let pods use Entra Workload ID (federated identity credentials on service accounts); needs oidcIssuer."""
     teams: list[Team] = Field(default_factory=list)
+    """Teams whose Entra groups may use the cluster and whose pools carry their taint; needs aad.enabled."""
 
 
 def check_access(spec: ClusterSpec) -> Iterator[Issue]:

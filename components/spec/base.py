@@ -31,6 +31,8 @@ class SpecModel(BaseModel):
         alias_generator=to_camel,
         frozen=True,
         validate_default=True,
+        # The string under each field is its description (JSON Schema, `aksgpu presets show`).
+        use_attribute_docstrings=True,
     )
 
 
@@ -258,6 +260,10 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """The camelCase field names of the model found at `loc` below `model`."""
     current: Any = model
     for part in loc:
+        value_type = _dict_value_type(current)
+        if value_type is not None:  # `part` is a key of a dict field: look inside its values
+            current = value_type
+            continue
         current = _model_in(current)
         if current is None:
             return []
@@ -273,6 +279,17 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     if current is None:
         return []
     return [field.alias or name for name, field in current.model_fields.items()]
+
+
+def _dict_value_type(annotation: Any) -> Any:
+    """V of an annotation like `dict[K, V]` or `dict[K, V] | None`; None for anything else."""
+    if get_origin(annotation) is dict:
+        return get_args(annotation)[1]
+    if get_origin(annotation) in (Union, types.UnionType):
+        for arg in get_args(annotation):
+            if get_origin(arg) is dict:
+                return get_args(arg)[1]
+    return None
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

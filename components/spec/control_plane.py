@@ -44,11 +44,17 @@ class MaintenanceWindow(SpecModel):
     """A weekly window for cluster upgrades (autoUpgrade) or node image updates (nodeOsUpgrade)."""
 
     schedule: Literal["autoUpgrade", "nodeOsUpgrade"]
+    """Which upgrades the window is for: autoUpgrade (cluster upgrades from upgradeChannel) or nodeOsUpgrade (node image updates from nodeOsUpgradeChannel). AKS keeps one window per schedule."""
     day_of_week: DayOfWeek = "Sunday"
+    """Day of the week the window opens."""
     interval_weeks: int = Field(default=1, ge=1, le=4)
+    """The window opens every this many weeks, 1 to 4."""
     start_time: TimeOfDay = "02:00"
+    """Time of day the window opens, 24-hour HH:MM in utcOffset's time zone."""
     duration_hours: int = Field(default=4, ge=4, le=24)
+    """Length of the window in hours, 4 to 24 (the range AKS accepts)."""
     utc_offset: UtcOffset = "+00:00"
+    """Offset from UTC of startTime, +HH:MM or -HH:MM."""
 
 
 class ApiServer(SpecModel):
@@ -56,23 +62,36 @@ class ApiServer(SpecModel):
     ranges) or a private one, optionally projected into a delegated subnet (VNet integration)."""
 
     access: Literal["public", "private"] = "public"
+    """public: the API server has a public endpoint; private: a private cluster, whose API server is reachable only from the VNet and networks connected to it."""
     vnet_integration: bool = False
+    """Project the API server into a delegated subnet of the cluster's VNet (API Server VNet Integration). With your own VNet it needs `subnet`; with an AKS-managed VNet AKS creates that subnet. AKS cannot turn it off once on."""
     subnet: str | None = None
+    """Name of the subnet in network.vnet.subnets for the API server, a /28 or larger used by nothing else (aksgpu delegates it when it creates it). Only with vnetIntegration and vnet.mode create or existing."""
     authorized_ip_ranges: list[str] = Field(default_factory=list)
+    """Public IPv4 addresses or CIDRs allowed to reach a public API server: at most 200 (2,000 with vnetIntegration); "0.0.0.0/32" alone allows only the cluster's outbound IP. Empty: any address may reach it. Not for access: private."""
     private_dns_zone: str = "system"
+    """Private DNS zone of a private API server: "system" (AKS creates and manages it), "none", or the resource ID of your own private DNS zone. Only for access: private."""
 
 
 class Autoscaler(SpecModel):
     """Cluster autoscaler settings (the cluster's autoScalerProfile)."""
 
     expander: Literal["least-waste", "most-pods", "priority", "random"] = "least-waste"
+    """How the autoscaler picks the pool to grow when several could fit the pending pods (the autoscaler's expander)."""
     balance_similar_node_groups: bool = True
+    """Keep pools with the same VM size and labels at similar sizes when scaling, e.g. the per-zone pools of a perZone pool."""
     scan_interval_seconds: int = Field(default=10, ge=1, le=600)
+    """How often, in seconds (1-600), the autoscaler re-evaluates the cluster for scaling up or down."""
     scale_down_delay_after_add_minutes: int = Field(default=10, ge=0, le=1440)
+    """Minutes (0-1440) after a scale-up before the autoscaler considers scaling down again."""
     scale_down_unneeded_minutes: int = Field(default=10, ge=1, le=1440)
+    """Minutes (1-1440) a node must be unneeded before the autoscaler removes it."""
     max_node_provision_minutes: int = Field(default=15, ge=1, le=120)
+    """Minutes (1-120) the autoscaler waits for a new node to become ready before it gives up on it."""
     max_graceful_termination_seconds: int = Field(default=600, ge=0, le=86400)
+    """Seconds (0-86400) the autoscaler waits for a node's pods to terminate gracefully when scaling it down."""
     skip_nodes_with_local_storage: bool = False
+    """Never scale down nodes whose pods use local storage (emptyDir or hostPath volumes)."""
 
     def profile(self) -> dict[str, str]:
         """The autoScalerProfile as pulumi-azure-native input (string values, as the API takes them)."""
@@ -92,13 +111,21 @@ class ControlPlane(SpecModel):
     """Version, tier and upgrade policy of the managed control plane."""
 
     kubernetes_version: KubernetesVersion | None = None
+    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.33"). None: AKS's default version. Upgrades cannot skip a minor version."""
     tier: Literal["Free", "Standard", "Premium"] = "Standard"
+    """Control plane pricing tier. Free has no uptime SLA and supports up to 1,000 nodes; Standard and Premium up to 5,000; Premium is needed for AKSLongTermSupport."""
     support_plan: Literal["KubernetesOfficial", "AKSLongTermSupport"] = "KubernetesOfficial"
+    """KubernetesOfficial: community support window; AKSLongTermSupport: long-term support for the version, which needs tier Premium."""
     upgrade_channel: Literal["rapid", "stable", "patch", "node-image", "none"] = "patch"
+    """Cluster auto-upgrade channel: patch keeps the latest patch of the current minor version; stable and rapid also move to newer minor versions; none turns auto-upgrade off. node-image is legacy: use nodeOsUpgradeChannel."""
     node_os_upgrade_channel: Literal["None", "Unmanaged", "NodeImage", "SecurityPatch"] = "NodeImage"
+    """How node OS updates arrive: NodeImage (AKS rolls new node images), SecurityPatch (AKS applies security patches), Unmanaged (the OS's own patching) or None (no automatic OS updates)."""
     maintenance_windows: list[MaintenanceWindow] = Field(default_factory=list)
+    """Weekly windows for cluster auto-upgrades and node OS updates, at most one per schedule. Empty: no window restricts when they run."""
     api_server: ApiServer = ApiServer()
+    """How the API server is reached: public or private endpoint, authorized IP ranges, VNet integration."""
     autoscaler: Autoscaler = Autoscaler()
+    """Cluster autoscaler settings (the cluster's autoScalerProfile), shared by every autoscaled pool."""
 
 
 # --- rules that span fields -----------------------------------------------------------------

@@ -36,18 +36,26 @@ class LogAnalytics(SpecModel):
     """The Log Analytics workspace: created by aksgpu, an existing one, or none."""
 
     mode: Literal["create", "existing", "none"] = "create"
+    """create: aksgpu creates a workspace; existing: use the workspace given by workspaceId; none: no workspace (then turn off containerInsights and controlPlaneLogs)."""
     name: str | None = None
+    """Name of the workspace aksgpu creates. None: "<cluster name>-logs"."""
     retention_days: int = Field(default=30, ge=30, le=730)
+    """Days the workspace aksgpu creates keeps data, 30-730."""
     workspace_id: str | None = None
+    """Resource ID of an existing Log Analytics workspace (mode existing only)."""
 
 
 class Monitoring(SpecModel):
     """What the cluster sends where."""
 
     log_analytics: LogAnalytics = LogAnalytics()
+    """The Log Analytics workspace that receives Container Insights data and control-plane logs."""
     container_insights: bool = True
+    """Turn on Container Insights (the monitoring add-on, signing in with managed identity), sending to the workspace; needs a workspace."""
     control_plane_logs: list[str] = Field(default_factory=lambda: list(DEFAULT_LOG_CATEGORIES))
+    """AKS resource-log categories sent to the workspace. The default leaves out kube-audit: kube-audit-admin and guard cover audit needs at a fraction of its volume. Empty: none; otherwise needs a workspace."""
     managed_prometheus: bool = False
+    """Collect metrics with Azure Monitor managed Prometheus into an Azure Monitor workspace aksgpu creates ("<cluster name>-prometheus")."""
 
 
 def check_monitoring(spec: ClusterSpec) -> Iterator[Issue]:

@@ -28,19 +28,28 @@ class Subnet(SpecModel):
     """A subnet: a CIDR aksgpu creates (vnet.mode create) or an existing subnet's ID."""
 
     name: str = Field(min_length=1, max_length=80)
+    """Name of the subnet, 1-80 characters and unique; nodeSubnet, podSubnet, the pools' subnet and podSubnet, and apiServer.subnet refer to it."""
     cidr: Cidr | None = None
+    """IPv4 range of a subnet aksgpu creates (vnet.mode create): inside addressSpace, overlapping no other subnet, and large enough for its pools' nodes (and, with plugin azure, their pods) at full scale with upgrade surge."""
     id: str | None = None
+    """Resource ID of an existing subnet (vnet.mode existing only)."""
 
 
 class Vnet(SpecModel):
     """Where nodes live. managed: AKS creates the VNet; create: aksgpu does; existing: yours."""
 
     mode: Literal["managed", "create", "existing"] = "managed"
+    """managed: AKS creates the VNet and its subnets; create: aksgpu creates the VNet and the listed subnets; existing: the listed subnets already exist, given by resource ID."""
     name: str | None = None
+    """Name of the VNet aksgpu creates (mode create). None: "<cluster name>-vnet"."""
     address_space: list[Cidr] = Field(default_factory=lambda: ["10.224.0.0/12"])
+    """IPv4 ranges of the VNet aksgpu creates (mode create); every subnet must lie inside them, and they must not overlap the pod or service range or a range AKS reserves."""
     subnets: list[Subnet] = Field(default_factory=list)
+    """The subnets of mode create (name and cidr) or mode existing (name and id). Must be empty with mode managed."""
     node_subnet: str = "nodes"
+    """Name of the subnet for the nodes of every pool that sets no subnet of its own (modes create and existing)."""
     pod_subnet: str | None = None
+    """Name of the subnet pods take IPs from, for every pool that sets no podSubnet of its own (plugin azure only). None: pods take IPs from the node subnet."""
 
     def subnet(self, name: str) -> Subnet | None:
         return next((s for s in self.subnets if s.name == name), None)
@@ -51,15 +60,25 @@ class Network(SpecModel):
     get VNet IPs), kubenet (retiring in 2028)."""
 
     plugin: Literal["azure-overlay", "azure", "kubenet"] = "azure-overlay"
+    """CNI plugin: azure-overlay (Azure CNI Overlay: pods get IPs from podCidr), azure (pods get VNet IPs from the node subnet or a pod subnet) or kubenet (AKS stops supporting it on 2028-03-31)."""
     dataplane: Literal["azure", "cilium"] = "azure"
+    """Network dataplane: azure, or cilium (Azure CNI powered by Cilium, which needs plugin azure or azure-overlay)."""
     policy: Literal["none", "calico", "azure", "cilium"] = "none"
+    """Network policy engine: none, calico, azure (Azure Network Policy Manager: not with kubenet, up to 250 nodes) or cilium (needs dataplane cilium, and dataplane cilium takes only cilium or none)."""
     pod_cidr: Cidr | None = None
+    """Pod IP range for azure-overlay and kubenet (not for plugin azure). None: "10.244.0.0/16". Each node takes a /24 of it, so it must fit every node with upgrade surge."""
     service_cidr: Cidr = "10.0.0.0/16"
+    """IP range of Kubernetes services: smaller than a /12, not overlapping the pod range, the VNet or a range AKS reserves."""
     dns_service_ip: Ipv4 = "10.0.0.10"
+    """IP of the cluster DNS service: inside serviceCidr, and not its network, first or broadcast address (conventionally the .10)."""
     outbound: Literal["loadBalancer", "managedNATGateway", "userAssignedNATGateway"] = "loadBalancer"
+    """How nodes reach the internet: loadBalancer (AKS's Standard load balancer), managedNATGateway (a NAT gateway AKS creates; needs vnet.mode managed) or userAssignedNATGateway (a NAT gateway on your node subnets; aksgpu creates it with vnet.mode create)."""
     outbound_ips: int = Field(default=1, ge=1, le=100)
+    """Number of public outbound IPs of the load balancer or NAT gateway, 1-100 (a managed NAT gateway takes at most 16)."""
     nat_idle_timeout_minutes: int = Field(default=4, ge=4, le=120)
+    """Idle timeout of the NAT gateway's outbound connections in minutes, 4-120 (managedNATGateway and userAssignedNATGateway)."""
     vnet: Vnet = Vnet()
+    """The VNet the nodes live in: AKS-managed, created by aksgpu, or existing."""
 
     @property
     def effective_pod_cidr(self) -> str | None:

@@ -59,28 +59,46 @@ class UpgradeSettings(SpecModel):
     """How AKS rolls nodes during an upgrade (AgentPoolUpgradeSettings)."""
 
     max_surge: Surge | None = None
+    """Extra nodes AKS adds while upgrading, a count ("1") or a percentage of the pool ("33%"). None: AKS's default, 10%. Spot pools get no surge nodes, so leave it unset there; "0" needs maxUnavailable."""
     max_unavailable: Surge | None = None
+    """Nodes that may be unavailable at once during an upgrade, a count or a percentage of the pool. None: AKS's default, 0."""
     drain_timeout_minutes: int | None = Field(default=None, ge=1, le=1440)
+    """Minutes (1-1440) AKS waits for a node's pods to be evicted during an upgrade. None: AKS's default, 30."""
     node_soak_minutes: int | None = Field(default=None, ge=0, le=30)
+    """Minutes (0-30) AKS waits after draining a node before reimaging it and moving on to the next. None: AKS's default."""
 
 
 class PoolBase(SpecModel):
     """What every pool has: size, zones, scale, disks, pods, subnet."""
 
     name: PoolName
+    """Name of the AKS agent pool: 1-12 lowercase letters and digits, starting with a letter, unique in the cluster. Renaming a pool replaces it."""
     vm_size: str = Field(min_length=1)
+    """Azure VM size of the nodes, e.g. "Standard_NC24ads_A100_v4"; kind: gpu needs a size with GPUs. Changing it replaces the pool."""
     zones: list[Zone] = Field(default_factory=lambda: ["1", "2", "3"])
+    """Availability zones the nodes spread over, from "1", "2" and "3"; empty: no zones. The VM size must be offered in these zones of the region. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     count: int | None = Field(default=None, ge=0, le=1000)
+    """Number of nodes, 0-1000; a pool needs count, or minCount and maxCount. With both it is the starting size and must lie between them (None: start at minCount); after that the autoscaler owns it."""
     min_count: int | None = Field(default=None, ge=0, le=1000)
+    """Fewest nodes the cluster autoscaler keeps, 0-1000; set it together with maxCount to autoscale the pool."""
     max_count: int | None = Field(default=None, ge=1, le=1000)
+    """Most nodes the cluster autoscaler may grow the pool to, 1-1000; set it together with minCount. With perZone it applies to each zone's pool."""
     max_pods: int | None = Field(default=None, ge=10, le=250)
+    """Most pods per node, 10-250. None: AKS's default for the network plugin (250 azure-overlay, 30 azure, 110 azure with a pod subnet or kubenet). Under 30, the pool must still have room for 30 pods. Changing it replaces the pool."""
     os_sku: OsSku = "Ubuntu"
+    """OS image of the nodes (AKS osSku); nodes are always Linux. AKS applies no automatic security patches to Azure Linux GPU nodes."""
     os_disk_type: Literal["Ephemeral", "Managed"] | None = None
+    """Ephemeral: the OS disk lives on the VM's local temp disk, which must be at least osDiskSizeGb (128 GiB if unset); Managed: an Azure managed disk. None: AKS chooses. Changing it replaces the pool."""
     os_disk_size_gb: int | None = Field(default=None, ge=30, le=2048)
+    """OS disk size in GiB, 30-2048. None: AKS's default for the VM size. An ephemeral OS disk must fit on the VM's temp disk. Changing it replaces the pool."""
     kubelet_disk: Literal["auto", "OS", "Temporary"] = "auto"
+    """Where kubelet data (container images, emptyDir volumes) lives: OS (the OS disk) or Temporary (the VM's temp disk). auto: Temporary when at least 64 GiB of the temp disk is left after an ephemeral OS disk, otherwise AKS's default. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     subnet: str | None = None
+    """Name of the subnet in network.vnet.subnets for the nodes. None: network.vnet.nodeSubnet. Not with an AKS-managed VNet. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     pod_subnet: str | None = None
+    """Name of the subnet in network.vnet.subnets that pods take IPs from (plugin azure only). None: network.vnet.podSubnet, or the node subnet when that is unset too. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     upgrade: UpgradeSettings = UpgradeSettings()
+    """How AKS rolls the pool's nodes during upgrades: surge, unavailability, drain timeout, soak time."""
 
     @property
     def autoscale(self) -> bool:
@@ -142,14 +160,23 @@ class SystemPool(PoolBase):
     """
 
     name: PoolName = "system"
+    """Name of the system agent pool: 1-12 lowercase letters and digits, starting with a letter, unique in the cluster."""
     vm_size: str = Field(default="Standard_D8ds_v5", min_length=1)
+    """VM size of the system nodes: at least 2 vCPUs and 4 GiB (4 vCPUs recommended), not B-series, no GPUs. Use a size with a local temp disk (the 'd' in Ddsv5) so the OS disk can be ephemeral. Set at creation: aksgpu ignores later edits to the system pool."""
     count: int | None = Field(default=3, ge=1, le=1000)
+    """Number of system nodes, 1-1000; AKS recommends at least two, ideally three. With minCount and maxCount set and count left out, the pool starts at minCount."""
     min_count: int | None = Field(default=None, ge=1, le=1000)
+    """Fewest system nodes the cluster autoscaler keeps, 1-1000 (a system pool needs at least one); set it together with maxCount to autoscale the pool."""
     max_pods: int | None = Field(default=110, ge=10, le=250)
+    """Most pods per system node, 10-250; maxPods times the minimum node count must be at least 30."""
     os_disk_type: Literal["Ephemeral", "Managed"] | None = "Ephemeral"
+    """Ephemeral: the OS disk lives on the VM's local temp disk, which must be at least osDiskSizeGb; Managed: an Azure managed disk. None: AKS chooses."""
     os_disk_size_gb: int | None = Field(default=128, ge=30, le=2048)
+    """OS disk size in GiB, 30-2048; an ephemeral OS disk must fit on the VM's temp disk."""
     only_critical_addons: bool = True
+    """Taint the system nodes CriticalAddonsOnly=true:NoSchedule so only critical add-ons run there; false lets other pods schedule on them too."""
     upgrade: UpgradeSettings = UpgradeSettings.model_validate({"maxSurge": "33%"})
+    """How AKS rolls the system nodes during upgrades; by default a surge of 33%."""
 
     @property
     def taints(self) -> list[str]:
@@ -160,15 +187,18 @@ class SpotSettings(SpecModel):
     """Spot VM settings (only with priority: spot)."""
 
     eviction_policy: Literal["Delete", "Deallocate"] = "Delete"
+    """What happens to an evicted spot node: Delete removes the VM; Deallocate stops it, and it still counts against your compute quota. Changing it replaces the pool."""
     max_price: float = -1
+    """Highest price to pay for a spot VM: -1 pays up to the on-demand price; otherwise a price above zero with at most 5 decimal places. Changing it replaces the pool."""
 
 
 class GpuSettings(SpecModel):
     """GPU pool settings: MIG partitioning and who installs the driver."""
 
     mig_profile: Literal["MIG1g", "MIG2g", "MIG3g", "MIG4g", "MIG7g"] | None = None
-    # Install: AKS installs the NVIDIA driver. None: the NVIDIA GPU Operator (or AMD stack) does.
+    """Multi-Instance GPU profile that partitions each GPU into instances of this size (A100, H100 and H200 sizes only). None: whole GPUs. Changing it replaces the pool."""
     driver: Literal["Install", "None"] = "Install"
+    """Install: AKS installs the NVIDIA driver. None: the NVIDIA GPU Operator (or AMD stack) does; AMD sizes need None. Changing it replaces the pool."""
 
 
 @dataclass(frozen=True)
@@ -184,14 +214,23 @@ class NodePool(PoolBase):
     """A user pool for CPU or GPU work."""
 
     kind: Literal["cpu", "gpu"] = "cpu"
+    """cpu or gpu. gpu needs a GPU VM size and taints the nodes nvidia.com/gpu=present:NoSchedule (unless you declare an nvidia.com/gpu taint); a GPU size needs kind: gpu. Nodes get the label aksgpu.io/pool-kind."""
     priority: Literal["regular", "spot"] = "regular"
+    """regular: on-demand VMs; spot: cheaper VMs Azure can evict at any time (AKS adds the spot taint itself). Back a spot GPU pool with a regular pool of the same size. Changing it replaces the pool."""
     spot: SpotSettings | None = None
+    """Spot settings, only with priority: spot. None: evictionPolicy Delete and maxPrice -1."""
     per_zone: bool = False
+    """Create one AKS pool per zone, named <name><zone> (so name has at most 11 characters), instead of one pool across all zones; needs at least two zones."""
     taints: list[str] = Field(default_factory=list)
+    """Extra node taints, key=value:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute. Leave out the spot taint (AKS adds it) and aksgpu.io/team (set team instead)."""
     labels: dict[str, str] = Field(default_factory=dict)
+    """Extra node labels. The kubernetes.azure.com prefix is reserved for AKS, and aksgpu sets aksgpu.io/team and aksgpu.io/pool-kind itself."""
     team: str | None = None
+    """A team from access.teams that owns the pool: its nodes get the label aksgpu.io/team=<team> and the taint aksgpu.io/team=<team>:NoSchedule. None: no team."""
     gpu: GpuSettings | None = None
+    """GPU settings, only with kind: gpu. None: no MIG, and AKS installs the driver."""
     scale_down_mode: Literal["Delete", "Deallocate"] = "Delete"
+    """What happens to nodes removed on scale-down: Delete deletes the VMs; Deallocate stops them and keeps them for the next scale-up."""
 
     @property
     def spot_settings(self) -> SpotSettings | None:

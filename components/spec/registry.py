@@ -22,10 +22,15 @@ class Registry(SpecModel):
     """Azure Container Registry; the kubelet identity gets AcrPull on it."""
 
     mode: Literal["create", "existing", "none"] = "create"
+    """create: aksgpu creates a registry (admin user off); existing: use the registry given by id; none: no registry."""
     name: str | None = None
+    """Name of the registry aksgpu creates: 5-50 letters and digits, unique across Azure. None: the cluster name's letters and digits, lowercased, plus "acr"."""
     sku: Literal["Basic", "Standard", "Premium"] = "Premium"
+    """SKU of the registry aksgpu creates; zone redundancy needs Premium."""
     zone_redundancy: bool = True
+    """Make the registry aksgpu creates zone-redundant; needs sku Premium."""
     id: str | None = None
+    """Resource ID of an existing registry (mode existing only)."""
 
 
 def default_registry_name(cluster_name: str) -> str:

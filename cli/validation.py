@@ -1,0 +1,138 @@
+"""`aksgpu validate`: environments and stack files against every spec rule, all problems at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cli.environments import EnvironmentsFile, load_environments
+from cli.stackfile import UserError, find_project_dir, resolve_stack
+from components.spec.base import Issue, render_value
+
+
+@dataclass
+class Report:
+    """What validation found for one environment or stack file."""
+
+    target: str
+    source: str
+    issues: list[Issue] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # problems that are not spec rules (files, drift)
+    failed: bool = False  # a problem outside the spec (unreadable file) made it invalid
+
+    @property
+    def errors(self) -> list[Issue | str]:
+        found: list[Issue | str] = [i for i in self.issues if i.severity == "error"]
+        if self.failed:
+            found += [note for note in self.notes if note.startswith("error")]
+        return found
+
+    @property
+    def warnings(self) -> list[Issue]:
+        return [issue for issue in self.issues if issue.severity == "warning"]
+
+    def text(self) -> str:
+        lines: list[str] = []
+        spec_errors = [i for i in self.issues if i.severity == "error"]
+        if spec_errors:
+            noun = "problem" if len(spec_errors) == 1 else "problems"
+            lines.append(f"{self.source} has {len(spec_errors)} {noun}:")
+            lines += [f"  - {issue}" for issue in spec_errors]
+        lines += self.notes
+        lines += [f"warning: {issue}" for issue in self.warnings]
+        errors = len(self.errors)
+        lines.append(f"{self.target}: {'valid' if not errors else 'invalid'} ({len(self.warnings)} warnings"
+                     + (f", {errors} errors)" if errors else ")"))
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "valid": not self.errors,
+            "problems": [_issue_json(i) for i in self.issues],
+            "notes": self.notes,
+        }
+
+
+def _issue_json(issue: Issue) -> dict[str, Any]:
+    return {"path": issue.path, "value": render_value(issue.value), "rule": issue.rule, "fix": issue.fix,
+            "severity": issue.severity}
+
+
+def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report]:
+    """Reports for `targets` (environment names or stack file paths); none: everything."""
+    project_dir = find_project_dir((cwd or Path.cwd()).resolve())
+    environments = load_environments(project_dir)
+    for target in targets:
+        if target not in environments.names:
+            resolve_stack(target, cwd)  # a name that is neither is bad input: UserError, exit 2
+    if not targets:
+        targets = list(environments.names)
+        stacks_dir = environments.path.parent
+        rendered = {f"Pulumi.{name}.yaml" for name in environments.names}
+        targets += [str(path.relative_to(project_dir)) for path in sorted(stacks_dir.glob("Pulumi.*.yaml"))
+                    if path.name not in rendered]
+        if not targets:
+            raise UserError("nothing to validate: no environments and no stack files. "
+                            "Fix: add one with `aksgpu init dev --preset dev`.")
+    return [_validate_one(target, environments, project_dir, cwd) for target in targets]
+
+
+def _validate_one(target: str, environments: EnvironmentsFile, project_dir: Path, cwd: Path | None) -> Report:
+    if target in environments.names:
+        return _validate_environment(target, environments)
+    return _validate_stack_file(target, cwd)
+
+
+def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
+    from cli.render import effective_environment, plan_render
+    from components.spec import SpecError
+
+    report = Report(f"environment {name}", f"environment {name}")
+    try:
+        effective = effective_environment(environments, name)
+    except SpecError as error:
+        report.source = error.source
+        report.issues = list(error.issues)
+        return report
+    except UserError as error:
+        report.notes.append(f"error: {error}")
+        report.failed = True
+        return report
+    report.issues = list(effective.warnings)
+    rendered = plan_render(environments, name)
+    stack = rendered.path.relative_to(environments.project_dir)
+    if rendered.state == "new":
+        report.notes.append(f"note: {stack} is not rendered yet. Fix: run `aksgpu render {name}`.")
+    elif rendered.state == "hand-edited":
+        report.notes.append(f"note: {stack} was edited by hand ({rendered.reason}); Pulumi uses that file, not "
+                            f"environments.yaml. Fix: move the change into environments.yaml and "
+                            f"`aksgpu render {name} --force`.")
+        stack_report = _validate_stack_file(str(rendered.path), None)
+        report.issues += [i for i in stack_report.issues if i.severity == "error"]
+        report.notes += stack_report.notes
+        report.failed = report.failed or stack_report.failed
+    elif rendered.state == "stale":
+        report.notes.append(f"note: {stack} is out of date with {environments.relative_path}. "
+                            f"Fix: run `aksgpu render {name}`.")
+    return report
+
+
+def _validate_stack_file(target: str, cwd: Path | None) -> Report:
+    from components.spec import SpecError, parse_cluster_spec
+
+    try:
+        stack_file = resolve_stack(target, cwd)
+    except UserError as error:
+        report = Report(target, target, notes=[f"error: {error}"], failed=True)
+        return report
+    source = f"aksgpu:cluster in {stack_file.path.name}"
+    report = Report(stack_file.path.name, source)
+    try:
+        _, warnings = parse_cluster_spec(stack_file.cluster, source=source)
+    except SpecError as error:
+        report.issues = list(error.issues)
+        return report
+    report.issues = list(warnings)
+    return report
