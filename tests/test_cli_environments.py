@@ -1,0 +1,225 @@
+"""The environment commands through Typer's runner, on temporary copies of the project:
+presets, init, render (--check, --force), validate, diff and schema."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cli.app import app
+from cli.presets import preset_names
+from cli.schema import environments_schema
+from tests.helpers import REPO
+
+runner = CliRunner()
+ADMIN = "11111111-1111-1111-1111-111111111111"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the project, with its example environments."""
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "stacks", tmp_path / "stacks")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def empty_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the project with no environments and no stacks yet."""
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _ok(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    return result.output
+
+
+def test_presets_list_names_every_preset() -> None:
+    listed = json.loads(_ok(["presets", "list", "--json"]))
+    assert [p["name"] for p in listed] == ["dev", "fleet", "inference", "training"] == preset_names()
+    assert all(p["description"] for p in listed)
+    assert "fleet" in _ok(["presets", "list"])
+
+
+def test_presets_show_gives_every_field_its_value_source_and_meaning() -> None:
+    rows = {row["path"]: row for row in json.loads(_ok(["presets", "show", "inference", "--json"]))}
+    assert rows["nodePools[a100].perZone"] == {**rows["nodePools[a100].perZone"], "value": True, "source": "preset"}
+    assert rows["name"]["source"] == "init"
+    assert rows["access.localAccounts"]["source"] == "default"
+    assert all(row["description"] for row in rows.values()), "every field says what it does"
+    assert "nodePools[a100].vmSize" in _ok(["presets", "show", "inference"]), "keys are printed, not markup"
+
+
+def test_unknown_preset_is_one_clear_message() -> None:
+    result = runner.invoke(app, ["presets", "show", "traning"])
+    assert result.exit_code == 2 and 'did you mean "training"' in result.output
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_init_renders_a_stack_that_validates_and_plans(empty_project: Path, preset: str) -> None:
+    output = _ok(["init", "stage", "--preset", preset, "--location", "westeurope", "--admin-group", ADMIN])
+    assert "stacks/Pulumi.stage.yaml: rendered" in output
+    environments = (empty_project / "stacks" / "environments.yaml").read_text()
+    assert environments.startswith("# yaml-language-server: $schema=./environments.schema.json")
+    assert yaml.safe_load(environments)["environments"]["stage"]["preset"] == preset
+    assert (empty_project / "stacks" / "environments.schema.json").is_file()
+    assert "environment stage: valid" in _ok(["validate", "stage"])
+    assert "up to date" in _ok(["render", "--check"])
+    plan = json.loads(_ok(["plan", "stage", "--json"]))
+    cluster = next(r for r in plan["resources"] if r["type"] == "azure-native:containerservice:ManagedCluster")
+    assert cluster["inputs"]["location"] == "westeurope" and cluster["inputs"]["resourceName"] == "gpu-stage"
+
+
+def test_init_appends_and_keeps_every_comment_of_the_authored_file(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    before = path.read_text()
+    _ok(["init", "staging", "--preset", "inference", "--set", "controlPlane.tier=Premium",
+         "--set", "nodePools.a100.maxCount=8", "--description", "Pre-production."])
+    after = path.read_text()
+    assert after.startswith(before.rstrip("\n")), "the existing text is untouched"
+    staging = yaml.safe_load(after)["environments"]["staging"]
+    assert staging["overrides"]["nodePools"] == [{"name": "a100", "maxCount": 8}]
+    assert staging["overrides"]["resourceGroup"] == {"name": "rg-gpu-staging"}
+    stack = yaml.safe_load((project / "stacks" / "Pulumi.staging.yaml").read_text())["config"]["aksgpu:cluster"]
+    assert stack["controlPlane"]["tier"] == "Premium"
+    assert [p["maxCount"] for p in stack["nodePools"] if p["name"] == "a100"] == [8]
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["init", "dev", "--preset", "dev"], 2, 'environment "dev" already exists'),
+    (["init", "x", "--preset", "nope"], 2, 'no preset "nope"'),
+    (["init", "x", "--preset", "dev", "--set", "controlPlane.teir=Free"], 2, "did you mean 'tier'"),
+    (["init", "x", "--preset", "dev", "--set", "controlPlane.tier=Gold"], 1, 'controlPlane.tier = "Gold"'),
+    (["init", "bad name", "--preset", "dev"], 2, "Pulumi stack name"),
+])
+def test_init_refuses_bad_input_and_writes_nothing(project: Path, args: list[str], code: int, message: str) -> None:
+    before = {path.name: path.read_text() for path in (project / "stacks").iterdir()}
+    result = runner.invoke(app, args)
+    assert result.exit_code == code, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert {path.name: path.read_text() for path in (project / "stacks").iterdir()} == before
+
+
+def test_init_needs_a_location_when_nothing_sets_one(empty_project: Path) -> None:
+    result = runner.invoke(app, ["init", "dev", "--preset", "dev"])
+    assert result.exit_code == 2 and "--location is required" in result.output
+    assert not (empty_project / "stacks" / "environments.yaml").exists()
+
+
+def test_render_check_passes_on_the_examples_and_catches_drift(project: Path) -> None:
+    assert _ok(["render", "--check"]).count("up to date") == 2
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("maxCount: 16", "maxCount: 24"))
+    result = runner.invoke(app, ["render", "--check"])
+    assert result.exit_code == 1
+    assert "stacks/Pulumi.prod.yaml: out of date" in result.output
+    assert "-        maxCount: 16\n+        maxCount: 24" in result.output
+    assert "aksgpu render prod" in result.output
+    assert "stacks/Pulumi.prod.yaml: updated" in _ok(["render"])
+    assert "stacks/Pulumi.dev.yaml: unchanged" in _ok(["render"])
+
+
+def test_render_refuses_a_hand_edited_stack_until_forced(project: Path) -> None:
+    stack = project / "stacks" / "Pulumi.dev.yaml"
+    edited = stack.read_text().replace("maxCount: 2", "maxCount: 5")
+    stack.write_text(edited)
+    check = runner.invoke(app, ["render", "--check", "dev"])
+    assert check.exit_code == 1 and "edited by hand" in check.output
+    refused = runner.invoke(app, ["render", "dev"])
+    assert refused.exit_code == 2 and "was edited by hand" in refused.output and "--force" in refused.output
+    assert stack.read_text() == edited
+    forced = _ok(["render", "dev", "--force"])
+    assert "kept as stacks/Pulumi.dev.yaml.bak" in forced
+    assert (project / "stacks" / "Pulumi.dev.yaml.bak").read_text() == edited
+
+
+def test_render_reports_spec_errors_of_every_environment(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    text = path.read_text().replace("name: gpu-dev", "name: gpu_dev!").replace("maxCount: 16", "maxCount: 2000")
+    path.write_text(text)
+    result = runner.invoke(app, ["render"])
+    assert result.exit_code == 1
+    assert "environment dev" in result.output and "environment prod" in result.output
+
+
+def test_validate_prints_every_problem_of_every_environment_at_once(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    text = path.read_text().replace("name: gpu-dev", "name: gpu_dev!")
+    text = text.replace("      registry:\n        name: gpuprodacr", "      registry:\n        nmae: gpuprodacr")
+    path.write_text(text)
+    result = runner.invoke(app, ["validate"])
+    assert result.exit_code == 1
+    assert 'name = "gpu_dev!"' in result.output
+    assert "environments.prod.overrides.registry.nmae" in result.output and 'did you mean "name"' in result.output
+    assert "environment dev: invalid" in result.output and "environment prod: invalid" in result.output
+    document = json.loads(runner.invoke(app, ["validate", "--json"]).output)
+    assert [report["valid"] for report in document] == [False, False]
+
+
+def test_validate_notes_a_stale_stack_and_plan_says_so_too(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
+    assert "stacks/Pulumi.dev.yaml is out of date" in _ok(["validate", "dev"])
+    result = runner.invoke(app, ["plan", "dev"])
+    assert result.exit_code == 0 and "note: Pulumi.dev.yaml is not what `aksgpu render dev` would write" in result.output
+
+
+def test_validate_unknown_target_is_bad_input(project: Path) -> None:
+    result = runner.invoke(app, ["validate", "qa"])
+    assert result.exit_code == 2 and 'no stack "qa"' in result.output
+
+
+def test_diff_lists_fields_that_differ_and_pools_only_one_side_has(project: Path) -> None:
+    document = json.loads(_ok(["diff", "dev", "prod", "--json"]))
+    rows = {row["path"]: row for row in document["differences"]}
+    assert rows["controlPlane.tier"] == {"path": "controlPlane.tier", "dev": "Free", "prod": "Premium"}
+    assert rows["nodePools[h100]"] == {"path": "nodePools[h100]", "dev": "(absent)", "prod": "(defined)"}
+    assert "location" not in rows, "equal fields are not listed"
+    text = _ok(["diff", "dev", "prod"])
+    assert "nodePools[t4spot]" in text and "controlPlane.tier" in text
+    assert "the same effective spec" in _ok(["diff", "dev", "dev"])
+    unknown = runner.invoke(app, ["diff", "dev", "qa"])
+    assert unknown.exit_code == 2 and 'no environment "qa"' in unknown.output
+
+
+def test_schemas_are_valid_and_check_the_authored_and_rendered_files(project: Path) -> None:
+    environments = json.loads(_ok(["schema", "environments"]))
+    cluster = json.loads(_ok(["schema", "cluster"]))
+    for schema in (environments, cluster):
+        jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(yaml.safe_load((project / "stacks" / "environments.yaml").read_text()), environments)
+    for name in ("dev", "prod"):
+        stack = yaml.safe_load((project / "stacks" / f"Pulumi.{name}.yaml").read_text())
+        jsonschema.validate(stack["config"]["aksgpu:cluster"], cluster)
+    bad = {"environments": {"x": {"preset": "dev", "overrides": {"nodePools": [{"name": "a", "maxCont": 1}]}}}}
+    with pytest.raises(jsonschema.ValidationError, match="maxCont"):
+        jsonschema.validate(bad, environments)
+    assert runner.invoke(app, ["schema", "nope"]).exit_code == 2
+
+
+def test_the_committed_environments_schema_is_current() -> None:
+    committed = json.loads((REPO / "stacks" / "environments.schema.json").read_text())
+    assert committed == environments_schema(), "run: aksgpu schema environments -o stacks/environments.schema.json"
+
+
+def test_check_jsonschema_accepts_the_authored_file_with_the_committed_schema() -> None:
+    """An external validator (check-jsonschema), as an editor or CI job would use the schema."""
+    tool = Path(sys.executable).with_name("check-jsonschema")
+    result = subprocess.run([str(tool), "--schemafile", str(REPO / "stacks" / "environments.schema.json"),
+                             str(REPO / "stacks" / "environments.yaml")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
