@@ -7,8 +7,10 @@ stays fast. Exit codes: 0 success; 1 the spec has errors, or a check found drift
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -47,6 +49,18 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+@contextlib.contextmanager
+def _progress(message: str) -> Iterator[None]:
+    """A spinner on stderr for a long step, only when a person is watching (a terminal)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(message):
+        yield
+
+
 def _echo_json(document: Any) -> None:
     typer.echo(json.dumps(document, indent=2, default=str))
 
@@ -81,21 +95,12 @@ def _environments() -> EnvironmentsFile:
 
 def _stale_note(stack_file: StackFile) -> str | None:
     """A note when the stack file is not what environments.yaml renders (None: current or unknown)."""
-    from cli.environments import load_environments
-    from cli.render import plan_render
-    from cli.stackfile import UserError
-    from components.spec import SpecError
+    from cli.render import render_state
 
-    try:
-        environments = load_environments(stack_file.project_dir)
-        if stack_file.stack not in environments.names or stack_file.path.parent != environments.path.parent:
-            return None
-        rendered = plan_render(environments, stack_file.stack)
-    except (UserError, SpecError):
+    rendered = render_state(stack_file)
+    if rendered is None or rendered.state == "current":
         return None
-    if rendered.state == "current":
-        return None
-    why = rendered.reason or f"it is out of date with {environments.relative_path}"
+    why = rendered.reason or "it is out of date with stacks/environments.yaml"
     return f"note: {stack_file.path.name} is not what `aksgpu render {stack_file.stack}` would write: {why}."
 
 
@@ -114,7 +119,8 @@ def plan(
     from cli.planner import plan_stack
     from cli.report import plan_document, render_text
 
-    result = plan_stack(stack_file)
+    with _progress("Planning offline: running the Pulumi program under the mock engine"):
+        result = plan_stack(stack_file)
     if as_json:
         typer.echo(json.dumps(plan_document(result, warnings), indent=2, sort_keys=False, default=str))
         return
@@ -387,6 +393,15 @@ def presets_show(
     for row in rows:
         table.add_row(*(Text(text) for text in (row.path, _show(row.value), row.source, row.description)))
     Console(width=_width() or 200).print(table)
+
+
+def _register_workflow() -> None:
+    from cli.workflow import register
+
+    register(app)
+
+
+_register_workflow()
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from cli.presets import Preset, load_preset
 from cli.stackfile import UserError, load_yaml
 
 if TYPE_CHECKING:
+    from cli.stackfile import StackFile
     from components.spec import ClusterSpec, Issue
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
@@ -323,3 +324,18 @@ def _free_backup_path(path: Path) -> Path:
         candidate = path.with_name(f"{path.name}.bak{number}")
         number += 1
     return candidate
+
+
+def render_state(stack_file: StackFile) -> RenderedStack | None:
+    """How a stack file compares with what its environment renders; None when it belongs to no
+    environment of the project's environments.yaml, or the environment does not render."""
+    from cli.environments import load_environments
+    from components.spec import SpecError
+
+    try:
+        environments = load_environments(stack_file.project_dir)
+        if stack_file.stack not in environments.names or stack_file.path.parent != environments.path.parent:
+            return None
+        return plan_render(environments, stack_file.stack)
+    except (UserError, SpecError):
+        return None
