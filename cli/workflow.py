@@ -351,8 +351,9 @@ def readiness_message(command: str, stack: str, problems: list[str], *, suggest_
 def open_stack(target: Target, *, create: bool) -> Stack:
     """The stack through the Automation API on this project (a local program: Pulumi.yaml and the
     stack files in stacks/). `create`: create it in the backend when it does not exist yet."""
-    from cli.stackfile import UserError
     from pulumi import automation as auto
+
+    from cli.stackfile import UserError
 
     if target.local_state_dir is not None:
         target.local_state_dir.mkdir(parents=True, exist_ok=True)

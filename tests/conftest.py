@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from cli.planner import Plan, plan_stack
@@ -12,3 +15,13 @@ from tests.helpers import EXAMPLES, REPO
 @pytest.fixture(scope="session")
 def example_plans() -> dict[str, Plan]:
     return {env: plan_stack(resolve_stack(env, cwd=REPO)) for env in EXAMPLES}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the project (program, environments and stacks) to run commands in; the current folder."""
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "stacks", tmp_path / "stacks")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

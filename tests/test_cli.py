@@ -4,7 +4,6 @@ error is one clear message with the right exit code and no traceback."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,19 +11,11 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.app import app
-from tests.helpers import REPO, base_spec
+from tests.helpers import base_spec
 
 runner = CliRunner()
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the project to run commands in."""
-    for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(REPO / name, tmp_path / name)
-    shutil.copytree(REPO / "stacks", tmp_path / "stacks")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _write_stack(project: Path, name: str, spec: object) -> None:

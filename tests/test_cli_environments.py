@@ -23,14 +23,6 @@ runner = CliRunner()
 ADMIN = "11111111-1111-1111-1111-111111111111"
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the project, with its example environments."""
-    for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(REPO / name, tmp_path / name)
-    shutil.copytree(REPO / "stacks", tmp_path / "stacks")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,6 @@ from cli.render import plan_render, spec_config, write_rendered
 from cli.stackfile import UserError
 from components.spec import parse_cluster_spec
 from tests.helpers import REPO
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(REPO / name, tmp_path / name)
-    shutil.copytree(REPO / "stacks", tmp_path / "stacks")
-    return tmp_path
 
 
 def _environments_with_every_preset(project: Path) -> None:
