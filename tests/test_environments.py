@@ -119,3 +119,9 @@ def test_environment_settings_fall_back_to_defaults(tmp_path: Path) -> None:
     environments = load_environments(project)
     assert environments.get("a").backend == "azblob://state?storage_account=acct"
     assert environments.get("b").backend == "file:///tmp/x"
+
+
+def test_bad_yaml_in_environments_yaml_names_the_line(tmp_path: Path) -> None:
+    project = _project(tmp_path, "environments:\n  dev:\n    preset: [dev\n")
+    with pytest.raises(UserError, match=r"environments.yaml is not valid YAML at line \d+, column \d+"):
+        load_environments(project)
