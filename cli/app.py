@@ -396,9 +396,11 @@ def presets_show(
 
 
 def _register_workflow() -> None:
+    from cli.ci_app import ci_app
     from cli.workflow import register
 
     register(app)
+    app.add_typer(ci_app, name="ci")
 
 
 _register_workflow()

@@ -32,6 +32,7 @@ from cli.environments import (
     effective_raw_spec,
     merge,
 )
+from cli.generated import free_backup_path, stamp, stamp_placeholder, stamp_state
 from cli.presets import Preset, load_preset
 from cli.stackfile import UserError, load_yaml
 
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 CLUSTER_KEY = "aksgpu:cluster"
 DIGEST_KEY = "aksgpu:renderDigest"
-TEXT_DIGEST_PREFIX = "aksgpu-render: text sha256="
-TEXT_DIGEST_LINE = re.compile(r"^# aksgpu-render: text sha256=([0-9a-f]{64})$", re.MULTILINE)
 HEADER_WIDTH = 96
 # A pool reads best with what it is first; the other fields follow in the model's order.
 POOL_KEYS_FIRST = ("name", "kind", "vmSize", "priority", "spot", "zones", "perZone", "count", "minCount",
@@ -121,12 +120,6 @@ def _reordered(mapping: dict[str, Any], first: tuple[str, ...]) -> dict[str, Any
 def value_digest(cluster: Any) -> str:
     canonical = json.dumps(cluster, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _text_digest(text: str) -> str:
-    """The digest of a rendered text, taken with its own digest line blanked out."""
-    blanked = TEXT_DIGEST_LINE.sub("# " + TEXT_DIGEST_PREFIX, text, count=1)
-    return hashlib.sha256(blanked.encode()).hexdigest()
 
 
 # --- YAML layout -----------------------------------------------------------------------------
@@ -236,13 +229,13 @@ def render_text(effective: EffectiveEnvironment, environments_file: str,
         warning_lines=[line for warning in effective.warnings
                        for line in textwrap.wrap(f"- {warning}", HEADER_WIDTH - 4, subsequent_indent="  ",
                                                    break_on_hyphens=False)],
-        text_digest_line=TEXT_DIGEST_PREFIX,
+        stamp_line=stamp_placeholder(),
         kept_top_level=[to_yaml({key: value}) for key, value in kept_top_level.items()],
         sections=_sections(effective.spec, config),
         value_digest=value_digest(config),
         kept_config=to_yaml(kept_config) if kept_config else "",
     )
-    return text.replace("# " + TEXT_DIGEST_PREFIX, "# " + TEXT_DIGEST_PREFIX + _text_digest(text), 1)
+    return stamp(text)
 
 
 # --- comparing with what is on disk ----------------------------------------------------------
@@ -289,9 +282,8 @@ def _existing_state(text: str, document: Any, problem: str) -> tuple[State, str]
         return "hand-edited", "it was not written by `aksgpu render` (it has no aksgpu:renderDigest)"
     if value_digest(config.get(CLUSTER_KEY)) != config[DIGEST_KEY]:
         return "hand-edited", "its aksgpu:cluster values were changed after it was rendered"
-    match = TEXT_DIGEST_LINE.search(text)
-    # No text digest: Pulumi rewrote the file (it drops comments); the values are as rendered.
-    if match and match.group(1) != _text_digest(text):
+    # No stamp: Pulumi rewrote the file (it drops comments); the values are as rendered.
+    if stamp_state(text) == "edited":
         return "hand-edited", "its text (comments or layout) was changed after it was rendered"
     return "stale", ""
 
@@ -310,20 +302,11 @@ def write_rendered(rendered: RenderedStack, force: bool = False) -> Path | None:
                         "backup beside it).")
     backup = None
     if rendered.state == "hand-edited" and rendered.existing is not None:
-        backup = _free_backup_path(rendered.path)
+        backup = free_backup_path(rendered.path)
         backup.write_text(rendered.existing, encoding="utf-8")
     rendered.path.parent.mkdir(parents=True, exist_ok=True)
     rendered.path.write_text(rendered.text, encoding="utf-8")
     return backup
-
-
-def _free_backup_path(path: Path) -> Path:
-    candidate = path.with_name(path.name + ".bak")
-    number = 1
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}.bak{number}")
-        number += 1
-    return candidate
 
 
 def render_state(stack_file: StackFile) -> RenderedStack | None:

@@ -519,6 +519,17 @@ def _require_confirmable(command: str, stack: str) -> None:
                         f"(review `aksgpu preview {stack}` first).")
 
 
+def _policy_packs(folders: list[Path] | None) -> list[str] | None:
+    """Policy pack folders as the engine takes them; each must hold a PulumiPolicy.yaml."""
+    from cli.stackfile import UserError
+
+    for folder in folders or []:
+        if not (folder / "PulumiPolicy.yaml").is_file():
+            raise UserError(f"--policy-pack {folder}: no PulumiPolicy.yaml there, so it is not a policy pack. Fix: "
+                            "point at the folder of a Pulumi policy pack.")
+    return [str(folder.resolve()) for folder in folders] if folders else None
+
+
 def _require_rendered(command: str, stack_file: StackFile) -> None:
     """`up` deploys only a stack file that matches stacks/environments.yaml; `preview` warns."""
     from cli.render import render_state
@@ -979,12 +990,17 @@ JsonOption = Annotated[bool, typer.Option(
     "--json", help="Print the result as JSON on stdout; engine output goes to stderr.")]
 
 
+PolicyPackOption = Annotated[list[Path] | None, typer.Option(
+    "--policy-pack", metavar="FOLDER", help="A Pulumi policy pack folder to apply (repeatable); a mandatory violation fails the run.")]
+
+
 def preview(
     stack: StackArg,
     diff: Annotated[bool, typer.Option("--diff", help="Show each property change.")] = False,
     refresh: Annotated[bool, typer.Option("--refresh", help="Refresh the state from Azure first.")] = False,
     expect_no_changes: Annotated[bool, typer.Option(
         "--expect-no-changes", help="Exit 3 when there are changes (drift checks in CI).")] = False,
+    policy_pack: PolicyPackOption = None,
     as_json: JsonOption = False,
     backend: BackendOption = None,
     secrets_provider: SecretsOption = None,
@@ -1003,7 +1019,8 @@ def preview(
         _require_ready("preview", stack_file, target, needs_azure=True)
         _header("preview", target)
         engine = _EngineOutput(to_stderr=as_json)
-        result = open_stack(target, create=True).preview(diff=diff, refresh=refresh, **engine.options())
+        result = open_stack(target, create=True).preview(diff=diff, refresh=refresh,
+                                                         policy_packs=_policy_packs(policy_pack), **engine.options())
         changes = summarize_changes(result.change_summary)
         changed = has_changes(changes)
         if as_json:
@@ -1021,6 +1038,7 @@ def up(
     yes: YesOption = False,
     diff: Annotated[bool, typer.Option("--diff", help="Show each property change.")] = False,
     refresh: Annotated[bool, typer.Option("--refresh", help="Refresh the state from Azure first.")] = False,
+    policy_pack: PolicyPackOption = None,
     as_json: JsonOption = False,
     backend: BackendOption = None,
     secrets_provider: SecretsOption = None,
@@ -1040,15 +1058,16 @@ def up(
         _require_ready("up", stack_file, target, needs_azure=True)
         _header("up", target)
         engine = _EngineOutput(to_stderr=as_json)
+        packs = _policy_packs(policy_pack)
         pulumi_stack = open_stack(target, create=True)
         if not yes:
-            preview_result = pulumi_stack.preview(diff=diff, refresh=refresh, **engine.options())
+            preview_result = pulumi_stack.preview(diff=diff, refresh=refresh, policy_packs=packs, **engine.options())
             _say(f"Preview of {target.stack}: {describe_changes(summarize_changes(preview_result.change_summary))}.",
                  "bold")
             if not typer.confirm(f"Apply these changes to stack {target.stack}?", default=False, err=True):
                 _say("Cancelled: nothing was changed.")
                 raise typer.Exit(EXIT_FAILED)
-        result = pulumi_stack.up(diff=diff, refresh=refresh, **engine.options())
+        result = pulumi_stack.up(diff=diff, refresh=refresh, policy_packs=packs, **engine.options())
         _report_update("up", target, result.summary, as_json,
                        outputs={name: (value.value, value.secret) for name, value in result.outputs.items()})
 

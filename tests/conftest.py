@@ -25,3 +25,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(REPO / "stacks", tmp_path / "stacks")
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def no_cloud_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No credentials, backend, passphrase or stand-in settings from the machine running the tests."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("ARM_", "AZURE_", "PULUMI_", "FAKE_AZ")):
+            monkeypatch.delenv(name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -52,17 +51,12 @@ from cli.workflow import (
 from tests.helpers import REPO, base_spec
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("no_cloud_environment")
 PROJECT = Path("/work/project")
 STACK_PATH = PROJECT / "stacks" / "Pulumi.dev.yaml"
 SERVICE_PRINCIPAL = {"ARM_CLIENT_ID": "c", "ARM_TENANT_ID": "t", "ARM_SUBSCRIPTION_ID": "s", "ARM_CLIENT_SECRET": "x"}
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No credentials, backend or passphrase from the machine running the tests."""
-    for name in list(os.environ):
-        if name.startswith(("ARM_", "AZURE_", "PULUMI_")):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture
@@ -364,7 +358,11 @@ def test_change_summary() -> None:
 
 
 def test_automation_errors_become_one_message() -> None:
-    from pulumi.automation import CommandError, ConcurrentUpdateError, StackNotFoundError
+    from pulumi.automation import (
+        CommandError,
+        ConcurrentUpdateError,
+        StackNotFoundError,
+    )
     from pulumi.automation._cmd import CommandResult
 
     target = _resolve()
@@ -632,3 +630,13 @@ def test_up_refuses_a_stack_file_out_of_date_with_environments_yaml(app: typer.T
     result = runner.invoke(app, ["preview", "dev"])
     assert "warning: Pulumi.dev.yaml is not what `aksgpu render dev` would write" in result.output
     assert result.exit_code == 2 and "Pulumi CLI is not on PATH" in result.output
+
+
+def test_a_policy_pack_must_be_a_policy_pack_folder(tmp_path: Path) -> None:
+    from cli.workflow import _policy_packs
+
+    with pytest.raises(UserError, match="no PulumiPolicy.yaml there"):
+        _policy_packs([tmp_path])
+    (tmp_path / "PulumiPolicy.yaml").write_text("runtime: python\n")
+    assert _policy_packs([tmp_path]) == [str(tmp_path.resolve())]
+    assert _policy_packs(None) is None
