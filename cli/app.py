@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -38,13 +38,13 @@ StackArg = Annotated[
     typer.Argument(help="An environment name (stacks/Pulumi.<env>.yaml) or the path of a stack file."),
 ]
 EnvironmentsArg = Annotated[
-    Optional[list[str]],  # noqa: UP045 - typer needs Optional here
+    list[str] | None,
     typer.Argument(help="Environments in stacks/environments.yaml (default: all of them).", show_default=False),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -90,7 +90,6 @@ def _environments() -> EnvironmentsFile:
         return load_environments()
     except UserError as error:
         _fail(str(error))
-        raise  # unreachable: _fail exits
 
 
 def _stale_note(stack_file: StackFile) -> str | None:
@@ -133,7 +132,7 @@ def plan(
 @app.command()
 def validate(
     targets: Annotated[
-        Optional[list[str]],  # noqa: UP045 - typer needs Optional here
+        list[str] | None,
         typer.Argument(help="Environments or stack files (default: every environment and every stack file).",
                        show_default=False),
     ] = None,
@@ -232,14 +231,14 @@ def render(
 def init(
     environment: Annotated[str, typer.Argument(help="The new environment's name (also its Pulumi stack).")],
     preset: Annotated[str, typer.Option("--preset", "-p", help="The preset to start from (aksgpu presets list).")],
-    location: Annotated[Optional[str], typer.Option(help="Azure region, e.g. eastus2.")] = None,  # noqa: UP045
-    name: Annotated[Optional[str], typer.Option(help="Cluster name (default: gpu-ENV).")] = None,  # noqa: UP045
-    resource_group: Annotated[Optional[str], typer.Option(  # noqa: UP045
+    location: Annotated[str | None, typer.Option(help="Azure region, e.g. eastus2.")] = None,
+    name: Annotated[str | None, typer.Option(help="Cluster name (default: gpu-ENV).")] = None,
+    resource_group: Annotated[str | None, typer.Option(
         help="Resource group (default: rg-NAME).")] = None,
-    admin_group: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+    admin_group: Annotated[list[str] | None, typer.Option(
         "--admin-group", help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
-    description: Annotated[Optional[str], typer.Option(help="What the environment is for.")] = None,  # noqa: UP045
-    set_: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+    description: Annotated[str | None, typer.Option(help="What the environment is for.")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a spec field: PATH=VALUE, e.g. controlPlane.tier=Premium or "
                       "nodePools.a100.maxCount=8 (repeatable; values are YAML).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited stack file of the same name "
@@ -326,7 +325,7 @@ def _width() -> int | None:
 def schema(
     kind: Annotated[str, typer.Argument(help="cluster (the aksgpu:cluster value of a stack file) or environments "
                                              "(stacks/environments.yaml).")] = "cluster",
-    output: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+    output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write to this file instead of printing.")] = None,
 ) -> None:
     """Print the JSON Schema of the cluster spec or of environments.yaml, for editors and CI.

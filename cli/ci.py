@@ -136,7 +136,11 @@ def job_id(environment: str) -> str:
 def render_github(settings: CiSettings) -> dict[str, str]:
     """The workflow files (path relative to the repository root -> text); the ones that need Azure
     only when some environment has a shared backend."""
-    from cli.ci_oidc import GITHUB_VARIABLES, deploy_client_variable, plan_client_variable
+    from cli.ci_oidc import (
+        GITHUB_VARIABLES,
+        deploy_client_variable,
+        plan_client_variable,
+    )
     from cli.generated import stamp, stamp_placeholder
     from cli.summary import MARKER
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -24,7 +24,7 @@ OutputDirOption = Annotated[Path | None, typer.Option(
     "--output-dir", help="The repository root to write into (default: the project folder).")]
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -77,7 +77,6 @@ def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, b
         files = renderer(settings)
     except UserError as error:
         _fail(str(error))
-        raise  # unreachable: _fail exits
     _write_files(files, output_dir or project_dir, check=check, force=force, command=command)
     return settings
 

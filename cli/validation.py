@@ -76,10 +76,10 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
         if not targets:
             raise UserError("nothing to validate: no environments and no stack files. "
                             "Fix: add one with `aksgpu init dev --preset dev`.")
-    return [_validate_one(target, environments, project_dir, cwd) for target in targets]
+    return [_validate_one(target, environments, cwd) for target in targets]
 
 
-def _validate_one(target: str, environments: EnvironmentsFile, project_dir: Path, cwd: Path | None) -> Report:
+def _validate_one(target: str, environments: EnvironmentsFile, cwd: Path | None) -> Report:
     if target in environments.names:
         return _validate_environment(target, environments)
     return _validate_stack_file(target, cwd)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -455,7 +455,7 @@ def _command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
         _fail(message, EXIT_FAILED)
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> None:
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
