@@ -230,16 +230,16 @@ def render(
 @app.command()
 def init(
     environment: Annotated[str, typer.Argument(help="The new environment's name (also its Pulumi stack).")],
-    preset: Annotated[str, typer.Option("--preset", "-p", help="The preset to start from (aksgpu presets list).")],
-    location: Annotated[str | None, typer.Option(help="Azure region, e.g. eastus2.")] = None,
-    name: Annotated[str | None, typer.Option(help="Cluster name (default: gpu-ENV).")] = None,
+    preset: Annotated[str, typer.Option("--preset", "-p", metavar="PRESET", help="The preset to start from (aksgpu presets list).")],
+    location: Annotated[str | None, typer.Option(metavar="REGION", help="Azure region, e.g. eastus2.")] = None,
+    name: Annotated[str | None, typer.Option(metavar="NAME", help="Cluster name (default: gpu-ENV).")] = None,
     resource_group: Annotated[str | None, typer.Option(
-        help="Resource group (default: rg-NAME).")] = None,
+        metavar="NAME", help="Resource group (default: rg-NAME).")] = None,
     admin_group: Annotated[list[str] | None, typer.Option(
-        "--admin-group", help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
-    description: Annotated[str | None, typer.Option(help="What the environment is for.")] = None,
+        "--admin-group", metavar="OBJECT_ID", help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
+    description: Annotated[str | None, typer.Option(metavar="TEXT", help="What the environment is for.")] = None,
     set_: Annotated[list[str] | None, typer.Option(
-        "--set", help="Override a spec field: PATH=VALUE, e.g. controlPlane.tier=Premium or "
+        "--set", metavar="PATH=VALUE", help="Override a spec field: PATH=VALUE, e.g. controlPlane.tier=Premium or "
                       "nodePools.a100.maxCount=8 (repeatable; values are YAML).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited stack file of the same name "
                                                          "(kept as a .bak file).")] = False,
