@@ -45,17 +45,17 @@ from urllib.parse import parse_qs, urlsplit
 import typer
 
 from cli.workflow import (
-    _CONTAINER,
-    _KEY_NAME,
-    _KEY_VAULT,
-    _STORAGE_ACCOUNT,
+    CONTAINER_NAME,
     EXIT_FAILED,
-    _command_errors,
-    _fail,
-    _say,
-    _shell_command,
-    _shell_command_lines,
-    _substitute,
+    KEY_NAME,
+    KEY_VAULT_NAME,
+    STORAGE_ACCOUNT_NAME,
+    command_errors,
+    fail,
+    say,
+    shell_command,
+    shell_command_lines,
+    substitute,
 )
 
 GITHUB_OIDC_ISSUER = "https://token.actions.githubusercontent.com"
@@ -223,7 +223,7 @@ def parse_azblob_backend(url: str) -> tuple[str, str]:
         raise UserError(f'backend "{url}" does not name its storage account, and CI has only the URL to go on. Fix: '
                         "write it as azblob://<container>?storage_account=<account> in stacks/environments.yaml.")
     account = accounts[0]
-    if not _CONTAINER.fullmatch(container) or not _STORAGE_ACCOUNT.fullmatch(account):
+    if not CONTAINER_NAME.fullmatch(container) or not STORAGE_ACCOUNT_NAME.fullmatch(account):
         raise UserError(f'backend "{url}" is not azblob://<container>?storage_account=<account> with a valid '
                         "container (3-63 lowercase letters, digits and single hyphens) and account (3-24 lowercase "
                         "letters and digits). Fix: correct it in stacks/environments.yaml.")
@@ -237,8 +237,8 @@ def parse_key_vault_provider(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     vault, _, suffix = parts.netloc.partition(".")
     path = [part for part in parts.path.split("/") if part]
-    if not (suffix.startswith("vault.") and _KEY_VAULT.fullmatch(vault) and len(path) in (2, 3)
-            and path[0] == "keys" and _KEY_NAME.fullmatch(path[1])):
+    if not (suffix.startswith("vault.") and KEY_VAULT_NAME.fullmatch(vault) and len(path) in (2, 3)
+            and path[0] == "keys" and KEY_NAME.fullmatch(path[1])):
         raise UserError(f'secrets provider "{url}" is not azurekeyvault://<vault>.vault.azure.net/keys/<key>. Fix: '
                         "correct it in stacks/environments.yaml (`aksgpu backend bootstrap` prints the right line).")
     return vault, path[1]
@@ -521,13 +521,13 @@ def github_commands(settings: OidcSettings) -> list[str]:
                  (GITHUB_VARIABLES["subscription"], "${SUBSCRIPTION_ID}"),
                  (plan_client_variable(s.environment), "${PLAN_APP_ID}"),
                  (deploy_client_variable(s.environment), "${DEPLOY_APP_ID}")]
-    lines = [_shell_command(["gh", "variable", "set", name, *repo, "--body", value]) for name, value in variables]
+    lines = [shell_command(["gh", "variable", "set", name, *repo, "--body", value]) for name, value in variables]
     lines += [
         "# The GitHub environment the deploy job runs in, deployable only from " + s.branch + ":",
-        _shell_command(["gh", "api", "--method", "PUT", environment_path,
+        shell_command(["gh", "api", "--method", "PUT", environment_path,
                         "-F", "deployment_branch_policy[protected_branches]=false",
                         "-F", "deployment_branch_policy[custom_branch_policies]=true"]),
-        _shell_command(["gh", "api", "--method", "POST", f"{environment_path}/deployment-branch-policies",
+        shell_command(["gh", "api", "--method", "POST", f"{environment_path}/deployment-branch-policies",
                         "-f", f"name={s.branch}", "-f", "type=branch"]),
         "# Required reviewers: Settings > Environments > " + s.environment + " > Required reviewers, or send them",
         "# in the same PUT (a list of objects, so as JSON on stdin rather than --field), with the IDs that",
@@ -603,20 +603,20 @@ def oidc_script(settings: OidcSettings) -> str:
         if step.retries:
             lines.append("#    (a new app or service principal takes a moment to replicate: if this says it does not "
                          "exist, wait a minute and run the script again)")
-        command = _shell_command(step.argv)
+        command = shell_command(step.argv)
         if step.lookup and step.capture:
-            lines.append(f'{step.capture}="$({_shell_command(step.lookup)})"')
+            lines.append(f'{step.capture}="$({shell_command(step.lookup)})"')
             lines.append(f'if [ -z "${{{step.capture}}}" ]; then')
             lines.append(f'  {step.capture}="$({command})"')
             lines.append("fi")
         elif step.lookup:
-            lines.append(f'if [ -z "$({_shell_command(step.lookup)})" ]; then')
-            lines += _shell_command_lines(step.argv, indent="  ")
+            lines.append(f'if [ -z "$({shell_command(step.lookup)})" ]; then')
+            lines += shell_command_lines(step.argv, indent="  ")
             lines.append("fi")
         elif step.capture:
             lines.append(f'{step.capture}="$({command})"')
         else:
-            lines += _shell_command_lines(step.argv)
+            lines += shell_command_lines(step.argv)
         if step.capture:
             message = step.missing or f"step {number} printed nothing"
             lines.append(f'[ -n "${{{step.capture}}}" ] || {{ echo {shlex.quote("error: " + message)} >&2; exit 1; }}')
@@ -669,7 +669,7 @@ def run_oidc(settings: OidcSettings, *, run: Callable[..., subprocess.CompletedP
 
     def failure(number: int, argv: list[str], result: subprocess.CompletedProcess[str]) -> UserError:
         message = (result.stderr or result.stdout or "").strip().splitlines()
-        return UserError(f"step {number} failed: {_shell_command(argv)}\n  {message[-1] if message else ''}\n"
+        return UserError(f"step {number} failed: {shell_command(argv)}\n  {message[-1] if message else ''}\n"
                          f"Fix: correct the cause and run the same `aksgpu ci oidc {settings.environment} ... --apply` "
                          "again: what exists already is left as it is.")
 
@@ -678,31 +678,31 @@ def run_oidc(settings: OidcSettings, *, run: Callable[..., subprocess.CompletedP
             result = run(argv, capture_output=True, text=True)
             if result.returncode == 0 or attempt == retries:
                 return result
-            _say(f"    not there yet (Entra ID and role assignments take a moment to replicate); trying again in "
+            say(f"    not there yet (Entra ID and role assignments take a moment to replicate); trying again in "
                  f"{RETRY_SECONDS} s", "dim")
             sleep(RETRY_SECONDS)
         raise AssertionError("unreachable")
 
     for number, step in enumerate(steps, start=1):
-        _say(f"[{number}/{len(steps)}] {step.description}")
+        say(f"[{number}/{len(steps)}] {step.description}")
         if step.lookup:
-            lookup = _substitute(step.lookup, values)
+            lookup = substitute(step.lookup, values)
             found = attempts(lookup, step.retries)
             if found.returncode != 0:
                 raise failure(number, lookup, found)
             if found.stdout.strip():
-                _say("    exists already: left as it is", "dim")
+                say("    exists already: left as it is", "dim")
                 if step.capture:
                     values[step.capture] = found.stdout.strip()
                 continue
-        argv = _substitute(step.argv, values)
+        argv = substitute(step.argv, values)
         result = attempts(argv, step.retries)
         if result.returncode != 0:
             raise failure(number, argv, result)
         if step.capture:
             value = result.stdout.strip()
             if not value:
-                raise UserError(step.missing or f"step {number} failed: {_shell_command(argv)} printed nothing.")
+                raise UserError(step.missing or f"step {number} failed: {shell_command(argv)} printed nothing.")
             values[step.capture] = value
     return values
 
@@ -734,7 +734,7 @@ def oidc(
     from cli.stackfile import UserError
     from components.spec import SpecError
 
-    with _command_errors("ci oidc", []):
+    with command_errors("ci oidc", []):
         problems = input_problems(repo, branch, subscription)
         if problems:
             raise UserError(problems[0] if len(problems) == 1 else "\n".join(
@@ -757,16 +757,16 @@ def oidc(
         try:
             values = run_oidc(settings)
         except UserError as error:
-            _fail(str(error), EXIT_FAILED)
+            fail(str(error), EXIT_FAILED)
             return
         for note in notes(settings):
-            _say(f"note: {note}", "yellow")
-        commands = [_substitute([line], values)[0] for line in github_commands(settings)]
+            say(f"note: {note}", "yellow")
+        commands = [substitute([line], values)[0] for line in github_commands(settings)]
         if as_json:
             typer.echo(json.dumps({"github": {"variables": github_variables(settings, values),
                                               "environment": settings.environment, "commands": commands}}, indent=2))
             return
-        _say("Identities ready. Set what the workflows read (where gh is signed in to GitHub):", "bold")
+        say("Identities ready. Set what the workflows read (where gh is signed in to GitHub):", "bold")
         for line in commands:
             typer.echo(line)
 

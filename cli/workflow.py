@@ -433,7 +433,7 @@ def automation_error_message(error: BaseException, target: Target, operation: st
 
 
 @contextmanager
-def _command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
+def command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
     """Turns user errors and Automation API errors into one message and an exit code, never a traceback."""
     from cli.stackfile import UserError
 
@@ -442,25 +442,25 @@ def _command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
     except typer.Exit:
         raise
     except UserError as error:
-        _fail(str(error))
+        fail(str(error))
     except KeyboardInterrupt:
         stack = target_box[0].stack if target_box else "ENV"
-        _fail(f"interrupted. Pulumi was told to stop; if it was changing resources, run `aksgpu refresh {stack}` to "
+        fail(f"interrupted. Pulumi was told to stop; if it was changing resources, run `aksgpu refresh {stack}` to "
               f"bring the state in line with Azure (and `pulumi cancel --stack {stack}` if the stack stays locked).",
               EXIT_INTERRUPTED)
     except Exception as error:  # noqa: BLE001 - only Automation API errors are translated; others re-raise
         message = automation_error_message(error, target_box[0], operation) if target_box else None
         if message is None:
             raise
-        _fail(message, EXIT_FAILED)
+        fail(message, EXIT_FAILED)
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
 
-def _say(message: str, style: str | None = None) -> None:
+def say(message: str, style: str | None = None) -> None:
     """A status line on stderr, so stdout carries only engine output or data."""
     from rich.console import Console
     from rich.text import Text
@@ -505,7 +505,7 @@ def _require_ready(command: str, stack_file: StackFile, target: Target, *, needs
 
     readiness = check_readiness(target, env=os.environ, config=stack_file.config, needs_azure=needs_azure)
     for warning in readiness.warnings:
-        _say(f"warning: {warning}", "yellow")
+        say(f"warning: {warning}", "yellow")
     if readiness.problems:
         raise UserError(readiness_message(command, target.stack, readiness.problems, suggest_plan=needs_azure))
 
@@ -544,7 +544,7 @@ def _require_rendered(command: str, stack_file: StackFile) -> None:
                         f"would deploy something else than the environment says. Fix: run `aksgpu render {name}`, "
                         "review and commit the change, then run up again.")
     why = rendered.reason or "it is out of date with stacks/environments.yaml"
-    _say(f"warning: {stack_file.path.name} is not what `aksgpu render {name}` would write: {why}. "
+    say(f"warning: {stack_file.path.name} is not what `aksgpu render {name}` would write: {why}. "
          "Pulumi uses the stack file as it is.", "yellow")
 
 
@@ -560,10 +560,10 @@ def _validate_spec(stack_file: StackFile) -> None:
 
 
 def _header(command: str, target: Target) -> None:
-    _say(f"aksgpu {command} {target.stack}", "bold")
-    _say(f"  backend  {target.backend_url}  ({target.backend_source})", "dim")
+    say(f"aksgpu {command} {target.stack}", "bold")
+    say(f"  backend  {target.backend_url}  ({target.backend_source})", "dim")
     provider = target.secrets_provider or "service"
-    _say(f"  secrets  {provider}  ({target.secrets_source})", "dim")
+    say(f"  secrets  {provider}  ({target.secrets_source})", "dim")
 
 
 def is_protected(stack_file: StackFile) -> bool:
@@ -747,10 +747,10 @@ def write_kubeconfig(path: Path, text: str, *, force: bool) -> str:
 
 # --- backend bootstrap -----------------------------------------------------------------------
 
-_STORAGE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
-_KEY_VAULT = re.compile(r"^[a-zA-Z](?!.*--)[a-zA-Z0-9-]{1,22}[a-zA-Z0-9]$")
-_CONTAINER = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
-_KEY_NAME = re.compile(r"^[a-zA-Z0-9-]{1,127}$")
+STORAGE_ACCOUNT_NAME = re.compile(r"^[a-z0-9]{3,24}$")
+KEY_VAULT_NAME = re.compile(r"^[a-zA-Z](?!.*--)[a-zA-Z0-9-]{1,22}[a-zA-Z0-9]$")
+CONTAINER_NAME = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
+KEY_NAME = re.compile(r"^[a-zA-Z0-9-]{1,127}$")
 _RESOURCE_GROUP = re.compile(r"^[-\w.()]{0,89}[-\w()]$")
 _LOCATION = re.compile(r"^[a-z][a-z0-9]*$")
 _ASSIGNEE = re.compile(r"^[A-Za-z0-9@._+#-]+$")  # object IDs, app IDs, UPNs (guests: ...#EXT#@...)
@@ -786,15 +786,15 @@ def bootstrap_problems(settings: BootstrapSettings) -> list[str]:
          "must be 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.'", "rg-pulumi-state"),
         ("--location", settings.location, _LOCATION,
          "must be an Azure region name in lowercase without spaces", "eastus2"),
-        ("--storage-account", settings.storage_account, _STORAGE_ACCOUNT,
+        ("--storage-account", settings.storage_account, STORAGE_ACCOUNT_NAME,
          "must be 3-24 lowercase letters and digits (no '-'), unique across Azure", "stpulumistate7f3a"),
-        ("--container", settings.container, _CONTAINER,
+        ("--container", settings.container, CONTAINER_NAME,
          "must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit",
          "pulumi-state"),
-        ("--key-vault", settings.key_vault, _KEY_VAULT,
+        ("--key-vault", settings.key_vault, KEY_VAULT_NAME,
          "must be 3-24 letters, digits and single hyphens, starting with a letter and ending with a letter or "
          "digit, unique across Azure", "kv-pulumi-7f3a"),
-        ("--key", settings.key, _KEY_NAME, "must be 1-127 letters, digits and hyphens", "pulumi-secrets"),
+        ("--key", settings.key, KEY_NAME, "must be 1-127 letters, digits and hyphens", "pulumi-secrets"),
     ]
     problems = [f'{option} "{value}" {rule}. Fix: e.g. {option} {example}.'
                 for option, value, pattern, rule, example in checks if not pattern.fullmatch(value)]
@@ -883,11 +883,11 @@ def _shell_word(token: str) -> str:
     return f'"{token}"' if "${" in token else shlex.quote(token)
 
 
-def _shell_command(argv: list[str]) -> str:
+def shell_command(argv: list[str]) -> str:
     return " ".join(_shell_word(token) for token in argv)
 
 
-def _shell_command_lines(argv: list[str], indent: str = "") -> list[str]:
+def shell_command_lines(argv: list[str], indent: str = "") -> list[str]:
     """A command as script lines: the command words first, then one `--option value` per line."""
     first = next((index for index, token in enumerate(argv) if token.startswith("--")), len(argv))
     groups: list[list[str]] = [argv[:first]]
@@ -896,7 +896,7 @@ def _shell_command_lines(argv: list[str], indent: str = "") -> list[str]:
             groups.append([token])
         else:
             groups[-1].append(token)
-    words = [_shell_command(group) for group in groups]
+    words = [shell_command(group) for group in groups]
     if len(" ".join(words)) <= 100:
         return [indent + " ".join(words)]
     return ([indent + words[0] + " \\"] + [f"{indent}    {word} \\" for word in words[1:-1]]
@@ -920,13 +920,13 @@ def bootstrap_script(settings: BootstrapSettings) -> str:
             lines.append("#    (a role assignment can take a few minutes to apply: if this says Forbidden, wait a "
                          "minute and run it again)")
         if step.capture:
-            lines.append(f'{step.capture}="$({_shell_command(step.argv)})"')
+            lines.append(f'{step.capture}="$({shell_command(step.argv)})"')
         elif step.unless:
-            lines.append(f"if ! {_shell_command(step.unless)} 2>/dev/null; then")
-            lines += _shell_command_lines(step.argv, indent="  ")
+            lines.append(f"if ! {shell_command(step.unless)} 2>/dev/null; then")
+            lines += shell_command_lines(step.argv, indent="  ")
             lines.append("fi")
         else:
-            lines += _shell_command_lines(step.argv)
+            lines += shell_command_lines(step.argv)
         lines.append("")
     lines.append("# Then put these lines in stacks/environments.yaml "
                  "(every environment uses them unless it sets its own):")
@@ -935,7 +935,7 @@ def bootstrap_script(settings: BootstrapSettings) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _substitute(argv: list[str], values: Mapping[str, str]) -> list[str]:
+def substitute(argv: list[str], values: Mapping[str, str]) -> list[str]:
     def one(token: str) -> str:
         for name, value in values.items():
             token = token.replace(f"${{{name}}}", value)
@@ -951,20 +951,20 @@ def run_bootstrap(settings: BootstrapSettings, *, run: Callable[..., subprocess.
     values: dict[str, str] = {}
     steps = bootstrap_steps(settings)
     for number, step in enumerate(steps, start=1):
-        _say(f"[{number}/{len(steps)}] {step.description}")
-        if step.unless and run(_substitute(step.unless, values), capture_output=True, text=True).returncode == 0:
-            _say("    exists already: left as it is", "dim")
+        say(f"[{number}/{len(steps)}] {step.description}")
+        if step.unless and run(substitute(step.unless, values), capture_output=True, text=True).returncode == 0:
+            say("    exists already: left as it is", "dim")
             continue
-        argv = _substitute(step.argv, values)
+        argv = substitute(step.argv, values)
         for attempt in range(step.retries + 1):
             result = run(argv, capture_output=True, text=True)
             if result.returncode == 0 or attempt == step.retries:
                 break
-            _say("    not allowed yet (role assignments take a few minutes to apply); trying again in 60 s", "dim")
+            say("    not allowed yet (role assignments take a few minutes to apply); trying again in 60 s", "dim")
             sleep(60)
         if result.returncode != 0:
             message = (result.stderr or result.stdout or "").strip().splitlines()
-            raise UserError(f"step {number} failed: {_shell_command(argv)}\n  {message[-1] if message else ''}\n"
+            raise UserError(f"step {number} failed: {shell_command(argv)}\n  {message[-1] if message else ''}\n"
                             "Fix: correct the cause and run the same `aksgpu backend bootstrap ... --apply` again: "
                             "steps that are done already are safe to repeat.")
         if step.capture:
@@ -1012,7 +1012,7 @@ def preview(
     --expect-no-changes.
     """
     box: list[Target] = []
-    with _command_errors("preview", box):
+    with command_errors("preview", box):
         stack_file, target = _prepare(stack, backend, secrets_provider, box)
         _validate_spec(stack_file)
         _require_rendered("preview", stack_file)
@@ -1027,9 +1027,9 @@ def preview(
             typer.echo(json.dumps({"stack": target.stack, "backend": target.backend_url, "operation": "preview",
                                    "hasChanges": changed, "changes": changes}, indent=2))
         else:
-            _say(f"Preview of {target.stack}: {describe_changes(changes)}.", "bold")
+            say(f"Preview of {target.stack}: {describe_changes(changes)}.", "bold")
         if expect_no_changes and changed:
-            _say(f"--expect-no-changes: stack {target.stack} has changes (exit 3).", "yellow")
+            say(f"--expect-no-changes: stack {target.stack} has changes (exit 3).", "yellow")
             raise typer.Exit(EXIT_CHANGES)
 
 
@@ -1049,7 +1049,7 @@ def up(
     update or the spec failed or you declined, 2 bad input or a missing prerequisite.
     """
     box: list[Target] = []
-    with _command_errors("up", box):
+    with command_errors("up", box):
         stack_file, target = _prepare(stack, backend, secrets_provider, box)
         _validate_spec(stack_file)
         _require_rendered("up", stack_file)
@@ -1062,10 +1062,10 @@ def up(
         pulumi_stack = open_stack(target, create=True)
         if not yes:
             preview_result = pulumi_stack.preview(diff=diff, refresh=refresh, policy_packs=packs, **engine.options())
-            _say(f"Preview of {target.stack}: {describe_changes(summarize_changes(preview_result.change_summary))}.",
+            say(f"Preview of {target.stack}: {describe_changes(summarize_changes(preview_result.change_summary))}.",
                  "bold")
             if not typer.confirm(f"Apply these changes to stack {target.stack}?", default=False, err=True):
-                _say("Cancelled: nothing was changed.")
+                say("Cancelled: nothing was changed.")
                 raise typer.Exit(EXIT_FAILED)
         result = pulumi_stack.up(diff=diff, refresh=refresh, policy_packs=packs, **engine.options())
         _report_update("up", target, result.summary, as_json,
@@ -1088,7 +1088,7 @@ def destroy(
     from cli.stackfile import UserError
 
     box: list[Target] = []
-    with _command_errors("destroy", box):
+    with command_errors("destroy", box):
         stack_file, target = _prepare(stack, backend, secrets_provider, box)
         name = target.stack
         if is_protected(stack_file):
@@ -1113,11 +1113,11 @@ def destroy(
                             f"`aksgpu up {name}` first, then `aksgpu destroy {name}`.")
         if not yes:
             preview_result = pulumi_stack.preview_destroy(**engine.options())
-            _say(f"Destroy preview of {name}: {describe_changes(summarize_changes(preview_result.change_summary))}.",
+            say(f"Destroy preview of {name}: {describe_changes(summarize_changes(preview_result.change_summary))}.",
                  "bold")
             if not typer.confirm(f"Delete every resource of stack {name}? This cannot be undone.", default=False,
                                  err=True):
-                _say("Cancelled: nothing was deleted.")
+                say("Cancelled: nothing was deleted.")
                 raise typer.Exit(EXIT_FAILED)
         result = pulumi_stack.destroy(**engine.options())
         _report_update("destroy", target, result.summary, as_json)
@@ -1135,7 +1135,7 @@ def refresh(
     failed, 2 bad input or a missing prerequisite.
     """
     box: list[Target] = []
-    with _command_errors("refresh", box):
+    with command_errors("refresh", box):
         stack_file, target = _prepare(stack, backend, secrets_provider, box)
         _require_ready("refresh", stack_file, target, needs_azure=True)
         _header("refresh", target)
@@ -1156,7 +1156,7 @@ def _report_update(operation: str, target: Target, summary: Any, as_json: bool,
         typer.echo(json.dumps(document, indent=2, default=str))
     else:
         counts = ", ".join(f"{count} {op}" for op, count in changes.items()) or "no resources"
-        _say(f"{operation} of {target.stack}: {outcome} ({counts}).", "bold" if outcome == "succeeded" else "red")
+        say(f"{operation} of {target.stack}: {outcome} ({counts}).", "bold" if outcome == "succeeded" else "red")
     if outcome != "succeeded":
         raise typer.Exit(EXIT_FAILED)
 
@@ -1174,7 +1174,7 @@ def outputs(
     credentials. Exit codes: 0 done, 1 reading the state failed, 2 bad input or a missing prerequisite.
     """
     box: list[Target] = []
-    with _command_errors("stack output", box):
+    with command_errors("stack output", box):
         stack_file, target = _prepare(stack, backend, secrets_provider, box)
         _require_ready("outputs", stack_file, target, needs_azure=False)
         stack_outputs = open_stack(target, create=False).outputs()
@@ -1184,7 +1184,7 @@ def outputs(
         elif values:
             typer.echo(outputs_text(values, show_secrets=show_secrets))
         else:
-            _say(f"stack {target.stack} has no outputs yet: run `aksgpu up {target.stack}`.")
+            say(f"stack {target.stack} has no outputs yet: run `aksgpu up {target.stack}`.")
 
 
 def kubeconfig(
@@ -1206,7 +1206,7 @@ def kubeconfig(
     from cli.stackfile import UserError
 
     box: list[Target] = []
-    with _command_errors("stack output", box):
+    with command_errors("stack output", box):
         stack_file, target = _prepare(stack, backend, secrets_provider, box)
         _require_ready("kubeconfig", stack_file, target, needs_azure=False)
         value = open_stack(target, create=False).outputs().get("kubeconfig")
@@ -1215,17 +1215,17 @@ def kubeconfig(
                             f"Fix: run `aksgpu up {target.stack}` first.")
         result = kubeconfig_for_login(str(value.value), login)
         if result.other_users:
-            _say(f"note: {', '.join(result.other_users)} sign in with AKS local-account credentials, not Entra ID; "
+            say(f"note: {', '.join(result.other_users)} sign in with AKS local-account credentials, not Entra ID; "
                  "written as AKS gave them.", "dim")
         if output is not None and str(output) == "-":
             typer.echo(result.text, nl=False)
             return
         path = (output or Path.home() / ".kube" / f"aksgpu-{target.stack}.yaml").expanduser()
         state = write_kubeconfig(path, result.text, force=force)
-        _say(f"{state} {path} (mode 0600, login {LoginMode(login).value}"
+        say(f"{state} {path} (mode 0600, login {LoginMode(login).value}"
              + (f", context {result.current_context})" if result.current_context else ")"))
         if result.converted_users and shutil.which("kubelogin") is None:
-            _say("warning: kubelogin is not on PATH; kubectl needs it to sign in. Install it with "
+            say("warning: kubelogin is not on PATH; kubectl needs it to sign in. Install it with "
                  "`az aks install-cli`, or see https://azure.github.io/kubelogin/install.html.", "yellow")
         typer.echo(f"export KUBECONFIG={shlex.quote(str(path))}")
 
@@ -1259,7 +1259,7 @@ def bootstrap(
 
     settings = BootstrapSettings(resource_group, location, storage_account, container, key_vault, key, assignee, sku,
                                  retention_days)
-    with _command_errors("bootstrap", []):
+    with command_errors("bootstrap", []):
         problems = bootstrap_problems(settings)
         if problems:
             raise UserError(problems[0] if len(problems) == 1 else "\n".join(
@@ -1282,8 +1282,8 @@ def bootstrap(
         try:
             run_bootstrap(settings)
         except UserError as error:
-            _fail(str(error), EXIT_FAILED)
-        _say("Backend ready. Put these lines in stacks/environments.yaml:", "bold")
+            fail(str(error), EXIT_FAILED)
+        say("Backend ready. Put these lines in stacks/environments.yaml:", "bold")
         typer.echo(environments_snippet(settings), nl=False)
 
 
