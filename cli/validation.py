@@ -86,12 +86,12 @@ def _validate_one(target: str, environments: EnvironmentsFile, cwd: Path | None)
 
 
 def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
-    from cli.render import effective_environment, plan_render
+    from cli.render import plan_render
     from components.spec import SpecError
 
     report = Report(f"environment {name}", f"environment {name}")
     try:
-        effective = effective_environment(environments, name)
+        rendered = plan_render(environments, name)  # validates the environment's spec on the way
     except SpecError as error:
         report.source = error.source
         report.issues = list(error.issues)
@@ -100,8 +100,7 @@ def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
         report.notes.append(f"error: {error}")
         report.failed = True
         return report
-    report.issues = list(effective.warnings)
-    rendered = plan_render(environments, name)
+    report.issues = list(rendered.warnings)
     stack = rendered.path.relative_to(environments.project_dir)
     if rendered.state == "new":
         report.notes.append(f"note: {stack} is not rendered yet. Fix: run `aksgpu render {name}`.")

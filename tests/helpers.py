@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import typer
 
 from cli.planner import Plan, plan_stack
 from cli.stackfile import StackFile
@@ -55,3 +58,15 @@ def plan_spec(spec: dict[str, Any], stack: str = "test") -> Plan:
     """Plan a spec with the project's real program, as `aksgpu plan` would."""
     stack_file = StackFile(REPO, REPO / "stacks" / f"Pulumi.{stack}.yaml", stack, {"aksgpu:cluster": spec})
     return plan_stack(stack_file)
+
+
+def typer_app_with(register: Callable[[typer.Typer], None], help_text: str) -> typer.Typer:
+    """A Typer app holding only the commands `register` adds (a callback keeps them subcommands)."""
+    application = typer.Typer(help=help_text)
+
+    @application.callback()
+    def main() -> None:
+        pass
+
+    register(application)
+    return application

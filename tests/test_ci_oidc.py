@@ -39,7 +39,7 @@ from cli.ci_oidc import (
 )
 from cli.stackfile import UserError
 from components import data
-from tests.helpers import REPO
+from tests.helpers import REPO, typer_app_with
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("no_cloud_environment")
@@ -79,14 +79,7 @@ exit 0
 
 @pytest.fixture
 def app() -> typer.Typer:
-    application = typer.Typer()
-
-    @application.callback()
-    def main() -> None:
-        """A test app holding only `oidc`, as `aksgpu ci` would."""
-
-    register(application)
-    return application
+    return typer_app_with(register, "A test app holding only `oidc`, as `aksgpu ci` would.")
 
 
 def _configure(project: Path, *, backend: str | None = AZBLOB, secrets: str | None = KEYVAULT,

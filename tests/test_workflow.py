@@ -48,7 +48,7 @@ from cli.workflow import (
     target_for,
     write_kubeconfig,
 )
-from tests.helpers import REPO, base_spec
+from tests.helpers import REPO, base_spec, typer_app_with
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("no_cloud_environment")
@@ -61,14 +61,7 @@ SERVICE_PRINCIPAL = {"ARM_CLIENT_ID": "c", "ARM_TENANT_ID": "t", "ARM_SUBSCRIPTI
 
 @pytest.fixture
 def app() -> typer.Typer:
-    application = typer.Typer()
-
-    @application.callback()
-    def main() -> None:
-        """A test app holding only the workflow commands."""
-
-    register(application)
-    return application
+    return typer_app_with(register, "A test app holding only the workflow commands.")
 
 
 @pytest.fixture
