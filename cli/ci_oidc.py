@@ -85,6 +85,7 @@ PROGRAM_ASSIGNED_ROLES = (
     "Azure Kubernetes Service Cluster User Role",  # admin and team groups, on the cluster
     "Azure Kubernetes Service RBAC Cluster Admin",  # admin groups, on the cluster (Azure RBAC)
     "Azure Kubernetes Service RBAC Writer",  # team groups, on their namespace (Azure RBAC)
+    "Azure Kubernetes Service RBAC Reader",  # read-only groups, on the cluster (Azure RBAC)
 )
 PROGRAM_ASSIGNEE_TYPES = ("ServicePrincipal", "Group")  # managed identities are ServicePrincipal
 

@@ -92,7 +92,8 @@ def _status(result: EnvironmentResult) -> str:
     if result.errors:
         return "❌ invalid"
     if result.warnings:
-        return f"⚠️ {len(result.warnings)} warnings"
+        count = len(result.warnings)
+        return f"⚠️ {count} warning{'' if count == 1 else 's'}"
     return "✅ valid"
 
 

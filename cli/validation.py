@@ -42,8 +42,8 @@ class Report:
         lines += self.notes
         lines += [f"warning: {issue}" for issue in self.warnings]
         errors = len(self.errors)
-        lines.append(f"{self.target}: {'valid' if not errors else 'invalid'} ({len(self.warnings)} warnings"
-                     + (f", {errors} errors)" if errors else ")"))
+        counts = _count(len(self.warnings), "warning") + (f", {_count(errors, 'error')}" if errors else "")
+        lines.append(f"{self.target}: {'valid' if not errors else 'invalid'} ({counts})")
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
@@ -135,3 +135,7 @@ def _validate_stack_file(target: str, cwd: Path | None) -> Report:
         return report
     report.issues = list(warnings)
     return report
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")

@@ -11,8 +11,6 @@ found changes; 130 interrupted.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import enum
 import json
 import os
@@ -29,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
+
 import typer
 
 if TYPE_CHECKING:
     from pulumi.automation import Stack
 
     from cli.stackfile import StackFile
+    from components.kubeconfig import Kubeconfig
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -43,10 +43,6 @@ EXIT_INTERRUPTED = 130
 
 DEFAULT_STATE_DIR = ".pulumi-state"
 PULUMI_CLOUD_URL = "https://api.pulumi.com"
-# The AKS AAD server application: the audience of every Entra ID token for an AKS API server.
-AKS_AAD_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
-KUBELOGIN_INSTALL_HINT = ("\nkubelogin is not installed which is required to connect to AAD enabled cluster.\n\n"
-                          "To learn more, please go to https://azure.github.io/kubelogin/\n")
 # Pulumi secrets providers by scheme (pulumi stack init --secrets-provider).
 SECRETS_PROVIDER_SCHEMES = ("azurekeyvault://", "awskms://", "gcpkms://", "hashivault://")
 PULUMI_CLI_MISSING = ("the Pulumi CLI is not on PATH, and aksgpu drives it through Pulumi's Automation API. Fix: "
@@ -606,113 +602,16 @@ def outputs_text(outputs: Mapping[str, tuple[Any, bool]], *, show_secrets: bool)
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class Kubeconfig:
-    text: str
-    converted_users: list[str]
-    """Users switched to `kubelogin get-token --login <mode>`."""
-    other_users: list[str]
-    """Users that do not sign in with Entra ID (AKS local accounts), written as AKS gave them."""
-    current_context: str | None
-
-
-def _exec_arg(args: list[str], flag: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg == flag and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(flag + "="):
-            return arg[len(flag) + 1:]
-    return None
-
-
 def kubeconfig_for_login(kubeconfig: str, login: LoginMode | str) -> Kubeconfig:
-    """The cluster's kubeconfig with every Entra ID user signing in through `kubelogin get-token
-    --login <login>`, the arguments each mode needs as `kubelogin convert-kubeconfig` writes them.
-
-    Accepts the plain YAML the stack exports (or it base64-encoded, as the AKS API returns it);
-    converts exec users that run kubelogin and legacy `auth-provider: azure` users; keeps the
-    server-id already there (else the AKS AAD server app); never writes a secret into the file.
-    """
-    import yaml
-
+    """components.kubeconfig.kubeconfig_for_login, with its errors as UserError (exit code 2)."""
     from cli.stackfile import UserError
+    from components.kubeconfig import KubeconfigError
+    from components.kubeconfig import kubeconfig_for_login as convert
 
-    mode = LoginMode(login).value
-    document = _parse_kubeconfig(kubeconfig)
-    converted: list[str] = []
-    others: list[str] = []
-    for entry in document.get("users") or []:
-        if not isinstance(entry, dict):
-            continue
-        name = str(entry.get("name", ""))
-        user = entry.get("user") if isinstance(entry.get("user"), dict) else {}
-        exec_config = user.get("exec") if isinstance(user.get("exec"), dict) else None
-        provider = user.get("auth-provider") if isinstance(user.get("auth-provider"), dict) else None
-        uses_kubelogin = exec_config is not None and "kubelogin" in str(exec_config.get("command", "")).lower()
-        legacy_azure = provider is not None and provider.get("name") == "azure"
-        if not (uses_kubelogin or legacy_azure):
-            others.append(name)
-            continue
-        if uses_kubelogin:
-            old_args = [str(arg) for arg in exec_config.get("args") or []]
-            found = {flag: _exec_arg(old_args, f"--{flag}") for flag in
-                     ("server-id", "client-id", "tenant-id", "environment", "cache-dir", "token-cache-dir")}
-            legacy_mode = "--legacy" in old_args
-            install_hint = exec_config.get("installHint") or KUBELOGIN_INSTALL_HINT
-        else:
-            settings = provider.get("config") or {}
-            found = {"server-id": settings.get("apiserver-id"), "client-id": settings.get("client-id"),
-                     "tenant-id": settings.get("tenant-id"), "environment": settings.get("environment")}
-            legacy_mode = str(settings.get("config-mode", "")) in ("", "0")
-            install_hint = KUBELOGIN_INSTALL_HINT
-        args = ["get-token", "--login", mode, "--server-id", found.get("server-id") or AKS_AAD_SERVER_ID]
-        cache_dir = found.get("cache-dir") or found.get("token-cache-dir")
-        if cache_dir:
-            args += ["--cache-dir", cache_dir]
-        if mode in ("devicecode", "spn"):
-            for flag in ("client-id", "tenant-id"):
-                if not found.get(flag):
-                    raise UserError(f"user {name} in the kubeconfig has no --{flag}, which --login {mode} needs. "
-                                    "Fix: use --login azurecli (after `az login`).")
-            args += ["--client-id", found["client-id"], "--tenant-id", found["tenant-id"]]
-            if found.get("environment"):
-                args += ["--environment", found["environment"]]
-            if legacy_mode:
-                args.append("--legacy")
-        user.pop("auth-provider", None)
-        # A new exec entry: kubelogin's convert-kubeconfig drops the old env too. spn, msi and
-        # workloadidentity read their credentials from AZURE_* variables at run time.
-        user["exec"] = {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
-                        "args": args, "env": None, "installHint": install_hint, "provideClusterInfo": False}
-        entry["user"] = user
-        converted.append(name)
-    text = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
-    current = document.get("current-context")
-    return Kubeconfig(text, converted, others, str(current) if current else None)
-
-
-def _parse_kubeconfig(kubeconfig: str) -> dict[str, Any]:
-    import yaml
-
-    from cli.stackfile import UserError
-
-    def load(text: str) -> Any:
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError:
-            return None
-
-    document = load(kubeconfig)
-    if not (isinstance(document, dict) and "users" in document):
-        try:
-            document = load(base64.b64decode(kubeconfig.strip(), validate=True).decode("utf-8"))
-        except (binascii.Error, ValueError):
-            document = None
-    if not (isinstance(document, dict) and isinstance(document.get("users"), list)):
-        raise UserError("the stack's kubeconfig output is not a kubeconfig (a YAML mapping with users:). "
-                        "Fix: run `aksgpu refresh ENV` and try again; if it persists, the cluster's "
-                        "credentials call failed during `aksgpu up`.")
-    return document
+    try:
+        return convert(kubeconfig, LoginMode(login).value)
+    except KubeconfigError as error:
+        raise UserError(str(error)) from None
 
 
 def write_kubeconfig(path: Path, text: str, *, force: bool) -> str:

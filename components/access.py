@@ -1,5 +1,6 @@
-"""Access: Entra ID sign-in (the AAD profile) and the role assignments that let admin and team
-groups fetch cluster credentials (and, with Azure RBAC, act inside the cluster)."""
+"""Access: Entra ID sign-in (the AAD profile) and the role assignments that let admin, read-only and
+team groups fetch cluster credentials (and, with Azure RBAC, act inside the cluster). With
+Kubernetes RBAC their rights inside the cluster are bindings (components/kubernetes/team_access.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class AccessArgs:
 
 
 class Access(pulumi.ComponentResource):
-    """Role assignments on the cluster for the admin groups and each team's groups."""
+    """Role assignments on the cluster for the admin, read-only and team groups."""
 
     def __init__(self, name: str, args: AccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("aksgpu:index:Access", name, None, opts)
@@ -54,6 +55,10 @@ class Access(pulumi.ComponentResource):
             grant(f"admin{index}-user", "Azure Kubernetes Service Cluster User Role", group, args.cluster_id)
             if azure_rbac:
                 grant(f"admin{index}-rbac", "Azure Kubernetes Service RBAC Cluster Admin", group, args.cluster_id)
+        for index, group in enumerate(spec.read_only_group_object_ids if spec.aad.enabled else []):
+            grant(f"reader{index}-user", "Azure Kubernetes Service Cluster User Role", group, args.cluster_id)
+            if azure_rbac:
+                grant(f"reader{index}-rbac", "Azure Kubernetes Service RBAC Reader", group, args.cluster_id)
         for team in spec.teams:
             namespace_scope = pulumi.Output.concat(args.cluster_id, "/namespaces/", team.name)
             for index, group in enumerate(team.group_object_ids):

@@ -7,6 +7,12 @@ from pulumi_azure_native import authorization, resources
 
 from components.access import Access, AccessArgs, aad_profile
 from components.cluster import Cluster, ClusterArgs
+from components.kubernetes.gang_scheduling import GangScheduling, GangSchedulingArgs
+from components.kubernetes.gpu_health import GpuHealth, GpuHealthArgs
+from components.kubernetes.gpu_software import GpuSoftware, GpuSoftwareArgs
+from components.kubernetes.headroom import Headroom, HeadroomArgs
+from components.kubernetes.provider import ClusterKubernetes, ClusterKubernetesArgs
+from components.kubernetes.team_access import TeamAccess, TeamAccessArgs
 from components.monitoring import ClusterMonitoring, ClusterMonitoringArgs, Monitoring, MonitoringArgs
 from components.network import Network, NetworkArgs
 from components.node_pools import NodePools, NodePoolsArgs
@@ -16,7 +22,12 @@ from components.spec import ClusterSpec
 
 class AksGpuCluster(pulumi.ComponentResource):
     """Network, monitoring workspaces, the cluster, its node pools, registry, access and
-    cluster monitoring, wired in the order Azure needs them."""
+    cluster monitoring, wired in the order Azure needs them; then, with inCluster enabled, the
+    in-cluster layer through a Kubernetes provider built from the cluster's credentials.
+
+    The in-cluster objects wait for the cluster only, not for the node pools: they are in place
+    (the GPU node gate among them) before the first GPU node joins.
+    """
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("aksgpu:index:AksGpuCluster", name, None, opts)
@@ -59,7 +70,30 @@ class AksGpuCluster(pulumi.ComponentResource):
             spec=spec.monitoring, cluster_name=spec.name, cluster_id=self.cluster.cluster_id, location=spec.location,
             resource_group_name=group_name, workspace_id=self.monitoring.workspace_id,
             prometheus_workspace_id=self.monitoring.prometheus_workspace_id, tags=tags), child)
+        self.kubernetes: ClusterKubernetes | None = None
+        if spec.in_cluster.enabled:
+            self._in_cluster(name, spec, group_name, tags)
         self.register_outputs({
             "clusterName": self.cluster.cluster_name,
             "clusterId": self.cluster.cluster_id,
         })
+
+    def _in_cluster(self, name: str, spec: ClusterSpec, group_name: pulumi.Input[str], tags: dict[str, str]) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        self.kubernetes = ClusterKubernetes(f"{name}-kubernetes", ClusterKubernetesArgs(
+            spec=spec, kubeconfig=self.cluster.kubeconfig), child)
+        provider = self.kubernetes.provider
+        namespace = self.kubernetes.system_namespace
+        namespace_resource = self.kubernetes.namespace_resource
+        self.gpu_software = GpuSoftware(f"{name}-gpu-software", GpuSoftwareArgs(
+            spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)
+        self.team_access = TeamAccess(f"{name}-team-access", TeamAccessArgs(spec=spec, provider=provider), child)
+        self.gpu_health = GpuHealth(f"{name}-gpu-health", GpuHealthArgs(
+            spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource,
+            resource_group_name=group_name, prometheus_workspace_id=self.monitoring.prometheus_workspace_id,
+            gpu_operator=self.gpu_software.gpu_operator, tags=tags), child)
+        self.headroom = Headroom(f"{name}-headroom", HeadroomArgs(
+            spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)
+        if spec.gang_scheduling.enabled:
+            self.gang_scheduling = GangScheduling(f"{name}-gang-scheduling", GangSchedulingArgs(
+                spec=spec, provider=provider, namespaces=dict(self.team_access.namespaces)), child)

@@ -28,6 +28,8 @@ def base_spec() -> dict[str, Any]:
             {"name": "a100", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4", "minCount": 0, "maxCount": 4},
         ],
         "access": {"aad": {"adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"]}},
+        # No managed Prometheus here, so say plainly that nothing scrapes the GPU metrics.
+        "gpuHealth": {"metrics": {"scraper": "none"}},
     }
 
 

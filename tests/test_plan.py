@@ -138,7 +138,11 @@ def test_identities_and_role_assignments(example_plans: dict[str, Plan]) -> None
     assert {r.urn for r in operator + network} <= set(cluster.dependencies), "the cluster waits for its grants"
     users = _role(plan, "4abbcc35-e782-43d8-92c5-2d3f1bd2253f")
     assert sorted(r.inputs["principalId"] for r in users) == ["11111111-1111-1111-1111-111111111111",
-                                                             "22222222-2222-2222-2222-222222222222"]
+                                                             "22222222-2222-2222-2222-222222222222",
+                                                             "33333333-3333-3333-3333-333333333333"]
+    reader = _role(plan, "7f6c6a51-bcf8-42ba-9220-52d62157d7db")
+    assert [r.inputs["principalId"] for r in reader] == ["33333333-3333-3333-3333-333333333333"]
+    assert reader[0].inputs["scope"] == UNKNOWN_TEXT, "the cluster's ID, at cluster scope"
     writer = _role(plan, "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb")
     assert writer[0].inputs["principalType"] == "Group"
 

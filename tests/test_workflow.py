@@ -23,8 +23,8 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.stackfile import UserError, resolve_stack
+from components.kubeconfig import AKS_AAD_SERVER_ID
 from cli.workflow import (
-    AKS_AAD_SERVER_ID,
     BootstrapSettings,
     Target,
     automation_error_message,

@@ -18,6 +18,11 @@ def load(name: str) -> dict[str, Any]:
         return yaml.safe_load(handle)
 
 
+def text(file_name: str) -> str:
+    """A data file that is not a table (e.g. the DCGM exporter's metric list), as text."""
+    return (DATA_DIR / file_name).read_text(encoding="utf-8")
+
+
 def vm_size(name: str) -> dict[str, Any] | None:
     """Hardware facts of a VM size, or None when aksgpu's table does not list it."""
     return load("vm_sizes")["sizes"].get(name)
@@ -31,3 +36,8 @@ def limit(key: str) -> Any:
 def role_id(role_name: str) -> str:
     """The GUID of a built-in Azure role."""
     return load("azure_roles")["roles"][role_name]
+
+
+def mig_instances(profile: str) -> int:
+    """GPU instances one GPU splits into under a MIG profile (the nvidia.com/gpu each GPU advertises)."""
+    return int(load("vm_sizes")["migInstancesPerGpu"][profile])

@@ -16,19 +16,23 @@ from pydantic import Field, ValidationError
 
 from components import data
 
-from .access import Aad, Access, Team, check_access
+from .access import Aad, Access, Team, TeamQuota, check_access, team_gpu_quota
 from .base import Issue, SpecError, SpecModel, checked, issues_from_validation_error
 from .control_plane import ApiServer, Autoscaler, ControlPlane, MaintenanceWindow, check_control_plane
+from .gpu_health import GpuHealth, check_gpu_health
+from .in_cluster import GpuSoftware, InCluster, check_in_cluster
 from .monitoring import LogAnalytics, Monitoring, check_monitoring
 from .network import Network, Subnet, Vnet, check_network
 from .pools import GpuSettings, NodePool, PoolBase, SpotSettings, SystemPool, ZonePool, check_pools
 from .registry import Registry, check_registry, default_registry_name
+from .scheduling import GangScheduling, check_scheduling, spot_fallbacks
 
 __all__ = [
-    "Aad", "Access", "ApiServer", "Autoscaler", "ClusterSpec", "ControlPlane", "GpuSettings", "Issue",
-    "LogAnalytics", "MaintenanceWindow", "Monitoring", "Network", "NodePool", "PoolBase", "Registry",
-    "ResourceGroup", "SpecError", "SpotSettings", "Subnet", "SystemPool", "Team", "Vnet", "ZonePool",
-    "default_registry_name", "parse_cluster_spec",
+    "Aad", "Access", "ApiServer", "Autoscaler", "ClusterSpec", "ControlPlane", "GangScheduling", "GpuHealth",
+    "GpuSettings", "GpuSoftware", "InCluster", "Issue", "LogAnalytics", "MaintenanceWindow", "Monitoring",
+    "Network", "NodePool", "PoolBase", "Registry", "ResourceGroup", "SpecError", "SpotSettings", "Subnet",
+    "SystemPool", "Team", "TeamQuota", "Vnet", "ZonePool", "default_registry_name", "parse_cluster_spec",
+    "spot_fallbacks", "team_gpu_quota",
 ]
 
 # managedClusters.json: resourceName path parameter.
@@ -102,6 +106,14 @@ class ClusterSpec(SpecModel):
     """The Azure Container Registry the nodes pull from (the kubelet identity gets AcrPull on it)."""
     monitoring: Monitoring = Monitoring()
     """Log Analytics workspace, Container Insights, control-plane logs and managed Prometheus."""
+    in_cluster: InCluster = InCluster()
+    """Whether aksgpu declares Kubernetes objects in the cluster (GPU software, team namespaces, health gating, headroom, queues) and how its Kubernetes provider signs in."""
+    gpu_software: GpuSoftware = GpuSoftware()
+    """The software that advertises each GPU pool's GPUs: the NVIDIA device plugin (driver Install) or the GPU Operator (driver None)."""
+    gpu_health: GpuHealth = GpuHealth()
+    """DCGM metrics and alert rules, the check that gates new GPU nodes, and re-checks of idle ones."""
+    gang_scheduling: GangScheduling = GangScheduling()
+    """Kueue: per-team queues with GPU quotas and all-or-nothing admission of multi-pod jobs."""
 
     @property
     def effective_dns_prefix(self) -> str:
@@ -126,7 +138,7 @@ class ClusterSpec(SpecModel):
         """Every rule violation and warning of this spec, in a stable order."""
         found: list[Issue] = []
         for check in (_check_cluster, check_control_plane, check_pools, check_network, check_access,
-                      check_registry, check_monitoring):
+                      check_registry, check_monitoring, check_in_cluster, check_gpu_health, check_scheduling):
             found.extend(check(self))
         return found
 

@@ -14,10 +14,24 @@ if TYPE_CHECKING:
     from . import ClusterSpec
 
 TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# A Kubernetes quantity as quotas take it: a number with an optional decimal or binary suffix.
+QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+# Namespaces Kubernetes, AKS and aksgpu use themselves: a team of that name would share them.
+RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "gatekeeper-system",
+                                 "aksgpu-system", "gpu-operator", "kueue-system", "app-routing-system"})
 TeamName = Annotated[
     str,
     checked(TEAM_NAME.fullmatch, "must be a DNS label: lowercase letters, digits and '-', at most 63",
             'write it like "ml-research"'),
+]
+
+CpuQuantity = Annotated[
+    str,
+    checked(QUANTITY.fullmatch, "must be a Kubernetes CPU quantity", 'write cores like "64" or millicores like "500m"'),
+]
+MemoryQuantity = Annotated[
+    str,
+    checked(QUANTITY.fullmatch, "must be a Kubernetes memory quantity", 'write it like "512Gi"'),
 ]
 
 
@@ -32,13 +46,28 @@ class Aad(SpecModel):
     """Object IDs of the Entra groups that are cluster admins; aksgpu also lets them fetch credentials (and, with azure-rbac, grants them RBAC Cluster Admin)."""
 
 
+class TeamQuota(SpecModel):
+    """What a team's namespace may request in total (a ResourceQuota; Kueue's ClusterQueue too)."""
+
+    gpus: int | None = Field(default=None, ge=0, le=1_000_000)
+    """Most nvidia.com/gpu the team's pods may request at once (requests.nvidia.com/gpu; with MIG each instance counts one). None: every GPU of the team's own pools at full scale."""
+    cpu: CpuQuantity | None = None
+    """Most CPU the team's pods may request at once (requests.cpu), e.g. "512". None: no CPU cap."""
+    memory: MemoryQuantity | None = None
+    """Most memory the team's pods may request at once (requests.memory), e.g. "4Ti". None: no memory cap."""
+
+
 class Team(SpecModel):
-    """A team: its Entra ID groups may fetch credentials; its pools carry its taint."""
+    """A team: a namespace of its own, its Entra ID groups, a quota, and the pools that carry its taint."""
 
     name: TeamName
-    """Name of the team, a DNS label (lowercase letters, digits and '-', at most 63), unique. Pools name it in team; with azure-rbac it is also the namespace the team may write to."""
+    """Name of the team, a DNS label (lowercase letters, digits and '-', at most 63), unique. It is also the team's namespace, and pools name it in team."""
     group_object_ids: list[Guid] = Field(default_factory=list)
-    """Object IDs of the team's Entra groups; they may fetch cluster credentials and, with azure-rbac, get RBAC Writer on the team's namespace."""
+    """Object IDs of the team's Entra groups; they may fetch cluster credentials and edit everything in the team's namespace (a RoleBinding to the edit ClusterRole, or RBAC Writer on the namespace with azure-rbac)."""
+    quota: TeamQuota = TeamQuota()
+    """Caps on what the team's namespace may request at once: GPUs, CPU, memory."""
+    pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
+    """Pod Security Standard enforced in the team's namespace. baseline blocks host access and privileged pods; jobs that need extra capabilities (IPC_LOCK for InfiniBand RDMA) need privileged."""
 
 
 class Access(SpecModel):
@@ -54,8 +83,10 @@ class Access(SpecModel):
     """Publish an OIDC issuer URL for the cluster's service account tokens; workloadIdentity needs it."""
     workload_identity: bool = True
     """Let pods use Entra Workload ID (federated identity credentials on service accounts); needs oidcIssuer."""
+    read_only_group_object_ids: list[Guid] = Field(default_factory=list)
+    """Object IDs of Entra groups that may read everything in the cluster but change nothing (the view ClusterRole, or RBAC Reader with azure-rbac)."""
     teams: list[Team] = Field(default_factory=list)
-    """Teams whose Entra groups may use the cluster and whose pools carry their taint; needs aad.enabled."""
+    """Teams: each gets a namespace with a quota and default limits, and its Entra groups may use it; pools that name the team carry its taint. Needs aad.enabled."""
 
 
 def check_access(spec: ClusterSpec) -> Iterator[Issue]:
@@ -77,7 +108,29 @@ def check_access(spec: ClusterSpec) -> Iterator[Issue]:
     if access.teams and not access.aad.enabled:
         yield Issue("access.teams", [t.name for t in access.teams], "team access is granted to Entra ID groups",
                     "set access.aad.enabled: true")
+    if access.read_only_group_object_ids and not access.aad.enabled:
+        yield Issue("access.readOnlyGroupObjectIds", list(access.read_only_group_object_ids),
+                    "read-only access is granted to Entra ID groups", "set access.aad.enabled: true")
     names = [team.name for team in access.teams]
     for index, name in enumerate(names):
         if names.index(name) != index:
             yield Issue(f"access.teams[{index}].name", name, "team names must be unique", "merge the two entries")
+        if name in RESERVED_NAMESPACES or name.startswith("kube-"):
+            yield Issue(f"access.teams[{index}].name", name, "the team's namespace would be one that Kubernetes, "
+                        "AKS or aksgpu uses itself", f'rename the team, e.g. "team-{name}"')
+    for index, team in enumerate(access.teams):
+        if team.quota.gpus is None and spec.in_cluster.enabled and not team_gpu_capacity(spec, team.name):
+            yield Issue(f"access.teams[{index}].quota.gpus", None,
+                        f"team {team.name} owns no GPU pool, so its GPU quota defaults to 0 and its pods cannot "
+                        "request GPUs", "set quota.gpus to what it may use of the shared GPU pools, or give it a "
+                        "pool (nodePools[].team)", "warning")
+
+
+def team_gpu_capacity(spec: ClusterSpec, team: str) -> int:
+    """nvidia.com/gpu of the team's own pools at full scale (the default of its GPU quota)."""
+    return sum((pool.gpus_per_node or 0) * pool.max_nodes * pool.zone_pool_count
+               for pool in spec.node_pools if pool.team == team)
+
+
+def team_gpu_quota(spec: ClusterSpec, team: Team) -> int:
+    return team.quota.gpus if team.quota.gpus is not None else team_gpu_capacity(spec, team.name)

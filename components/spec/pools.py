@@ -231,6 +231,8 @@ class NodePool(PoolBase):
     """GPU settings, only with kind: gpu. None: no MIG, and AKS installs the driver."""
     scale_down_mode: Literal["Delete", "Deallocate"] = "Delete"
     """What happens to nodes removed on scale-down: Delete deletes the VMs; Deallocate stops them and keeps them for the next scale-up."""
+    balloon_nodes: int = Field(default=0, ge=0, le=1000)
+    """Headroom, in nodes (0-1000): that many low-priority placeholder pods ("balloons"), each holding a whole node of this pool (all its GPUs), so the autoscaler keeps the nodes up and a real job evicts a balloon and starts at once. 0: none."""
 
     @property
     def spot_settings(self) -> SpotSettings | None:
@@ -264,6 +266,16 @@ class NodePool(PoolBase):
     @property
     def zone_pool_count(self) -> int:
         return len(self.agent_pools())
+
+    @property
+    def gpus_per_node(self) -> int | None:
+        """nvidia.com/gpu each node advertises: its GPUs, times the instances per GPU with MIG (None: size unknown)."""
+        size = self.size
+        if self.kind != "gpu" or size is None:
+            return 0 if self.kind != "gpu" else None
+        settings = self.gpu_settings
+        per_gpu = data.mig_instances(settings.mig_profile) if settings and settings.mig_profile else 1
+        return int(size.get("gpus", 0)) * per_gpu
 
     def agent_pools(self) -> list[ZonePool]:
         """The AgentPools this pool becomes: one, or one per zone (`<name><zone>`)."""

@@ -1,0 +1,490 @@
+"""GpuHealth: passive and active health of the GPU nodes.
+
+Passive: the DCGM exporter (aksgpu's DaemonSet on driver Install pools; the GPU Operator's on
+driver None pools) with aksgpu's metric list, scraped by managed Prometheus (a PodMonitor of
+Azure's azmonitoring.coreos.com group) or by a bundled Prometheus, and alert rules for the
+conditions that should take a node out (Azure Monitor Prometheus rule groups, or the bundled
+Prometheus's rules).
+
+Active, the node gate (a GPU node's life):
+  created -> the gate DaemonSet taints it with startup-taint.cluster-autoscaler.kubernetes.io/
+  aksgpu-gpu-check and labels it aksgpu.io/gpu-health=pending -> the check runs once -> passed:
+  taint removed, node admitted | failed: cordoned, labelled failed and with the failed check ->
+  idle nodes re-checked by a CronJob per pool -> a failed re-check cordons the node too.
+The steps that change the node are node_gate.py (shipped as a ConfigMap); the check is an image
+and command from the spec, with the contract in node_gate.py's docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+from pulumi_azure_native import alertsmanagement
+
+from components import data
+from components.kubernetes import node_gate
+from components.kubernetes.gpu_software import DCGM_METRICS_CONFIG, device_plugin_targets, operator_targets
+from components.kubernetes.objects import (
+    GPU_OPERATOR_NAMESPACE,
+    HEALTH_LABEL,
+    PoolTarget,
+    image,
+    labels,
+    metadata,
+    pool_affinity,
+    pool_targets,
+    pool_tolerations,
+)
+from components.spec import ClusterSpec
+
+GATE = "aksgpu-gpu-gate"
+RECHECK = "aksgpu-gpu-recheck"
+SERVICE_ACCOUNT = "aksgpu-gpu-health"
+SCRIPT_CONFIG = "aksgpu-node-gate"
+EXPORTER = "dcgm-exporter"
+# The label the GPU Operator gives its exporter pods; aksgpu's exporter carries it too, so one
+# scrape selector covers both.
+EXPORTER_APP_LABEL = {"app": "nvidia-dcgm-exporter"}
+RESULTS = "/var/run/aksgpu"
+SCRIPT_DIR = "/opt/aksgpu"
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Runs the check with a time limit and records its exit code for the verdict step; a node the
+# pending step chose not to check (see node_gate.py) is skipped.
+CHECK_WRAPPER = (
+    'if [ -f "$AKSGPU_RESULTS/skip" ]; then echo "aksgpu: no check needed on this node"; exit 0; fi; '
+    'timeout "$AKSGPU_TIMEOUT_SECONDS" "$@"; code=$?; echo "$code" > "$AKSGPU_RESULTS/exit-code"; '
+    'echo "aksgpu: check exited with $code"; exit 0'
+)
+RECHECK_PRIORITY = -20  # below the autoscaler's expendable cutoff (-10): never triggers a scale-up
+
+
+@dataclass
+class GpuHealthArgs:
+    spec: ClusterSpec
+    provider: k8s.Provider
+    system_namespace: str
+    namespace_resource: pulumi.Resource
+    resource_group_name: pulumi.Input[str]
+    prometheus_workspace_id: pulumi.Input[str] | None
+    # The GPU Operator's release: the PodMonitor and rules cover its exporter once it exists.
+    gpu_operator: pulumi.Resource | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+    """aksgpu's DCGM exporter on the driver Install pools (the operator runs its own elsewhere),
+    shaped like NVIDIA's dcgm-exporter.yaml, reading aksgpu's metric list from a ConfigMap."""
+    metrics = spec.gpu_health.metrics
+    targets = device_plugin_targets(spec)
+    pod_labels = {**labels(EXPORTER), **EXPORTER_APP_LABEL}
+    return {
+        "metadata": metadata(EXPORTER, namespace, extra_labels=EXPORTER_APP_LABEL),
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": EXPORTER}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "affinity": pool_affinity(targets),
+                    # Metrics from the moment the node joins, also while the gate checks it.
+                    "tolerations": pool_tolerations(targets, gate=True),
+                    "priorityClassName": "system-node-critical",
+                    "automountServiceAccountToken": False,
+                    "containers": [{
+                        "name": EXPORTER,
+                        "image": image("dcgmExporter", metrics.exporter_version),
+                        "env": [
+                            {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
+                            # Every GPU of the node, without requesting any from the device plugin.
+                            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                            {"name": "DCGM_EXPORTER_LISTEN", "value": f":{_exporter_port()}"},
+                            {"name": "DCGM_EXPORTER_COLLECTORS", "value": "/etc/dcgm-exporter/aksgpu/dcgm-metrics.csv"},
+                            {"name": "DCGM_EXPORTER_INTERVAL", "value": str(metrics.interval_seconds * 1000)},
+                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                        ],
+                        "ports": [{"name": "metrics", "containerPort": _exporter_port()}],
+                        # SYS_ADMIN: DCGM's profiling metrics (DCGM_FI_PROF_*) need it (NVIDIA's manifest).
+                        "securityContext": {"runAsNonRoot": False, "runAsUser": 0, "allowPrivilegeEscalation": False,
+                                            "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}},
+                        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+                        "readinessProbe": {"httpGet": {"path": "/health", "port": _exporter_port()},
+                                           "initialDelaySeconds": 15, "periodSeconds": 15},
+                        "volumeMounts": [
+                            {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True},
+                            {"name": "metrics-list", "mountPath": "/etc/dcgm-exporter/aksgpu", "readOnly": True},
+                        ],
+                    }],
+                    "volumes": [
+                        {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources"}},
+                        {"name": "metrics-list", "configMap": {"name": DCGM_METRICS_CONFIG}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _exporter_port() -> int:
+    return int(data.load("in_cluster")["dcgmExporter"]["port"])
+
+
+def exporter_namespaces(spec: ClusterSpec, system_namespace: str) -> list[str]:
+    found = []
+    if device_plugin_targets(spec):
+        found.append(system_namespace)
+    if operator_targets(spec):
+        found.append(GPU_OPERATOR_NAMESPACE)
+    return found
+
+
+def pod_monitor(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+    """The PodMonitor Azure Monitor managed Prometheus reads (its own azmonitoring.coreos.com group,
+    prometheus-metrics-scrape-crd.md), for both exporters."""
+    interval = f"{spec.gpu_health.metrics.interval_seconds}s"
+    return {
+        "apiVersion": "azmonitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": metadata("aksgpu-dcgm-exporter", namespace),
+        "spec": {
+            "namespaceSelector": {"matchNames": exporter_namespaces(spec, namespace)},
+            "selector": {"matchLabels": dict(EXPORTER_APP_LABEL)},
+            "podMetricsEndpoints": [{"port": "metrics", "interval": interval, "scrapeTimeout": "10s"}],
+            # The limits Azure's scrape-CRD documentation asks every custom resource to set.
+            "labelLimit": 63,
+            "labelNameLengthLimit": 511,
+            "labelValueLengthLimit": 1023,
+        },
+    }
+
+
+def scrape_job(spec: ClusterSpec, system_namespace: str) -> dict[str, Any]:
+    """The same scrape as a plain Prometheus job, for the bundled Prometheus."""
+    return {
+        "job_name": "aksgpu-dcgm-exporter",
+        "scrape_interval": f"{spec.gpu_health.metrics.interval_seconds}s",
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": exporter_namespaces(spec, system_namespace)}}],
+        "relabel_configs": [
+            {"source_labels": ["__meta_kubernetes_pod_label_app"], "regex": "nvidia-dcgm-exporter", "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "metrics", "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+        ],
+    }
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    """aksgpu's GPU alert rules (components/data/gpu_alerts.yaml), expressions expanded."""
+    table = data.load("gpu_alerts")
+    xids = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {xid}" for xid in table["nodeXids"])
+    return [{**rule, "expression": rule["expression"].replace("{xid_expression}", xids)} for rule in table["rules"]]
+
+
+def _minutes(text: str) -> int:
+    return int(str(text).removesuffix("m"))
+
+
+def bundled_prometheus_values(spec: ClusterSpec, system_namespace: str) -> dict[str, Any]:
+    """Values of prometheus-community/prometheus (keys of its values.yaml at 29.27.0): one server
+    scraping the exporters and evaluating aksgpu's rules; no Alertmanager (route the alerts with
+    your own), no node exporter or pushgateway."""
+    rules = [{"alert": rule["alert"], "expr": rule["expression"], "for": rule["for"],
+              "labels": {"severity": str(rule["severity"])},
+              "annotations": {"summary": f"{rule['alert']} on {{{{ $labels.Hostname }}}}", "description": rule["reason"]}}
+             for rule in alert_rules()] if spec.gpu_health.alerts.enabled else []
+    values: dict[str, Any] = {
+        "alertmanager": {"enabled": False},
+        "prometheus-node-exporter": {"enabled": False},
+        "prometheus-pushgateway": {"enabled": False},
+        "kube-state-metrics": {"enabled": True},
+        "server": {"retention": "15d", "persistentVolume": {"enabled": True, "size": "50Gi"}},
+        "extraScrapeConfigs": yaml.safe_dump([scrape_job(spec, system_namespace)], sort_keys=False),
+    }
+    if rules:
+        values["serverFiles"] = {"alerting_rules.yml": {"groups": [{"name": "aksgpu-gpu-health", "rules": rules}]}}
+    return values
+
+
+# --- the node gate and re-checks -------------------------------------------------------------
+
+
+def _script_mount() -> dict[str, Any]:
+    return {"name": "node-gate", "mountPath": SCRIPT_DIR, "readOnly": True}
+
+
+def _gate_container(name: str, step_args: list[str]) -> dict[str, Any]:
+    """A container running one node_gate.py step with the service account's token (only these
+    containers see it: the pod does not automount it, so the check never holds node rights)."""
+    return {
+        "name": name,
+        "image": image("python"),
+        "command": ["python3", f"{SCRIPT_DIR}/node_gate.py", *step_args],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "volumeMounts": [_script_mount(), {"name": "results", "mountPath": RESULTS},
+                         {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}],
+    }
+
+
+def _check_container(spec: ClusterSpec, mode: str, gpus: int | None) -> dict[str, Any]:
+    gate = spec.gpu_health.gate
+    env = [
+        {"name": "AKSGPU_RESULTS", "value": RESULTS},
+        {"name": "AKSGPU_REPORT", "value": f"{RESULTS}/report.json"},
+        {"name": "AKSGPU_TIMEOUT_SECONDS", "value": str(gate.timeout_seconds)},
+        {"name": "AKSGPU_MODE", "value": mode},
+        {"name": "AKSGPU_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    container: dict[str, Any] = {
+        "name": "check",
+        "image": gate.image,
+        "command": ["sh", "-c", CHECK_WRAPPER, "aksgpu-check", *gate.command],
+        "env": env,
+        # DCGM diagnostics read GPU state that needs root and SYS_ADMIN, as the DCGM exporter does.
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                            "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}},
+        "volumeMounts": [{"name": "results", "mountPath": RESULTS}],
+    }
+    if gpus:
+        # A re-check holds every GPU of an idle node through the device plugin.
+        container["resources"] = {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    else:
+        # The gate runs before any GPU is advertised: all GPUs, without a request.
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
+        container["resources"] = {"requests": {"cpu": "1", "memory": "2Gi"}}
+    return container
+
+
+def _pod_volumes(extra: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    return [
+        {"name": "node-gate", "configMap": {"name": SCRIPT_CONFIG}},
+        {"name": "results", "emptyDir": {"sizeLimit": "64Mi"}},
+        # The service account token, CA and namespace, mounted only where node_gate.py runs.
+        {"name": "api-token", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+        ]}},
+        *(extra or []),
+    ]
+
+
+def gate_daemonset(spec: ClusterSpec, namespace: str, name: str, targets: list[PoolTarget],
+                   operator: bool) -> dict[str, Any]:
+    """The gate for one driver mode: runs on GPU nodes that have no verdict yet (the node's label
+    leaves the DaemonSet's node affinity once decided, and its pod goes away)."""
+    max_age = data.limit("clusterAutoscalerMaxNodeStartupMinutes")
+    init = [_gate_container("pending", ["pending", "--results", RESULTS, "--max-age-minutes", str(max_age)])]
+    extra_volumes: list[dict[str, Any]] = []
+    if operator:
+        wait = _gate_container("wait-for-driver", ["wait-for-driver", "--timeout-seconds", "1800"])
+        wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations", "readOnly": True})
+        init.append(wait)
+        extra_volumes.append({"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
+                                                                   "type": "DirectoryOrCreate"}})
+    init.append(_check_container(spec, "gate", None))
+    verdict = _gate_container("verdict", ["verdict", "--results", RESULTS, "--hold"])
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "affinity": pool_affinity(targets, {"key": HEALTH_LABEL, "operator": "NotIn",
+                                            "values": ["passed", "failed", "unchecked"]}),
+        "tolerations": pool_tolerations(targets, gate=True),
+        "priorityClassName": "system-node-critical",
+        "initContainers": init,
+        "containers": [verdict],
+        "volumes": _pod_volumes(extra_volumes),
+    }
+    if operator:
+        pod_spec["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
+    return {
+        "metadata": metadata(name, namespace),
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {"metadata": {"labels": labels(name)}, "spec": pod_spec},
+        },
+    }
+
+
+def recheck_cronjob(spec: ClusterSpec, namespace: str, pool_name: str, targets: list[PoolTarget],
+                    gpus: int, operator: bool) -> dict[str, Any]:
+    """Re-checks of one pool: pods that each take all GPUs of an idle, admitted node."""
+    recheck = spec.gpu_health.recheck
+    gate = spec.gpu_health.gate
+    name = f"{RECHECK}-{pool_name}"
+    pod_labels = {**labels(RECHECK), "aksgpu.io/recheck-pool": pool_name}
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "priorityClassName": RECHECK,
+        "affinity": {
+            **pool_affinity(targets, {"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}),
+            # One re-check per node.
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"aksgpu.io/recheck-pool": pool_name}},
+                "topologyKey": "kubernetes.io/hostname"}]},
+        },
+        "tolerations": pool_tolerations(targets),
+        "initContainers": [_check_container(spec, "recheck", gpus)],
+        "containers": [_gate_container("verdict", ["verdict", "--results", RESULTS, "--recheck"])],
+        "volumes": _pod_volumes(),
+    }
+    if operator:
+        pod_spec["runtimeClassName"] = "nvidia"
+    return {
+        "metadata": metadata(name, namespace),
+        "spec": {
+            "schedule": recheck.schedule,
+            "timeZone": "Etc/UTC",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 600,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "parallelism": recheck.nodes_per_pool,
+                "completions": recheck.nodes_per_pool,
+                "backoffLimit": 0,
+                # Pods that find no idle node stay pending until this ends the run.
+                "activeDeadlineSeconds": gate.timeout_seconds + 1800,
+                "ttlSecondsAfterFinished": 86400,
+                "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+            }},
+        },
+    }
+
+
+def node_gate_rbac(namespace: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """ServiceAccount, ClusterRole (get and patch nodes: taint, label, annotate, cordon) and binding."""
+    account = {"metadata": metadata(SERVICE_ACCOUNT, namespace), "automountServiceAccountToken": False}
+    role = {"metadata": metadata(SERVICE_ACCOUNT),
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]}
+    binding = {"metadata": metadata(SERVICE_ACCOUNT),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE_ACCOUNT},
+               "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]}
+    return account, role, binding
+
+
+def node_gate_script() -> str:
+    with open(node_gate.__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+class GpuHealth(pulumi.ComponentResource):
+    """DCGM exporter, scrape configuration and alert rules; the node gate and re-checks."""
+
+    def __init__(self, name: str, args: GpuHealthArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:GpuHealth", name, None, opts)
+        spec = args.spec
+        health = spec.gpu_health
+        ns = args.system_namespace
+        install = device_plugin_targets(spec)
+        operator = operator_targets(spec)
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
+        after_operator = pulumi.ResourceOptions(
+            parent=self, provider=args.provider,
+            depends_on=[args.namespace_resource, *([args.gpu_operator] if args.gpu_operator else [])])
+        if not install and not operator:
+            self.register_outputs({})
+            return
+        scraper = health.effective_scraper(spec.monitoring.managed_prometheus)
+        if health.metrics.enabled and install:
+            config = k8s.core.v1.ConfigMap(
+                f"{name}-dcgm-metrics", metadata=metadata(DCGM_METRICS_CONFIG, ns),
+                data={"dcgm-metrics.csv": data.text("dcgm_metrics.csv")}, opts=k8s_opts)
+            manifest = exporter_daemonset(spec, ns)
+            k8s.apps.v1.DaemonSet(f"{name}-dcgm-exporter", metadata=manifest["metadata"], spec=manifest["spec"],
+                                  opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
+                                      depends_on=[config])))
+        if scraper == "managedPrometheus":
+            monitor = pod_monitor(spec, ns)
+            k8s.apiextensions.CustomResource(
+                f"{name}-pod-monitor", api_version=monitor["apiVersion"], kind=monitor["kind"],
+                metadata=monitor["metadata"], spec=monitor["spec"], opts=after_operator)
+            if health.alerts.enabled and args.prometheus_workspace_id is not None:
+                self._azure_rule_group(name, spec, args)
+        elif scraper == "bundled":
+            chart = data.load("in_cluster")["prometheus"]
+            k8s.helm.v3.Release(
+                f"{name}-prometheus", name="aksgpu-prometheus", chart=chart["chart"], version=chart["version"],
+                repository_opts={"repo": chart["repository"]}, namespace=ns,
+                values=bundled_prometheus_values(spec, ns), opts=k8s_opts)
+        if health.gate.enabled or health.recheck.enabled:
+            self._node_gate(name, spec, args, install, operator)
+        self.register_outputs({})
+
+    def _azure_rule_group(self, name: str, spec: ClusterSpec, args: GpuHealthArgs) -> None:
+        actions = [{"action_group_id": group} for group in spec.gpu_health.alerts.action_group_ids]
+        rules = [{
+            "alert": rule["alert"],
+            "expression": rule["expression"],
+            "for_": f"PT{_minutes(rule['for'])}M",
+            "severity": rule["severity"],
+            "annotations": {"reason": rule["reason"]},
+            "labels": {"aksgpu_rule": rule["alert"]},
+            "enabled": True,
+            "resolve_configuration": {"auto_resolved": True, "time_to_resolve": "PT10M"},
+            **({"actions": actions} if actions else {}),
+        } for rule in alert_rules()]
+        alertsmanagement.PrometheusRuleGroup(
+            f"{name}-gpu-alerts",
+            rule_group_name=f"aksgpu-gpu-health-{spec.name}",
+            resource_group_name=args.resource_group_name,
+            location=spec.location,
+            scopes=[args.prometheus_workspace_id],
+            cluster_name=spec.name,
+            description="aksgpu: GPU conditions that should take a node out (components/data/gpu_alerts.yaml)",
+            enabled=True,
+            interval="PT1M",
+            rules=rules,
+            tags=args.tags or None,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _node_gate(self, name: str, spec: ClusterSpec, args: GpuHealthArgs, install: list[PoolTarget],
+                   operator: list[PoolTarget]) -> None:
+        ns = args.system_namespace
+        base = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
+        account, role, binding = node_gate_rbac(ns)
+        sa = k8s.core.v1.ServiceAccount(f"{name}-gate-account", metadata=account["metadata"],
+                                        automount_service_account_token=False, opts=base)
+        cluster_role = k8s.rbac.v1.ClusterRole(f"{name}-gate-role", metadata=role["metadata"], rules=role["rules"],
+                                               opts=base)
+        k8s.rbac.v1.ClusterRoleBinding(f"{name}-gate-binding", metadata=binding["metadata"],
+                                       role_ref=binding["roleRef"], subjects=binding["subjects"],
+                                       opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+                                           depends_on=[sa, cluster_role])))
+        script = k8s.core.v1.ConfigMap(f"{name}-gate-script", metadata=metadata(SCRIPT_CONFIG, ns),
+                                       data={"node_gate.py": node_gate_script()}, opts=base)
+        ready = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[sa, script]))
+        health = spec.gpu_health
+        if health.gate.enabled:
+            for targets, is_operator, suffix in ((install, False, "aks-driver"), (operator, True, "operator")):
+                if not targets:
+                    continue
+                manifest = gate_daemonset(spec, ns, f"{GATE}-{suffix}", targets, is_operator)
+                k8s.apps.v1.DaemonSet(f"{name}-gate-{suffix}", metadata=manifest["metadata"],
+                                      spec=manifest["spec"], opts=ready)
+        if health.recheck.enabled:
+            priority = k8s.scheduling.v1.PriorityClass(
+                f"{name}-recheck-priority", metadata=metadata(RECHECK), value=RECHECK_PRIORITY,
+                preemption_policy="Never", global_default=False,
+                description="aksgpu GPU re-checks: run only on idle nodes, never preempt, never trigger a scale-up",
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
+            for pool in spec.node_pools:
+                targets = pool_targets(spec, lambda candidate, pool=pool: candidate is pool)
+                if not any(t in install or t in operator for t in targets) or not pool.gpus_per_node:
+                    continue
+                manifest = recheck_cronjob(spec, ns, pool.name, targets, pool.gpus_per_node,
+                                           operator=targets[0] in operator)
+                k8s.batch.v1.CronJob(f"{name}-recheck-{pool.name}", metadata=manifest["metadata"],
+                                     spec=manifest["spec"], opts=pulumi.ResourceOptions.merge(
+                                         ready, pulumi.ResourceOptions(depends_on=[priority])))

@@ -1,0 +1,180 @@
+"""Who gets GPUs and when: headroom (balloons), spot-first scale-up (the priority expander), gang
+scheduling (Kueue), and the InfiniBand rules that keep one job inside one fabric."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from .base import Issue, SpecModel
+from .in_cluster import Version, pinned
+
+if TYPE_CHECKING:
+    from . import ClusterSpec
+    from .pools import NodePool
+
+
+class GangScheduling(SpecModel):
+    """Kueue: team queues with GPU quotas, and all-or-nothing admission of multi-pod jobs."""
+
+    enabled: bool = False
+    """Install Kueue (Helm) with a ResourceFlavor per GPU pool flavor (model, spot or on-demand, team, InfiniBand domain), a ClusterQueue per team holding its quota, and a LocalQueue in each team namespace. Needs access.teams."""
+    kueue_version: Version = pinned("kueue")
+    """Version of the Kueue chart (oci://registry.k8s.io/kueue/charts/kueue). aksgpu's tests check its values and CRDs at the pinned default."""
+    pods_ready_timeout_minutes: int = Field(default=10, ge=1, le=1440)
+    """Minutes (1-1440) an admitted job's pods have to all become ready before Kueue evicts the whole job and requeues it (waitForPodsReady), so two half-started gangs cannot deadlock."""
+
+
+# Kueue's ClusterQueue CRD (v0.19.2) takes at most 16 flavors per resource group.
+MAX_FLAVORS_PER_QUEUE = 16
+
+
+@dataclass(frozen=True)
+class GpuFlavor:
+    """GPU capacity that looks the same to a job (one Kueue ResourceFlavor): one VM size (the GPU
+    model), spot or on-demand, one owning team (or none), the same extra taints, and, for
+    InfiniBand sizes, one agent pool, since a gang must not span two InfiniBand domains."""
+
+    name: str
+    vm_size: str
+    spot: bool
+    team: str | None
+    infiniband_pool: str | None
+    members: tuple[tuple[str, NodePool], ...]
+    """(AKS agent pool name, the spec pool it comes from)."""
+
+    @property
+    def pools(self) -> list[NodePool]:
+        return list({id(pool): pool for _, pool in self.members}.values())
+
+    def capacity(self) -> dict[str, str]:
+        """What the flavor's agent pools hold at full scale: GPUs, vCPUs and memory."""
+        gpus = cpus = memory = 0
+        for _, pool in self.members:
+            size = pool.size or {}
+            gpus += (pool.gpus_per_node or 0) * pool.max_nodes
+            cpus += int(size.get("vcpus", 0)) * pool.max_nodes
+            memory += int(size.get("memoryGib", 0)) * pool.max_nodes
+        return {"cpu": str(cpus), "memory": f"{memory}Gi", "nvidia.com/gpu": str(gpus)}
+
+
+def gpu_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
+    """The GPU flavors of the spec's NVIDIA GPU pools, in pool order."""
+    grouped: dict[tuple, list[tuple[str, NodePool]]] = {}
+    for pool in spec.node_pools:
+        size = pool.size
+        if pool.kind != "gpu" or (size is not None and size.get("vendor") == "amd"):
+            continue
+        infiniband = bool(size and size.get("infiniband"))
+        for zone_pool in pool.agent_pools():
+            key = (pool.vm_size, pool.priority == "spot", pool.team, zone_pool.name if infiniband else None,
+                   tuple(sorted(pool.taints)))
+            grouped.setdefault(key, []).append((zone_pool.name, pool))
+    flavors = []
+    for (vm_size, spot, team, infiniband_pool, _), members in grouped.items():
+        parts = [vm_size.lower().removeprefix("standard_").replace("_", "-"), "spot" if spot else "ondemand",
+                 *([team] if team else []), *([infiniband_pool] if infiniband_pool else [])]
+        flavors.append(GpuFlavor("-".join(parts), vm_size, spot, team, infiniband_pool, tuple(members)))
+    return flavors
+
+
+def check_scheduling(spec: ClusterSpec) -> Iterator[Issue]:
+    yield from _check_expander(spec)
+    yield from _check_balloons(spec)
+    yield from _check_infiniband(spec)
+    gang = spec.gang_scheduling
+    if gang.enabled and not spec.in_cluster.enabled:
+        yield Issue("gangScheduling.enabled", True, "Kueue is installed by the in-cluster layer",
+                    "set inCluster.enabled: true, or gangScheduling.enabled: false")
+    elif gang.enabled and not spec.access.teams:
+        yield Issue("gangScheduling.enabled", True, "Kueue's queues are per team, and no team is declared",
+                    "declare access.teams (each gets a ClusterQueue and a LocalQueue), or set "
+                    "gangScheduling.enabled: false")
+    elif gang.enabled:
+        flavors = gpu_flavors(spec)
+        names = [flavor.name for flavor in flavors]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            yield Issue("nodePools", name, "two GPU pools of one size, capacity and team with different extra "
+                        "taints would give Kueue two flavors of the same name", "give the pools the same taints, "
+                        "or different teams")
+        for index, team in enumerate(spec.access.teams):
+            usable = [flavor for flavor in flavors if flavor.team in (None, team.name)]
+            if len(usable) > MAX_FLAVORS_PER_QUEUE:
+                yield Issue(f"access.teams[{index}]", team.name,
+                            f"the team may use {len(usable)} GPU flavors (pools that differ in size, capacity, "
+                            f"team or InfiniBand domain), and a Kueue ClusterQueue takes at most "
+                            f"{MAX_FLAVORS_PER_QUEUE}", "merge pools, or give some of them to other teams")
+
+
+def spot_fallbacks(spec: ClusterSpec) -> list[tuple[NodePool, NodePool]]:
+    """(spot pool, on-demand pool) pairs of the same GPU size: spot first, on-demand behind it."""
+    return [(spot, regular) for spot in spec.node_pools for regular in spec.node_pools
+            if spot.kind == "gpu" and regular.kind == "gpu" and spot.priority == "spot"
+            and regular.priority == "regular" and spot.vm_size == regular.vm_size]
+
+
+def _check_expander(spec: ClusterSpec) -> Iterator[Issue]:
+    expander = spec.control_plane.autoscaler.expander
+    path = "controlPlane.autoscaler.expander"
+    if expander == "priority" and not spec.in_cluster.enabled:
+        yield Issue(path, "priority", "the priority expander reads the ConfigMap cluster-autoscaler-priority-expander, "
+                    "which aksgpu declares only with the in-cluster layer; without it the autoscaler picks pools "
+                    "at random", "set inCluster.enabled: true, or choose another expander")
+    elif expander != "priority" and spot_fallbacks(spec):
+        spot, regular = spot_fallbacks(spec)[0]
+        yield Issue(path, expander, f"{spot.name} (spot) and {regular.name} (on-demand) share a VM size, and only "
+                    "the priority expander makes the autoscaler try the spot pool first and fall back to the "
+                    "on-demand one", "set expander: priority (aksgpu then declares the priority ConfigMap)",
+                    "warning")
+
+
+def _check_balloons(spec: ClusterSpec) -> Iterator[Issue]:
+    for index, pool in enumerate(spec.node_pools):
+        if not pool.balloon_nodes:
+            continue
+        path = f"nodePools[{index}].balloonNodes"
+        if not spec.in_cluster.enabled:
+            yield Issue(path, pool.balloon_nodes, "balloons are pods, declared by the in-cluster layer",
+                        "set inCluster.enabled: true, or balloonNodes: 0")
+        capacity = pool.max_nodes * pool.zone_pool_count
+        if pool.balloon_nodes > capacity:
+            yield Issue(path, pool.balloon_nodes, f"the pool holds at most {capacity} nodes, so the extra balloons "
+                        "would stay pending and keep the autoscaler asking for nodes it cannot add",
+                        f"lower balloonNodes to {capacity} or less, or raise maxCount")
+        elif not pool.autoscale:
+            yield Issue(path, pool.balloon_nodes, "balloons hold headroom for the autoscaler; a fixed-size pool "
+                        "has none to hold", "autoscale the pool (minCount and maxCount), or set balloonNodes: 0",
+                        "warning")
+
+
+def _check_infiniband(spec: ClusterSpec) -> Iterator[Issue]:
+    """InfiniBand connects only the VMs of one scale set, which lives in one zone: a job's nodes must
+    come from one pool, and the autoscaler must not spread a scale-up over look-alike pools."""
+    infiniband = [(index, pool) for index, pool in enumerate(spec.node_pools)
+                  if pool.size is not None and pool.size.get("infiniband")]
+    for index, pool in infiniband:
+        if len(pool.zones) > 1 and not pool.per_zone:
+            yield Issue(f"nodePools[{index}].zones", list(pool.zones),
+                        f"{pool.vm_size} nodes talk over InfiniBand only inside one scale set, and a pool over "
+                        "several zones puts one job's nodes in different zones", "give the pool one zone "
+                        '(zones: ["1"]); for more zones declare one pool per zone, each with its own label')
+    if not spec.control_plane.autoscaler.balance_similar_node_groups:
+        return
+    seen: dict[tuple, str] = {}
+    for index, pool in infiniband:
+        for zone_pool in pool.agent_pools():
+            shape = (pool.vm_size, tuple(sorted(pool.node_labels.items())), pool.priority)
+            first = seen.setdefault(shape, zone_pool.name)
+            if first != zone_pool.name:
+                fix = ("set perZone: false and declare one pool per zone, each with a distinct label"
+                       if pool.per_zone else f"give it a label that tells it apart, e.g. labels: "
+                       f"{{aksgpu.io/ib-domain: {pool.name}}}")
+                yield Issue(f"nodePools[{index}]", pool.name,
+                            f'AKS pool "{zone_pool.name}" looks like "{first}" to the autoscaler (same InfiniBand '
+                            "size and labels), and balanceSimilarNodeGroups would spread one job's scale-up over "
+                            "both, across fabrics InfiniBand does not connect",
+                            f"{fix}, or set controlPlane.autoscaler.balanceSimilarNodeGroups: false")
+                break
