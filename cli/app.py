@@ -107,11 +107,15 @@ def _stale_note(stack_file: StackFile) -> str | None:
 def plan(
     stack: StackArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan document (JSON) instead of text.")] = False,
+    manifests: Annotated[Path | None, typer.Option(
+        "--manifests", metavar="DIR",
+        help="Also write every Kubernetes object (and Helm release) of the plan as YAML into DIR: "
+             "a new or empty folder, or one an earlier --manifests run wrote.")] = None,
 ) -> None:
     """Show every resource `pulumi up` would create for a stack, offline.
 
     Runs the real Pulumi program under Pulumi's mock runtime: no Azure account, no Pulumi CLI,
-    no network. Exit codes: 0 planned, 1 the spec has errors, 2 bad input (stack, YAML).
+    no network. Exit codes: 0 planned, 1 the spec has errors, 2 bad input (stack, YAML, DIR).
     """
     stack_file, warnings = _load(stack)
 
@@ -120,6 +124,15 @@ def plan(
 
     with _progress("Planning offline: running the Pulumi program under the mock engine"):
         result = plan_stack(stack_file)
+    if manifests is not None:
+        from cli.manifests import write_manifests
+        from cli.stackfile import UserError
+
+        try:
+            written = write_manifests(result, manifests)
+        except UserError as error:
+            _fail(str(error))
+        typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
     if as_json:
         typer.echo(json.dumps(plan_document(result, warnings), indent=2, sort_keys=False, default=str))
         return

@@ -60,6 +60,8 @@ class PlannedResource:
     dependencies: list[str]
     options: dict[str, Any]
     inputs: dict[str, Any]
+    provider: str | None = None
+    """URN of the explicit provider the resource is bound to (None: the default provider)."""
 
 
 @dataclass
@@ -139,6 +141,8 @@ def _make_recorder(plan_resources: list[PlannedResource], thread_loops: list[asy
                 dependencies=sorted(set(request.dependencies)),
                 options=options,
                 inputs=_to_plan_value(dict(inputs)),
+                # A provider reference is "<urn>::<id>"; the URN names it in the plan.
+                provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
             ))
             return response
 

@@ -47,8 +47,44 @@ def _pool_row(props: dict[str, Any], name: str) -> dict[str, Any]:
     }
 
 
+AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
+DEVICE_PLUGIN_IMAGE = "k8s-device-plugin"
+
+
+def _affinity_pools(pod_spec: dict[str, Any]) -> list[str]:
+    """Agent pools a pod's required node affinity allows (kubernetes.azure.com/agentpool In ...)."""
+    required = (pod_spec.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    pools: list[str] = []
+    for term in required.get("nodeSelectorTerms") or []:
+        for expression in term.get("matchExpressions") or []:
+            if expression.get("key") == AGENT_POOL_LABEL and expression.get("operator") == "In":
+                pools += list(expression.get("values") or [])
+    return pools
+
+
+def gpu_software_by_pool(plan: Plan) -> dict[str, list[str]]:
+    """Agent pool -> what advertises nvidia.com/gpu on its nodes, as the plan declares it: a device
+    plugin DaemonSet's node affinity, or the GPU Operator's node feature discovery worker's."""
+    found: dict[str, list[str]] = {}
+    for daemonset in plan.by_type("kubernetes:apps/v1:DaemonSet"):
+        pod = ((daemonset.inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if any(DEVICE_PLUGIN_IMAGE in str(c.get("image", "")) for c in pod.get("containers") or []):
+            for pool in _affinity_pools(pod.get("affinity") or {}):
+                found.setdefault(pool, []).append("NVIDIA device plugin")
+    for release in plan.by_type("kubernetes:helm.sh/v3:Release"):
+        values = release.inputs.get("values") or {}
+        if release.inputs.get("chart") == "gpu-operator" and (values.get("devicePlugin") or {}).get("enabled", True):
+            worker = (values.get("node-feature-discovery") or {}).get("worker") or {}
+            for pool in _affinity_pools(worker.get("affinity") or {}):
+                found.setdefault(pool, []).append("GPU Operator")
+    return found
+
+
 def summary(plan: Plan) -> dict[str, Any]:
     pools = pool_rows(plan)
+    software = gpu_software_by_pool(plan)
+    for pool in pools:
+        pool["gpuSoftware"] = software.get(pool["name"], [])
     custom = [r for r in plan.resources if r.custom]
     return {
         "resourceCount": len(custom),
@@ -91,6 +127,7 @@ def _resource_json(resource: PlannedResource) -> dict[str, Any]:
         "dependencies": resource.dependencies,
         "options": resource.options,
         "inputs": resource.inputs,
+        "provider": resource.provider,
     }
 
 
@@ -149,7 +186,7 @@ def _label(resource: PlannedResource) -> str:
 
 
 def _pool_table(pools: list[dict[str, Any]]) -> list[str]:
-    header = ["pool", "mode", "vm size", "gpus/node", "zones", "nodes", "priority"]
+    header = ["pool", "mode", "vm size", "gpus/node", "zones", "nodes", "priority", "gpu software"]
     rows = [[
         p["name"],
         p["mode"],
@@ -158,6 +195,7 @@ def _pool_table(pools: list[dict[str, Any]]) -> list[str]:
         ",".join(p["zones"]) or "-",
         f"{p['minNodes']}-{p['maxNodes']}" if p["autoscale"] else str(p["maxNodes"]),
         "spot" if p["spot"] else "regular",
+        ", ".join(p.get("gpuSoftware") or []) or ("none" if p["gpusPerNode"] else "-"),
     ] for p in pools]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()

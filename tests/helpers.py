@@ -56,6 +56,30 @@ def edit(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 REMOVE = object()
 
 
+def preset_spec(preset: str, **overrides: Any) -> dict[str, Any]:
+    """A full spec from a preset, as `aksgpu init` would start it (names and an admin group added)."""
+    from cli.environments import merge
+    from cli.presets import load_preset
+
+    base = {"name": f"gpu-{preset}", "location": "eastus2", "resourceGroup": {"name": f"rg-gpu-{preset}"},
+            "access": {"aad": {"adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"]}}}
+    return merge(merge(load_preset(preset).spec, base), overrides)
+
+
+def kubernetes_manifests(plan: Plan) -> list[dict[str, Any]]:
+    """Every Kubernetes object of a plan, as the API server would receive it."""
+    from cli.manifests import kubernetes_objects, manifest
+
+    return [manifest(resource) for resource in kubernetes_objects(plan)]
+
+
+def find_object(plan: Plan, kind: str, name: str) -> dict[str, Any]:
+    """The one Kubernetes object of `kind` named `name` in a plan."""
+    found = [m for m in kubernetes_manifests(plan) if m["kind"] == kind and m["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind} {name}: {len(found)} found"
+    return found[0]
+
+
 def plan_spec(spec: dict[str, Any], stack: str = "test") -> Plan:
     """Plan a spec with the project's real program, as `aksgpu plan` would."""
     stack_file = StackFile(REPO, REPO / "stacks" / f"Pulumi.{stack}.yaml", stack, {"aksgpu:cluster": spec})

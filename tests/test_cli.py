@@ -40,8 +40,15 @@ def test_plan_json_document(project: Path) -> None:
     assert document["formatVersion"] == 1 and document["stack"] == "prod" and document["offline"] is True
     assert document["summary"]["maxGpus"] == 248
     resources = document["resources"]
-    assert {"type", "name", "urn", "parent", "custom", "dependencies", "options", "inputs"} == set(resources[0])
+    assert {"type", "name", "urn", "parent", "custom", "dependencies", "options", "inputs", "provider"} == \
+        set(resources[0])
     pool = next(r for r in resources if r["name"] == "gpu-prod-pools-h100")
+    assert pool["provider"] is None
+    [provider] = [r for r in resources if r["type"] == "pulumi:providers:kubernetes"]
+    device_plugin = next(r for r in resources if r["name"] == "gpu-prod-gpu-software-device-plugin")
+    assert device_plugin["provider"] == provider["urn"]
+    pools = {p["name"]: p for p in document["summary"]["pools"]}
+    assert pools["h100"]["gpuSoftware"] == ["GPU Operator"] and pools["a1001"]["gpuSoftware"] == ["NVIDIA device plugin"]
     assert pool["options"]["deleteBeforeReplace"] is True
     assert pool["urn"].startswith("urn:pulumi:prod::aksgpu::")
     assert document["outputs"]["kubeconfig"] == "[secret]"

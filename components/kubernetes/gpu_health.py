@@ -193,7 +193,8 @@ def bundled_prometheus_values(spec: ClusterSpec, system_namespace: str) -> dict[
     """Values of prometheus-community/prometheus (keys of its values.yaml at 29.27.0): one server
     scraping the exporters and evaluating aksgpu's rules; no Alertmanager (route the alerts with
     your own), no node exporter or pushgateway."""
-    rules = [{"alert": rule["alert"], "expr": rule["expression"], "for": rule["for"],
+    rules = [{"alert": rule["alert"], "expr": rule["expression"],
+              **({"for": rule["for"]} if _minutes(rule["for"]) else {}),
               "labels": {"severity": str(rule["severity"])},
               "annotations": {"summary": f"{rule['alert']} on {{{{ $labels.Hostname }}}}", "description": rule["reason"]}}
              for rule in alert_rules()] if spec.gpu_health.alerts.enabled else []
@@ -217,9 +218,13 @@ def _script_mount() -> dict[str, Any]:
     return {"name": "node-gate", "mountPath": SCRIPT_DIR, "readOnly": True}
 
 
-def _gate_container(name: str, step_args: list[str]) -> dict[str, Any]:
-    """A container running one node_gate.py step with the service account's token (only these
-    containers see it: the pod does not automount it, so the check never holds node rights)."""
+def _gate_container(name: str, step_args: list[str], token: bool = True) -> dict[str, Any]:
+    """A container running one node_gate.py step, with the service account's token when it changes
+    the node (only those containers see it: the pod does not automount it, so the check never
+    holds node rights)."""
+    mounts = [_script_mount(), {"name": "results", "mountPath": RESULTS}]
+    if token:
+        mounts.append({"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True})
     return {
         "name": name,
         "image": image("python"),
@@ -228,8 +233,7 @@ def _gate_container(name: str, step_args: list[str]) -> dict[str, Any]:
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
                             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-        "volumeMounts": [_script_mount(), {"name": "results", "mountPath": RESULTS},
-                         {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}],
+        "volumeMounts": mounts,
     }
 
 
@@ -284,7 +288,7 @@ def gate_daemonset(spec: ClusterSpec, namespace: str, name: str, targets: list[P
     init = [_gate_container("pending", ["pending", "--results", RESULTS, "--max-age-minutes", str(max_age)])]
     extra_volumes: list[dict[str, Any]] = []
     if operator:
-        wait = _gate_container("wait-for-driver", ["wait-for-driver", "--timeout-seconds", "1800"])
+        wait = _gate_container("wait-for-driver", ["wait-for-driver", "--timeout-seconds", "1800"], token=False)
         wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations", "readOnly": True})
         init.append(wait)
         extra_volumes.append({"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
@@ -426,7 +430,8 @@ class GpuHealth(pulumi.ComponentResource):
         rules = [{
             "alert": rule["alert"],
             "expression": rule["expression"],
-            "for_": f"PT{_minutes(rule['for'])}M",
+            # A rule with no hold time fires on its first evaluation.
+            **({"for_": f"PT{_minutes(rule['for'])}M"} if _minutes(rule["for"]) else {}),
             "severity": rule["severity"],
             "annotations": {"reason": rule["reason"]},
             "labels": {"aksgpu_rule": rule["alert"]},

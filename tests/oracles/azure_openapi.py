@@ -149,9 +149,14 @@ class AksOpenApi:
         self._spec_file = spec_file.resolve()
         self._docs: dict[Path, dict] = {}  # parsed JSON files, loaded on first $ref into them
         self._views: dict[tuple[Path, int], _View] = {}  # merged schemas, by (file, id(schema))
-        spec = self._doc(self._spec_file)
-        self._mc_body, self._mc_params = self._operation(spec, _MC_OPERATION)
-        self._ap_body, self._ap_params = self._operation(spec, _AP_OPERATION)
+
+    @functools.cached_property
+    def _mc_operation(self) -> tuple[_Node, dict[str, _Node]]:
+        return self._operation(self._doc(self._spec_file), _MC_OPERATION)
+
+    @functools.cached_property
+    def _ap_operation(self) -> tuple[_Node, dict[str, _Node]]:
+        return self._operation(self._doc(self._spec_file), _AP_OPERATION)
 
     @classmethod
     def load(cls, shared_dir: Path) -> "AksOpenApi":
@@ -165,21 +170,29 @@ class AksOpenApi:
 
     def validate_managed_cluster(self, inputs: dict) -> list[str]:
         """Problems with the ManagedCluster PUT these Pulumi inputs become ([] = valid)."""
-        body: dict[str, Any] = {}
-        props: dict[str, Any] = {}
-        for key, value in inputs.items():
-            if key in self._mc_params:
-                continue
-            (body if key in _MC_TOP_LEVEL else props)[key] = value
-        if props:
-            body["properties"] = props
-        return self._validate(inputs, self._mc_params, body, self._mc_body)
+        return self._validate_put(inputs, *self._mc_operation, _MC_TOP_LEVEL)
 
     def validate_agent_pool(self, inputs: dict) -> list[str]:
         """Problems with the AgentPool PUT these Pulumi inputs become ([] = valid)."""
-        props = {k: v for k, v in inputs.items() if k not in self._ap_params}
-        body = {"properties": props} if props else {}
-        return self._validate(inputs, self._ap_params, body, self._ap_body)
+        return self._validate_put(inputs, *self._ap_operation, frozenset())
+
+    def validate_put(self, operation_id: str, inputs: dict, top_level: frozenset[str]) -> list[str]:
+        """Problems with the PUT body of any operation of this spec: `top_level` inputs stay at the
+        top of the body (location, tags...), the others go under `properties` (specs/README.md)."""
+        body_schema, params = self._operation(self._doc(self._spec_file), operation_id)
+        return self._validate_put(inputs, body_schema, params, top_level)
+
+    def _validate_put(self, inputs: dict, body_schema: _Node, params: dict[str, _Node],
+                      top_level: frozenset[str]) -> list[str]:
+        body: dict[str, Any] = {}
+        props: dict[str, Any] = {}
+        for key, value in inputs.items():
+            if key in params:
+                continue
+            (body if key in top_level else props)[key] = value
+        if props:
+            body["properties"] = props
+        return self._validate(inputs, params, body, body_schema)
 
     # ---- spec loading -----------------------------------------------------------------------
 

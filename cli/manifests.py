@@ -1,0 +1,104 @@
+"""`aksgpu plan ENV --manifests DIR`: the plan's Kubernetes objects as plain YAML files.
+
+Every Kubernetes object the program declares is written as the manifest the API server would
+receive (one file per object, `<namespace or _cluster>/<kind>-<name>.yaml`), and every Helm
+release as its chart, version, repository, namespace and values (`helm/<release>.yaml`), so users
+and their own tools (kubectl --dry-run, kubeconform, policy engines) can inspect them. DIR is
+aksgpu's: it must be empty, absent, or written by an earlier `--manifests` run (it holds
+MARKER_FILE), whose files are replaced; anything else is refused, so nothing a user wrote is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cli.planner import Plan, PlannedResource
+from cli.stackfile import UserError
+
+MARKER_FILE = ".aksgpu-manifests"
+HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+_NOT_OBJECTS = (HELM_RELEASE_TYPE, "pulumi:providers:kubernetes")
+
+
+def kubernetes_objects(plan: Plan) -> list[PlannedResource]:
+    """The planned resources that are Kubernetes objects (not Helm releases or providers)."""
+    return [r for r in plan.resources if r.custom and r.type.startswith("kubernetes:") and r.type not in _NOT_OBJECTS]
+
+
+def manifest(resource: PlannedResource) -> dict[str, Any]:
+    """The object as the API server receives it: apiVersion and kind first, then the rest."""
+    inputs = dict(resource.inputs)
+    head = {key: inputs.pop(key) for key in ("apiVersion", "kind", "metadata") if key in inputs}
+    return {**head, **inputs}
+
+
+def helm_release(resource: PlannedResource) -> dict[str, Any]:
+    inputs = resource.inputs
+    return {
+        "release": inputs.get("name", resource.name),
+        "chart": inputs.get("chart"),
+        "version": inputs.get("version"),
+        "repository": (inputs.get("repositoryOpts") or {}).get("repo"),
+        "namespace": inputs.get("namespace"),
+        "values": inputs.get("values") or {},
+    }
+
+
+def _file_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-._" else "-" for c in text)
+
+
+def manifest_files(plan: Plan) -> dict[str, str]:
+    """Relative path -> YAML text, for every Kubernetes object and Helm release of the plan."""
+    files: dict[str, str] = {}
+    for resource in kubernetes_objects(plan):
+        document = manifest(resource)
+        meta = document.get("metadata") or {}
+        folder = _file_name(str(meta.get("namespace") or "_cluster"))
+        name = f"{_file_name(str(document.get('kind', 'Object')).lower())}-{_file_name(str(meta.get('name', resource.name)))}"
+        files[f"{folder}/{name}.yaml"] = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+    for resource in plan.by_type(HELM_RELEASE_TYPE):
+        release = helm_release(resource)
+        files[f"helm/{_file_name(str(release['release']))}.yaml"] = yaml.safe_dump(
+            release, sort_keys=False, default_flow_style=False)
+    return dict(sorted(files.items()))
+
+
+def write_manifests(plan: Plan, directory: Path) -> list[Path]:
+    """Write the plan's manifests into `directory` (see the module docstring); returns the files."""
+    files = manifest_files(plan)
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"{directory} is a file, and --manifests needs a folder. Fix: name a new folder.")
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / MARKER_FILE).exists():
+        raise UserError(f"{directory} is not empty and was not written by `aksgpu plan --manifests`, so its "
+                        "files would be lost. Fix: name an empty or new folder.")
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    # Written beside the target and swapped in whole: an interrupted run leaves the old folder.
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        for relative, text in files.items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        (staging / MARKER_FILE).write_text(
+            f"Written by `aksgpu plan --manifests` for stack {plan.stack}; the next run replaces this folder.\n",
+            encoding="utf-8")
+        if directory.exists():
+            retired = directory.with_name(f".{directory.name}.old")
+            shutil.rmtree(retired, ignore_errors=True)
+            os.replace(directory, retired)
+            os.replace(staging, directory)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(staging, directory)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"cannot write the manifests to {directory}: {error.strerror}. Fix: check the folder's "
+                        "permissions and free space.") from None
+    return [directory / relative for relative in files]

@@ -1,0 +1,368 @@
+"""GPU health: the DCGM exporter and its metric list, scraping, the node gate (its DaemonSets,
+least-privilege RBAC, and node_gate.py run against a stand-in API server), and the re-checks."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import datetime
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.kubernetes import node_gate, objects
+from components.kubernetes.gpu_health import CHECK_WRAPPER, RECHECK_PRIORITY
+from tests.helpers import REPO, base_spec, edit, find_object, kubernetes_manifests, plan_spec
+from tests.oracles.kubernetes import DATA
+
+H100 = {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,
+        "maxCount": 4, "gpu": {"driver": "None"}}
+
+
+@pytest.fixture(scope="module")
+def plan() -> Any:
+    """Both driver modes: an A100 pool with AKS's driver, an H100 pool with the GPU Operator."""
+    spec = edit(edit(base_spec(), "nodePools.1", H100), "monitoring.managedPrometheus", True)
+    return plan_spec(edit(spec, "gpuHealth.metrics.scraper", "managedPrometheus"))
+
+
+def _pod(obj: dict[str, Any]) -> dict[str, Any]:
+    template = obj["spec"]["jobTemplate"]["spec"]["template"] if obj["kind"] == "CronJob" else obj["spec"]["template"]
+    return template["spec"]
+
+
+def _containers(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in [*pod.get("initContainers", []), *pod["containers"]]}
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def _csv_fields(path: Path, commented: bool = False) -> dict[str, str]:
+    fields = {}
+    for line in path.read_text().splitlines():
+        text = line.strip()
+        if commented and text.startswith("#"):
+            text = text.lstrip("# ").strip()
+        if text.startswith(("DCGM_FI_", "DCGM_EXP_")):
+            name, kind = (part.strip() for part in text.split(",")[:2])
+            fields[name] = kind
+    return fields
+
+
+def test_the_metric_list_is_the_exporters_own_fields_plus_the_health_ones() -> None:
+    ours = _csv_fields(REPO / "components" / "data" / "dcgm_metrics.csv")
+    upstream = {**_csv_fields(DATA / "dcgm-exporter" / "default-counters.csv", commented=True),
+                **_csv_fields(DATA / "dcgm-exporter" / "dcp-metrics-included.csv", commented=True)}
+    assert {name: kind for name, kind in ours.items() if upstream.get(name) != kind} == {}, \
+        "every field and type is one the exporter itself lists"
+    defaults_off = set(_csv_fields(DATA / "dcgm-exporter" / "default-counters.csv", commented=True)) - \
+        set(_csv_fields(DATA / "dcgm-exporter" / "default-counters.csv"))
+    health = {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_RETIRED_PENDING",
+              "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_THERMAL_VIOLATION",
+              "DCGM_EXP_XID_ERRORS_COUNT"}
+    assert health <= defaults_off & set(ours), "what the default list leaves out, aksgpu's adds"
+    assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_GPU_TEMP",
+            "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"} <= set(ours)
+
+
+def test_both_exporters_read_the_list_and_one_pod_monitor_scrapes_them(plan: Any) -> None:
+    exporter = find_object(plan, "DaemonSet", "dcgm-exporter")
+    pod = _pod(exporter)
+    [container] = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["DCGM_EXPORTER_COLLECTORS"].startswith("/etc/dcgm-exporter/aksgpu/")
+    assert env["DCGM_EXPORTER_INTERVAL"] == "30000" and env["DCGM_EXPORTER_KUBERNETES"] == "true"
+    config = find_object(plan, "ConfigMap", "aksgpu-dcgm-metrics")
+    assert config["data"]["dcgm-metrics.csv"] == (REPO / "components" / "data" / "dcgm_metrics.csv").read_text()
+    [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "gpu-operator"]
+    operator = release.inputs["values"]["dcgmExporter"]
+    assert operator["config"]["data"] == config["data"]["dcgm-metrics.csv"] and operator["config"]["create"] is True
+    assert operator["serviceMonitor"] == {"enabled": False}, "no Prometheus Operator CRDs needed"
+    monitor = find_object(plan, "PodMonitor", "aksgpu-dcgm-exporter")
+    assert monitor["apiVersion"] == "azmonitoring.coreos.com/v1"
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == ["aksgpu-system", "gpu-operator"]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= exporter["spec"]["template"]["metadata"]["labels"].items(), "it selects our exporter"
+    assert selector == {"app": "nvidia-dcgm-exporter"}, "the label the operator gives its exporter pods"
+    assert [p["name"] for p in container["ports"]] == [monitor["spec"]["podMetricsEndpoints"][0]["port"]]
+
+
+# --- the gate -------------------------------------------------------------------------------
+
+
+def test_one_gate_per_driver_mode_on_undecided_gpu_nodes(plan: Any) -> None:
+    aks = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-aks-driver"))
+    operator = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-operator"))
+    for pod in (aks, operator):
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        [term] = terms
+        assert {"key": objects.HEALTH_LABEL, "operator": "NotIn", "values": ["passed", "failed", "unchecked"]} in \
+            term["matchExpressions"]
+        assert {"key": objects.GATE_TAINT_KEY, "operator": "Equal", "value": "pending", "effect": "NoSchedule"} in \
+            pod["tolerations"]
+        assert [c["name"] for c in pod["initContainers"]][0] == "pending"
+        assert pod["initContainers"][-1]["name"] == "check" and pod["containers"][0]["name"] == "verdict"
+    assert "runtimeClassName" not in aks and operator["runtimeClassName"] == "nvidia"
+    assert [c["name"] for c in operator["initContainers"]] == ["pending", "wait-for-driver", "check"]
+
+
+def test_only_the_gate_steps_hold_the_node_rights(plan: Any) -> None:
+    role = find_object(plan, "ClusterRole", "aksgpu-gpu-health")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    binding = find_object(plan, "ClusterRoleBinding", "aksgpu-gpu-health")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "aksgpu-gpu-health", "namespace": "aksgpu-system"}]
+    for obj in kubernetes_manifests(plan):
+        if obj["kind"] not in ("DaemonSet", "CronJob") or not obj["metadata"]["name"].startswith("aksgpu-gpu-"):
+            continue
+        pod = _pod(obj)
+        assert pod["automountServiceAccountToken"] is False
+        for name, container in _containers(pod).items():
+            mounts = {m["name"] for m in container.get("volumeMounts", [])}
+            holds_token = "api-token" in mounts
+            assert holds_token == (name in ("pending", "verdict")), f"{obj['metadata']['name']}/{name}"
+            if holds_token:
+                assert container["securityContext"]["runAsNonRoot"] is True
+                assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_the_check_runs_the_spec_command_under_the_contract(plan: Any) -> None:
+    spec = edit(base_spec(), "gpuHealth.gate", {"image": "example.azurecr.io/gpu-check:1.0",
+                                                "command": ["python", "-m", "gpucheck", "--standard"],
+                                                "timeoutSeconds": 300})
+    check = _containers(_pod(find_object(plan_spec(spec), "DaemonSet", "aksgpu-gpu-gate-aks-driver")))["check"]
+    assert check["image"] == "example.azurecr.io/gpu-check:1.0"
+    assert check["command"] == ["sh", "-c", CHECK_WRAPPER, "aksgpu-check", "python", "-m", "gpucheck", "--standard"]
+    env = {e["name"]: e.get("value") for e in check["env"]}
+    assert env["AKSGPU_TIMEOUT_SECONDS"] == "300" and env["AKSGPU_REPORT"] == "/var/run/aksgpu/report.json"
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and "resources" in check
+    assert "nvidia.com/gpu" not in check["resources"].get("requests", {}), "the gate holds no GPU request"
+
+
+def test_the_script_configmap_is_node_gate_py_and_needs_only_the_standard_library(plan: Any) -> None:
+    script = find_object(plan, "ConfigMap", "aksgpu-node-gate")["data"]["node_gate.py"]
+    source = Path(node_gate.__file__).read_text()
+    assert script == source
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names), "it runs in a bare python image"
+    assert (node_gate.GATE_TAINT_KEY, node_gate.HEALTH_LABEL, node_gate.FAILED_CHECK_LABEL) == \
+        (objects.GATE_TAINT_KEY, objects.HEALTH_LABEL, objects.FAILED_CHECK_LABEL)
+
+
+def test_rechecks_take_whole_idle_nodes_and_never_scale_or_preempt(plan: Any) -> None:
+    priority = find_object(plan, "PriorityClass", "aksgpu-gpu-recheck")
+    # cluster-autoscaler: pods below priority -10 are expendable and never trigger a scale-up.
+    assert priority["value"] == RECHECK_PRIORITY < -10 and priority["preemptionPolicy"] == "Never"
+    job = find_object(plan, "CronJob", "aksgpu-gpu-recheck-h100")
+    assert job["spec"]["schedule"] == "17 */6 * * *" and job["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = _pod(job)
+    assert pod["priorityClassName"] == "aksgpu-gpu-recheck" and pod["runtimeClassName"] == "nvidia"
+    check = _containers(pod)["check"]
+    assert check["resources"]["requests"]["nvidia.com/gpu"] == "8" == check["resources"]["limits"]["nvidia.com/gpu"]
+    assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] \
+        == "kubernetes.io/hostname"
+    expressions = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"]
+    assert {"key": objects.HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]} in expressions
+    assert not any(t["key"] == objects.GATE_TAINT_KEY for t in pod["tolerations"])
+    a100 = _pod(find_object(plan, "CronJob", "aksgpu-gpu-recheck-a100"))
+    assert _containers(a100)["check"]["resources"]["requests"]["nvidia.com/gpu"] == "1"
+
+
+# --- node_gate.py against a stand-in API server ---------------------------------------------
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies application/merge-patch+json."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class FakeApi:
+    """One node, its resourceVersion, and a count of forced conflicts."""
+
+    def __init__(self, node: dict[str, Any], conflicts: int = 0) -> None:
+        self.node = node
+        self.conflicts = conflicts
+        self.patches: list[dict[str, Any]] = []
+
+
+@pytest.fixture
+def api_server() -> Iterator[tuple[str, FakeApi]]:
+    state = FakeApi({})
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _reply(self, code: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._reply(200, state.node)
+
+        def do_PATCH(self) -> None:  # noqa: N802
+            assert self.headers["Content-Type"] == "application/merge-patch+json"
+            patch = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state.patches.append(patch)
+            if state.conflicts:
+                state.conflicts -= 1
+                state.node["metadata"]["resourceVersion"] = str(int(state.node["metadata"]["resourceVersion"]) + 1)
+                self._reply(409, {"kind": "Status", "reason": "Conflict"})
+                return
+            if patch["metadata"]["resourceVersion"] != state.node["metadata"]["resourceVersion"]:
+                self._reply(409, {"kind": "Status", "reason": "Conflict"})
+                return
+            state.node = merge_patch(state.node, patch)
+            state.node["metadata"]["resourceVersion"] = str(int(state.node["metadata"]["resourceVersion"]) + 1)
+            self._reply(200, state.node)
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+NOW = datetime.datetime(2026, 11, 24, 12, 0, tzinfo=datetime.timezone.utc)
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def _node(minutes_old: int, labels: dict[str, str] | None = None, taints: list[dict] | None = None) -> dict[str, Any]:
+    created = (NOW - datetime.timedelta(minutes=minutes_old)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": {"name": "aks-h100-1", "resourceVersion": "7", "creationTimestamp": created,
+                         "labels": dict(labels or {}), "annotations": {}},
+            "spec": {"taints": list(taints or [GPU_TAINT])}}
+
+
+def _gate_taints(node: dict[str, Any]) -> list[dict]:
+    return [t for t in node["spec"].get("taints") or [] if t["key"] == node_gate.GATE_TAINT_KEY]
+
+
+def test_a_new_node_is_tainted_and_labelled_pending(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:
+    url, state = api_server
+    state.node = _node(minutes_old=2)
+    api = node_gate.Api(url, None, None)
+    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), 15, now=NOW) == "tainted"
+    assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "pending"
+    assert _gate_taints(state.node) == [{"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
+    assert GPU_TAINT in state.node["spec"]["taints"], "the pool's own taints stay"
+    assert not (tmp_path / node_gate.SKIP_FILE).exists()
+    # A restarted gate pod changes nothing on a pending node and checks it again.
+    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), 15, now=NOW) == "tainted"
+    assert len(_gate_taints(state.node)) == 1
+
+
+def test_a_node_that_predates_the_gate_is_labelled_unchecked_not_tainted(api_server: tuple[str, FakeApi],
+                                                                         tmp_path: Path) -> None:
+    url, state = api_server
+    state.node = _node(minutes_old=240)
+    assert node_gate.pending(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), 15, now=NOW) == "unchecked"
+    assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "unchecked"
+    assert not _gate_taints(state.node)
+    assert (tmp_path / node_gate.SKIP_FILE).exists()
+    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "skipped"
+
+
+def test_a_pass_admits_the_node(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:
+    url, state = api_server
+    state.node = _node(2, {node_gate.HEALTH_LABEL: "pending"},
+                       [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    (tmp_path / node_gate.EXIT_CODE_FILE).write_text("0\n")
+    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "passed"
+    assert state.node["spec"]["taints"] == [GPU_TAINT]
+    assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "passed"
+    assert state.node["metadata"]["annotations"][node_gate.CHECKED_AT_ANNOTATION] == "2026-11-24T12:00:00Z"
+    assert "unschedulable" not in state.node["spec"]
+
+
+def test_a_failure_cordons_and_names_the_check(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:
+    url, state = api_server
+    state.node = _node(2, {node_gate.HEALTH_LABEL: "pending"},
+                       [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    (tmp_path / node_gate.EXIT_CODE_FILE).write_text("1")
+    (tmp_path / "report.json").write_text(json.dumps({"failedCheck": "ecc/double bit", "reason": "GPU 3: 2 DBE"}))
+    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "failed"
+    node = state.node
+    assert node["spec"]["unschedulable"] is True and node["spec"]["taints"] == [GPU_TAINT]
+    assert node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "failed"
+    assert node["metadata"]["labels"][node_gate.FAILED_CHECK_LABEL] == "ecc-double-bit"
+    assert node["metadata"]["annotations"][node_gate.REASON_ANNOTATION] == "GPU 3: 2 DBE"
+
+
+@pytest.mark.parametrize(("exit_code", "report", "label"), [
+    ("124", None, "timeout"), ("2", None, "checker-error"), (None, None, "checker-error"), ("1", "not json", "check"),
+])
+def test_failures_without_a_report_are_still_named(api_server: tuple[str, FakeApi], tmp_path: Path,
+                                                   exit_code: str | None, report: str | None, label: str) -> None:
+    url, state = api_server
+    state.node = _node(2, {node_gate.HEALTH_LABEL: "pending"})
+    if exit_code is not None:
+        (tmp_path / node_gate.EXIT_CODE_FILE).write_text(exit_code)
+    if report is not None:
+        (tmp_path / "report.json").write_text(report)
+    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "failed"
+    assert state.node["metadata"]["labels"][node_gate.FAILED_CHECK_LABEL] == label
+
+
+def test_a_passed_recheck_leaves_taints_alone_and_conflicts_are_retried(api_server: tuple[str, FakeApi],
+                                                                        tmp_path: Path) -> None:
+    url, state = api_server
+    other = {"key": "example.com/maintenance", "value": "soon", "effect": "NoSchedule"}
+    state.node = _node(500, {node_gate.HEALTH_LABEL: "unchecked"}, [GPU_TAINT, other])
+    state.conflicts = 2  # someone else changes the node twice meanwhile
+    (tmp_path / node_gate.EXIT_CODE_FILE).write_text("0")
+    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), recheck=True,
+                             now=NOW) == "passed"
+    assert state.node["spec"]["taints"] == [GPU_TAINT, other]
+    assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "passed"
+    assert len(state.patches) == 3 and "spec" not in state.patches[-1]
+
+
+def test_the_wrapper_records_the_exit_code_and_honours_skip(tmp_path: Path) -> None:
+    env = {"AKSGPU_RESULTS": str(tmp_path), "AKSGPU_TIMEOUT_SECONDS": "5", "PATH": "/usr/bin:/bin"}
+    run = subprocess.run(["sh", "-c", CHECK_WRAPPER, "aksgpu-check", "sh", "-c", "exit 3"], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, "the init container always succeeds; the verdict step acts on the code"
+    assert (tmp_path / node_gate.EXIT_CODE_FILE).read_text().strip() == "3"
+    subprocess.run(["sh", "-c", CHECK_WRAPPER, "aksgpu-check", "sleep", "10"], env={**env, "AKSGPU_TIMEOUT_SECONDS": "1"},
+                   check=True, capture_output=True)
+    assert (tmp_path / node_gate.EXIT_CODE_FILE).read_text().strip() == "124", "timeout's code for a hung check"
+    (tmp_path / node_gate.EXIT_CODE_FILE).unlink()
+    (tmp_path / node_gate.SKIP_FILE).write_text("unchecked")
+    skipped = subprocess.run(["sh", "-c", CHECK_WRAPPER, "aksgpu-check", "sh", "-c", "exit 1"], env=env,
+                             capture_output=True, text=True)
+    assert skipped.returncode == 0 and not (tmp_path / node_gate.EXIT_CODE_FILE).exists()
+
+
+def test_wait_for_driver(tmp_path: Path) -> None:
+    assert node_gate.wait_for_driver(str(tmp_path), timeout_seconds=0.05, interval=0.01) is False
+    (tmp_path / "toolkit-ready").write_text("")
+    assert node_gate.wait_for_driver(str(tmp_path), timeout_seconds=0.05, interval=0.01) is True

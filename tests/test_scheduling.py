@@ -1,0 +1,184 @@
+"""Who gets GPUs and when: priority classes, balloons, the spot-first priority expander, Kueue's
+flavors and queues, and the InfiniBand rules that keep one job in one fabric."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from components.spec import SpecError, parse_cluster_spec
+from tests.helpers import base_spec, edit, find_object, kubernetes_manifests, plan_spec, preset_spec
+from tests.oracles.scheduling import fits, plan_nodes
+
+# kubernetes/autoscaler FAQ ("How can I configure overprovisioning"): -10 is the lowest priority
+# whose pending pods still make the cluster autoscaler scale up.
+EXPENDABLE_CUTOFF = -10
+
+
+def spot_pair_spec() -> dict:
+    spec = edit(base_spec(), "controlPlane.autoscaler.expander", "priority")
+    spec = edit(spec, "nodePools.1", {"name": "a100spot", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4",
+                                      "priority": "spot", "zones": ["1", "2"], "perZone": True,
+                                      "minCount": 0, "maxCount": 3})
+    return edit(spec, "nodePools.0.balloonNodes", 2)
+
+
+def test_priority_classes_order_jobs_above_default_above_balloons() -> None:
+    plan = plan_spec(base_spec())
+    classes = {m["metadata"]["name"]: m for m in kubernetes_manifests(plan) if m["kind"] == "PriorityClass"}
+    assert classes["aksgpu-gpu-job"]["value"] > classes["aksgpu-default"]["value"] == 0
+    assert classes["aksgpu-balloon"]["value"] == EXPENDABLE_CUTOFF, "balloons still trigger scale-ups"
+    assert classes["aksgpu-balloon"]["preemptionPolicy"] == "Never"
+    assert [n for n, c in classes.items() if c.get("globalDefault")] == ["aksgpu-default"]
+
+
+def test_balloons_hold_whole_nodes_of_their_pool() -> None:
+    plan = plan_spec(spot_pair_spec())
+    balloon = find_object(plan, "Deployment", "aksgpu-balloon-a100")
+    assert balloon["spec"]["replicas"] == 2
+    pod = balloon["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "aksgpu-balloon" and pod["terminationGracePeriodSeconds"] == 0
+    [container] = pod["containers"]
+    assert container["image"].startswith("registry.k8s.io/pause:")
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == "1" == container["resources"]["limits"]["nvidia.com/gpu"]
+    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["topologyKey"] == "kubernetes.io/hostname", "one balloon per node"
+    placed = [node.pool for node in plan_nodes(plan)
+              if fits(pod, node.with_state({"aksgpu.io/gpu-health": "passed"}))]
+    assert placed == ["a100"], "balloons fit their own pool only"
+    cpu = find_object(plan_spec(edit(base_spec(), "nodePools.1", {
+        "name": "cpu", "vmSize": "Standard_D16ds_v5", "minCount": 1, "maxCount": 5, "balloonNodes": 1})),
+        "Deployment", "aksgpu-balloon-cpu")
+    requests = cpu["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert requests == {"cpu": "12000m", "memory": "32768Mi"}, "most of a 16 vCPU, 64 GiB node"
+
+
+def test_the_priority_expander_prefers_spot_and_names_every_scale_set() -> None:
+    plan = plan_spec(spot_pair_spec())
+    config = find_object(plan, "ConfigMap", "cluster-autoscaler-priority-expander")
+    assert config["metadata"]["namespace"] == "kube-system"
+    priorities = yaml.safe_load(config["data"]["priorities"])
+    assert all(isinstance(level, int) and level > 0 for level in priorities), "positive integers (expander readme)"
+    # AKS names a pool's scale set aks-<pool>-<number>-vmss (cluster-autoscaler logs, Azure/AKS#2359).
+    scale_sets = {"aks-a100-12345678-vmss", "aks-a100spot1-29141059-vmss", "aks-a100spot2-29141059-vmss"}
+
+    def level(scale_set: str) -> list[int]:
+        return [p for p, patterns in priorities.items() if any(re.fullmatch(x, scale_set) for x in patterns)]
+
+    assert level("aks-a100spot1-29141059-vmss") == level("aks-a100spot2-29141059-vmss") == [max(priorities)]
+    assert level("aks-a100-12345678-vmss") == [min(priorities)] and max(priorities) > min(priorities)
+    assert all(len(level(s)) == 1 for s in scale_sets), "each scale set matches exactly one priority"
+    assert level("aks-a1000-12345678-vmss") == [] and level("aks-a100spot10-1-vmss") == [], "no prefix matches"
+
+
+def test_expander_rules() -> None:
+    with pytest.raises(SpecError, match=r"controlPlane.autoscaler.expander = \"priority\".*ConfigMap"):
+        parse_cluster_spec(edit(spot_pair_spec(), "inCluster.enabled", False))
+    spec = edit(spot_pair_spec(), "controlPlane.autoscaler.expander", "least-waste")
+    _, warnings = parse_cluster_spec(spec)
+    [warning] = [w for w in warnings if w.path == "controlPlane.autoscaler.expander"]
+    assert "a100spot (spot) and a100 (on-demand)" in warning.rule
+    assert not [m for m in kubernetes_manifests(plan_spec(spec)) if m["kind"] == "ConfigMap"
+                and m["metadata"]["name"] == "cluster-autoscaler-priority-expander"]
+
+
+@pytest.mark.parametrize(("edits", "message"), [
+    ([("nodePools.0.balloonNodes", 9)], "holds at most 4 nodes"),
+    ([("nodePools.0.balloonNodes", 1), ("inCluster.enabled", False)], "balloons are pods"),
+])
+def test_balloon_rules(edits: list, message: str) -> None:
+    spec = base_spec()
+    for path, value in edits:
+        spec = edit(spec, path, value)
+    with pytest.raises(SpecError) as error:
+        parse_cluster_spec(spec)
+    assert message in str(error.value) and "nodePools[0].balloonNodes" in str(error.value)
+
+
+# --- Kueue ------------------------------------------------------------------------------------
+
+
+def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
+    plan = plan_spec(preset_spec("fleet"))
+    objects = kubernetes_manifests(plan)
+    flavors = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ResourceFlavor"}
+    # One flavor per InfiniBand pool (a gang never spans two fabrics), one per shape otherwise.
+    assert {"nd96isr-h100-v5-ondemand-research-h100a", "nd96isr-h100-v5-ondemand-research-h100b",
+            "nd96isr-h200-v5-ondemand-research-h200", "nc24ads-a100-v4-ondemand-serving",
+            "nc24ads-a100-v4-spot-serving"} == set(flavors)
+    h100a = flavors["nd96isr-h100-v5-ondemand-research-h100a"]
+    assert h100a["nodeLabels"]["kubernetes.azure.com/agentpool"] == "h100a"
+    assert {"key": "aksgpu.io/team", "operator": "Equal", "value": "research", "effect": "NoSchedule"} in h100a["tolerations"]
+    spot = flavors["nc24ads-a100-v4-spot-serving"]
+    assert spot["nodeLabels"]["kubernetes.azure.com/scalesetpriority"] == "spot"
+    assert any(t["key"] == "kubernetes.azure.com/scalesetpriority" for t in spot["tolerations"])
+    nodes = {node.pool: node.with_state({"aksgpu.io/gpu-health": "passed"}) for node in plan_nodes(plan)}
+    for name, flavor in flavors.items():
+        pod = {"nodeSelector": flavor["nodeLabels"], "tolerations": flavor["tolerations"]}
+        fitting = {pool for pool, node in nodes.items() if fits(pod, node)}
+        assert fitting, f"{name} admits pods that fit no node"
+        if "research-h100a" in name:
+            assert fitting == {"h100a"}
+    queues = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ClusterQueue"}
+    assert set(queues) == {"research", "serving"}
+    research = queues["research"]["resourceGroups"][0]
+    assert research["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in research["flavors"]}
+    assert quotas["nd96isr-h100-v5-ondemand-research-h100a"]["nvidia.com/gpu"] == str(1000 * 8)
+    assert not any("serving" in name for name in quotas), "a team's queue has its own and shared flavors only"
+    serving = [f["name"] for f in queues["serving"]["resourceGroups"][0]["flavors"]]
+    assert serving.index("nc24ads-a100-v4-ondemand-serving") < serving.index("nc24ads-a100-v4-spot-serving")
+    local = {(m["metadata"]["namespace"], m["spec"]["clusterQueue"]) for m in objects if m["kind"] == "LocalQueue"}
+    assert local == {("research", "research"), ("serving", "serving")}
+    assert queues["research"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "research"}}
+
+
+def test_kueue_waits_for_pods_ready_and_runs_on_the_system_pool() -> None:
+    plan = plan_spec(preset_spec("fleet"))
+    [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
+    config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["waitForPodsReady"]["timeout"] == "10m" and config["waitForPodsReady"]["blockAdmission"] is True
+    manager = release.inputs["values"]["controllerManager"]
+    assert manager["nodeSelector"] == {"kubernetes.azure.com/mode": "system"}
+    queue = next(r for r in plan.resources if r.type.endswith(":ClusterQueue"))
+    assert release.urn in queue.dependencies, "Kueue's objects wait for its CRDs"
+
+
+def test_kueue_needs_teams_and_a_gpu_quota_caps_each_flavor() -> None:
+    with pytest.raises(SpecError, match="no team is declared"):
+        parse_cluster_spec(edit(base_spec(), "gangScheduling.enabled", True))
+    spec = edit(edit(edit(preset_spec("fleet"), "access.teams", [{"name": "research", "quota": {"gpus": 64}},
+                                                                 {"name": "serving"}]), "gangScheduling.enabled", True),
+                "gangScheduling.podsReadyTimeoutMinutes", 30)
+    queues = {m["metadata"]["name"]: m for m in kubernetes_manifests(plan_spec(spec)) if m["kind"] == "ClusterQueue"}
+    for flavor in queues["research"]["spec"]["resourceGroups"][0]["flavors"]:
+        gpus = next(r["nominalQuota"] for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")
+        assert int(gpus) <= 64
+
+
+# --- InfiniBand -------------------------------------------------------------------------------
+
+
+def _ib_pool(name: str, zones: list[str], **extra: object) -> dict:
+    return {"name": name, "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": zones, "minCount": 0,
+            "maxCount": 8, "gpu": {"driver": "None"}, **extra}
+
+
+def test_an_infiniband_pool_over_several_zones_is_refused() -> None:
+    with pytest.raises(SpecError) as error:
+        parse_cluster_spec(edit(base_spec(), "nodePools.0", _ib_pool("h100", ["1", "2"])))
+    assert 'nodePools[0].zones = ["1", "2"]' in str(error.value) and "one zone" in str(error.value)
+
+
+def test_look_alike_infiniband_pools_are_refused_unless_told_apart() -> None:
+    spec = edit(edit(base_spec(), "nodePools.0", _ib_pool("h100a", ["1"])), "nodePools.1", _ib_pool("h100b", ["2"]))
+    with pytest.raises(SpecError) as error:
+        parse_cluster_spec(spec)
+    assert 'AKS pool "h100b" looks like "h100a"' in str(error.value) and "aksgpu.io/ib-domain" in str(error.value)
+    parse_cluster_spec(edit(spec, "nodePools.1.labels", {"aksgpu.io/ib-domain": "h100b"}))
+    parse_cluster_spec(edit(spec, "controlPlane.autoscaler.balanceSimilarNodeGroups", False))
+    per_zone = edit(base_spec(), "nodePools.0", _ib_pool("h100", ["1", "2"], perZone=True))
+    with pytest.raises(SpecError, match="set perZone: false and declare one pool per zone"):
+        parse_cluster_spec(per_zone)
