@@ -175,6 +175,8 @@ class OidcSettings:
     """None: the secrets provider is not an Azure Key Vault key (no Key Vault role)."""
     key: str | None = None
     external: tuple[ExternalResource, ...] = field(default_factory=tuple)
+    kubernetes_authorization: str | None = None
+    """How the in-cluster layer is authorized: azure-rbac or kubernetes-rbac; None: no in-cluster layer."""
 
     @property
     def repo_name(self) -> str:
@@ -319,6 +321,7 @@ def oidc_settings(environment: str, repo: str, branch: str, subscription: str | 
         resource_group=spec.resource_group.name, creates_resource_group=spec.resource_group.create,
         backend_url=target.backend_url, storage_account=account, container=container, key_vault=vault, key=key,
         external=external_resources(spec, subscription),
+        kubernetes_authorization=spec.access.authorization if spec.in_cluster.enabled else None,
     )
 
 
@@ -365,6 +368,13 @@ def identities(settings: OidcSettings) -> list[Identity]:
               "the program assigns roles; the condition allows only " + ", ".join(PROGRAM_ASSIGNED_ROLES)
               + " and only to service principals and groups", conditional=True),
     ]
+    if s.kubernetes_authorization == "azure-rbac":
+        # The in-cluster layer goes through the Kubernetes API, where Azure RBAC decides.
+        plan_grants.append(Grant("Azure Kubernetes Service RBAC Reader", s.azure_scope,
+                                 "read the cluster's Kubernetes objects a preview compares with"))
+        deploy_grants.append(Grant("Azure Kubernetes Service RBAC Cluster Admin", s.azure_scope,
+                                   "apply the in-cluster layer (namespaces, cluster-wide RBAC, DaemonSets, Helm "
+                                   "releases) through the Kubernetes API"))
     if s.state_scope:
         plan_grants.append(Grant("Storage Blob Data Reader", s.state_scope,
                                  f"read the state in container {s.container} (a preview takes no lock)"))
@@ -562,6 +572,13 @@ def notes(settings: OidcSettings) -> list[str]:
                      "roles are assigned.")
     if s.key_vault is None:
         found.append("the secrets provider is not an Azure Key Vault key: no Key Vault role is assigned.")
+    if s.kubernetes_authorization == "kubernetes-rbac":
+        found.append(f"{s.environment} uses Kubernetes RBAC, so no Azure role lets the deploy identity apply the "
+                     "in-cluster layer: add its service principal (${DEPLOY_SP_ID}) to one of the groups in "
+                     "access.aad.adminGroupObjectIds (az ad group member add --group GROUP --member-id "
+                     "${DEPLOY_SP_ID}), or switch to access.authorization: azure-rbac. Previews need no rights in "
+                     "the cluster: the Kubernetes provider falls back to a client-side diff when the API refuses "
+                     "a dry run.")
     for resource in s.external:
         found.append(f"{resource.field} points outside the identities' Azure scope ({resource.resource_id}); "
                      f"nothing is granted there. The deploy identity needs {resource.needs}.")

@@ -28,6 +28,7 @@ from cli.ci_oidc import (
     identities,
     input_problems,
     oidc_script,
+    notes,
     oidc_steps,
     parse_azblob_backend,
     parse_key_vault_provider,
@@ -370,6 +371,17 @@ def test_plan_is_read_only_and_deploy_may_only_assign_through_the_condition() ->
     assert {grant.role for grant in deploy.grants} == DEPLOY_ROLES
     assert not any(grant.conditional for grant in plan.grants)
     assert [grant.role for grant in deploy.grants if grant.conditional] == ["Role Based Access Control Administrator"]
+
+
+def test_the_in_cluster_layer_gets_kubernetes_rights_through_azure_rbac_or_a_note() -> None:
+    plan, deploy = identities(_settings(kubernetes_authorization="azure-rbac"))
+    assert {grant.role for grant in plan.grants} - PLAN_ROLES == {"Azure Kubernetes Service RBAC Reader"}
+    assert {grant.role for grant in deploy.grants} - DEPLOY_ROLES == {"Azure Kubernetes Service RBAC Cluster Admin"}
+    assert not any("adminGroupObjectIds" in note for note in notes(_settings(kubernetes_authorization="azure-rbac")))
+    plan, deploy = identities(_settings(kubernetes_authorization="kubernetes-rbac"))
+    assert {grant.role for grant in deploy.grants} == DEPLOY_ROLES, "no Azure role reaches Kubernetes RBAC"
+    [note] = [n for n in notes(_settings(kubernetes_authorization="kubernetes-rbac")) if "Kubernetes RBAC" in n]
+    assert "access.aad.adminGroupObjectIds" in note and "az ad group member add" in note
 
 
 def test_role_condition_limits_roles_and_principal_types() -> None:
