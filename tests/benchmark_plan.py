@@ -33,7 +33,9 @@ def generated_spec(pools: int, nodes_per_pool: int) -> dict:
         "network": {"podCidr": "10.128.0.0/10", "dataplane": "cilium", "policy": "cilium"},
         "nodePools": [
             {"name": f"gpu{i}", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": [str(i % 3 + 1)],
-             "minCount": 0, "maxCount": nodes_per_pool}
+             "minCount": 0, "maxCount": nodes_per_pool,
+             # One InfiniBand domain per pool, told apart for the autoscaler (the spec requires it).
+             "labels": {"aksgpu.io/ib-domain": f"gpu{i}"}}
             for i in range(pools)
         ],
         "access": {"aad": {"adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"]}},

@@ -165,8 +165,9 @@ def test_rechecks_take_whole_idle_nodes_and_never_scale_or_preempt(plan: Any) ->
     priority = find_object(plan, "PriorityClass", "aksgpu-gpu-recheck")
     # cluster-autoscaler: pods below priority -10 are expendable and never trigger a scale-up.
     assert priority["value"] == RECHECK_PRIORITY < -10 and priority["preemptionPolicy"] == "Never"
-    job = find_object(plan, "CronJob", "aksgpu-gpu-recheck-h100")
+    job = find_object(plan, "CronJob", "aksgpu-gpu-recheck-8gpu-operator")
     assert job["spec"]["schedule"] == "17 */6 * * *" and job["spec"]["concurrencyPolicy"] == "Forbid"
+    assert job["spec"]["jobTemplate"]["spec"]["parallelism"] == 1, "nodesPerPool (1) for its one pool"
     pod = _pod(job)
     assert pod["priorityClassName"] == "aksgpu-gpu-recheck" and pod["runtimeClassName"] == "nvidia"
     check = _containers(pod)["check"]
@@ -177,8 +178,22 @@ def test_rechecks_take_whole_idle_nodes_and_never_scale_or_preempt(plan: Any) ->
         "nodeSelectorTerms"][0]["matchExpressions"]
     assert {"key": objects.HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]} in expressions
     assert not any(t["key"] == objects.GATE_TAINT_KEY for t in pod["tolerations"])
-    a100 = _pod(find_object(plan, "CronJob", "aksgpu-gpu-recheck-a100"))
+    a100 = _pod(find_object(plan, "CronJob", "aksgpu-gpu-recheck-1gpu"))
     assert _containers(a100)["check"]["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    assert "runtimeClassName" not in a100
+
+
+def test_pools_of_one_shape_share_a_recheck() -> None:
+    spec = edit(edit(base_spec(), "nodePools.1", {"name": "a100b", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4",
+                                                  "zones": ["1", "2"], "perZone": True, "minCount": 0, "maxCount": 2}),
+                "gpuHealth.recheck.nodesPerPool", 3)
+    jobs = [m for m in kubernetes_manifests(plan_spec(spec)) if m["kind"] == "CronJob"]
+    assert [j["metadata"]["name"] for j in jobs] == ["aksgpu-gpu-recheck-1gpu"]
+    template = jobs[0]["spec"]["jobTemplate"]["spec"]
+    assert template["parallelism"] == template["completions"] == 6, "3 nodes for each of the two pools"
+    pools = template["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert pools == ["a100", "a100b1", "a100b2"]
 
 
 # --- node_gate.py against a stand-in API server ---------------------------------------------

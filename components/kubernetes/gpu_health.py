@@ -36,7 +36,6 @@ from components.kubernetes.objects import (
     labels,
     metadata,
     pool_affinity,
-    pool_targets,
     pool_tolerations,
 )
 from components.spec import ClusterSpec
@@ -60,6 +59,7 @@ CHECK_WRAPPER = (
     'echo "aksgpu: check exited with $code"; exit 0'
 )
 RECHECK_PRIORITY = -20  # below the autoscaler's expendable cutoff (-10): never triggers a scale-up
+MAX_RECHECK_PODS = 100  # per run and CronJob, however many pools share it
 
 
 @dataclass
@@ -318,13 +318,30 @@ def gate_daemonset(spec: ClusterSpec, namespace: str, name: str, targets: list[P
     }
 
 
-def recheck_cronjob(spec: ClusterSpec, namespace: str, pool_name: str, targets: list[PoolTarget],
+def recheck_groups(spec: ClusterSpec) -> dict[str, tuple[list[PoolTarget], int, bool]]:
+    """Re-check CronJob name -> (agent pools, GPUs per node, GPU Operator pools?). Pools whose nodes
+    advertise as many GPUs and share a driver mode share one CronJob (a pod takes a whole node)."""
+    groups: dict[str, tuple[list[PoolTarget], int, bool]] = {}
+    operator = operator_targets(spec)
+    for target in [*device_plugin_targets(spec), *operator_targets(spec)]:
+        gpus = target.pool.gpus_per_node
+        if not gpus:
+            continue
+        is_operator = target in operator
+        name = f"{RECHECK}-{gpus}gpu" + ("-operator" if is_operator else "")
+        groups.setdefault(name, ([], gpus, is_operator))[0].append(target)
+    return groups
+
+
+def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[PoolTarget],
                     gpus: int, operator: bool) -> dict[str, Any]:
-    """Re-checks of one pool: pods that each take all GPUs of an idle, admitted node."""
+    """Re-checks of pools with `gpus` per node: pods that each take all GPUs of an idle, admitted
+    node; nodesPerPool nodes per spec pool per run."""
     recheck = spec.gpu_health.recheck
     gate = spec.gpu_health.gate
-    name = f"{RECHECK}-{pool_name}"
-    pod_labels = {**labels(RECHECK), "aksgpu.io/recheck-pool": pool_name}
+    pools = len({id(target.pool) for target in targets})
+    nodes = min(recheck.nodes_per_pool * pools, MAX_RECHECK_PODS)
+    pod_labels = {**labels(RECHECK), "aksgpu.io/recheck": name}
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
@@ -334,7 +351,7 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, pool_name: str, targets: 
             **pool_affinity(targets, {"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}),
             # One re-check per node.
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                "labelSelector": {"matchLabels": {"aksgpu.io/recheck-pool": pool_name}},
+                "labelSelector": {"matchLabels": {"aksgpu.io/recheck": name}},
                 "topologyKey": "kubernetes.io/hostname"}]},
         },
         "tolerations": pool_tolerations(targets),
@@ -354,8 +371,8 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, pool_name: str, targets: 
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {"spec": {
-                "parallelism": recheck.nodes_per_pool,
-                "completions": recheck.nodes_per_pool,
+                "parallelism": nodes,
+                "completions": nodes,
                 "backoffLimit": 0,
                 # Pods that find no idle node stay pending until this ends the run.
                 "activeDeadlineSeconds": gate.timeout_seconds + 1800,
@@ -484,12 +501,8 @@ class GpuHealth(pulumi.ComponentResource):
                 preemption_policy="Never", global_default=False,
                 description="aksgpu GPU re-checks: run only on idle nodes, never preempt, never trigger a scale-up",
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
-            for pool in spec.node_pools:
-                targets = pool_targets(spec, lambda candidate, pool=pool: candidate is pool)
-                if not any(t in install or t in operator for t in targets) or not pool.gpus_per_node:
-                    continue
-                manifest = recheck_cronjob(spec, ns, pool.name, targets, pool.gpus_per_node,
-                                           operator=targets[0] in operator)
-                k8s.batch.v1.CronJob(f"{name}-recheck-{pool.name}", metadata=manifest["metadata"],
+            for job_name, (targets, gpus, is_operator) in recheck_groups(spec).items():
+                manifest = recheck_cronjob(spec, ns, job_name, targets, gpus, is_operator)
+                k8s.batch.v1.CronJob(f"{name}-{job_name.removeprefix('aksgpu-gpu-')}", metadata=manifest["metadata"],
                                      spec=manifest["spec"], opts=pulumi.ResourceOptions.merge(
                                          ready, pulumi.ResourceOptions(depends_on=[priority])))

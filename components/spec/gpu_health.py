@@ -82,11 +82,11 @@ class Recheck(SpecModel):
     """Periodic re-checks of idle GPU nodes that passed the gate (OpenAI's "active tests" CronJob)."""
 
     enabled: bool = True
-    """Re-run the check on idle GPU nodes on a schedule: one CronJob per GPU pool whose pods each take a whole node's GPUs, at a priority so low that they never preempt work or trigger a scale-up."""
+    """Re-run the check on idle GPU nodes on a schedule: a CronJob per GPU node shape (GPUs per node and driver mode) whose pods each take a whole node's GPUs, at a priority so low that they never preempt work or trigger a scale-up."""
     schedule: Schedule = "17 */6 * * *"
     """Cron schedule (UTC) of the re-checks; default every 6 hours at minute 17."""
     nodes_per_pool: int = Field(default=1, ge=1, le=100)
-    """Idle nodes each run re-checks per pool (1-100); a run that finds fewer idle nodes checks those it finds."""
+    """Idle nodes each run re-checks per pool (1-100; at most 100 per CronJob); a run that finds fewer idle nodes checks those it finds."""
 
 
 class GpuHealth(SpecModel):
