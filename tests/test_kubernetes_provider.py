@@ -107,7 +107,8 @@ def test_the_provider_gets_the_converted_kubeconfig_as_a_secret() -> None:
     # Only a new cluster name replaces the provider (and with it every object); a new login mode
     # or endpoint is an update (pulumi-kubernetes DiffConfig and clusterIdentifier).
     assert provider["clusterIdentifier"] == "gpu-test"
-    assert provider["deleteUnreachable"] == "true"  # provider configuration travels as strings
+    # An unreachable (private) cluster is an error, never a reason to forget its objects.
+    assert "deleteUnreachable" not in provider
     assert recorded["kubernetes:core/v1:Namespace"]["metadata"]["name"] == "aksgpu-system"
 
 

@@ -47,8 +47,8 @@ class ClusterKubernetes(pulumi.ComponentResource):
             f"{name}-provider",
             kubeconfig=pulumi.Output.secret(kubeconfig),
             cluster_identifier=spec.name,
-            # A deleted cluster takes its objects with it; forget them instead of failing the destroy.
-            delete_unreachable=True,
+            # deleteUnreachable stays off: a private API server is unreachable from outside its
+            # VNet, and a refresh from there must fail, not drop every object from the state.
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
