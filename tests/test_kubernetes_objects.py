@@ -147,6 +147,10 @@ def test_kueue_values_and_configuration_use_its_own_keys(specs_and_plans: dict[s
         assert unknown_value_paths(release["values"], chart_values, set()) == []
         config = yaml.safe_load(release["values"]["managerConfig"]["controllerManagerConfigYaml"])
         concurrency = config["controller"].pop("groupKindConcurrency")  # keys there are kinds, not fields
+        # A metav1.LabelSelector (configuration_types.go): its own fields, not the Configuration's.
+        selector = config.pop("managedJobsNamespaceSelector")
+        assert set(selector) <= {"matchLabels", "matchExpressions"} and "managedJobsNamespaceSelector" in fields
+        assert all(set(e) <= {"key", "operator", "values"} for e in selector.get("matchExpressions", []))
         assert set(concurrency) <= set(default_config["controller"]["groupKindConcurrency"])
         unknown = mapping_keys(config) - fields - {"apiVersion", "kind"}
         assert not unknown, f"keys that are no field of Kueue's Configuration: {unknown}"

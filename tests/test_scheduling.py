@@ -140,6 +140,12 @@ def test_kueue_waits_for_pods_ready_and_runs_on_the_system_pool() -> None:
     [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
     config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["waitForPodsReady"]["timeout"] == "10m" and config["waitForPodsReady"]["blockAdmission"] is True
+    # The team namespaces carry aksgpu.io/team; aksgpu-system and gpu-operator do not.
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "aksgpu.io/team", "operator": "Exists"}]}
+    namespaces = {m["metadata"]["name"]: m["metadata"]["labels"] for m in kubernetes_manifests(plan)
+                  if m["kind"] == "Namespace"}
+    assert {name for name, labels in namespaces.items() if "aksgpu.io/team" in labels} == {"research", "serving"}
     manager = release.inputs["values"]["controllerManager"]
     assert manager["nodeSelector"] == {"kubernetes.azure.com/mode": "system"}
     queue = next(r for r in plan.resources if r.type.endswith(":ClusterQueue"))

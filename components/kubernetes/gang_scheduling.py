@@ -112,6 +112,9 @@ def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
             "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
             "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 300, "burst": 500},
+        # Kueue manages (and its pod webhooks, failurePolicy Fail, see) team namespaces only, so
+        # aksgpu's node agents and the GPU Operator never wait on Kueue (chart templates/webhook).
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_KEY, "operator": "Exists"}]},
         "waitForPodsReady": {
             "timeout": f"{spec.gang_scheduling.pods_ready_timeout_minutes}m",
             "blockAdmission": True,
