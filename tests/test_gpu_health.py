@@ -381,3 +381,24 @@ def test_wait_for_driver(tmp_path: Path) -> None:
     assert node_gate.wait_for_driver(str(tmp_path), timeout_seconds=0.05, interval=0.01) is False
     (tmp_path / "toolkit-ready").write_text("")
     assert node_gate.wait_for_driver(str(tmp_path), timeout_seconds=0.05, interval=0.01) is True
+
+
+@pytest.mark.parametrize(("hostengine", "diag", "code"), [(0, 0, "0"), (0, 226, "1"), (1, 0, "2")])
+def test_the_default_check_maps_dcgm_onto_the_contract(tmp_path: Path, hostengine: int, diag: int, code: str) -> None:
+    """The default command, run by the wrapper with stand-ins for nv-hostengine and dcgmi."""
+    from components.spec.gpu_health import DEFAULT_CHECK_COMMAND
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, status in (("nv-hostengine", hostengine), ("dcgmi", diag)):
+        (bin_dir / name).write_text(f"#!/bin/sh\necho '{{\"tool\": \"{name}\"}}'\nexit {status}\n")
+        (bin_dir / name).chmod(0o755)
+    results = tmp_path / "results"
+    results.mkdir()
+    env = {"AKSGPU_RESULTS": str(results), "AKSGPU_TIMEOUT_SECONDS": "5", "AKSGPU_REPORT": str(results / "report.json"),
+           "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    subprocess.run(["sh", "-c", CHECK_WRAPPER, "aksgpu-check", *DEFAULT_CHECK_COMMAND], env=env, check=True,
+                   capture_output=True)
+    assert (results / node_gate.EXIT_CODE_FILE).read_text().strip() == code
+    if code != "2":
+        assert json.loads((results / "report.json").read_text()) == {"tool": "dcgmi"}

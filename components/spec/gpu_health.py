@@ -36,10 +36,11 @@ Schedule = Annotated[
 
 # DCGM diagnostics level 2 (memory and PCIe tests, about two minutes), with nv-hostengine
 # started first and the JSON report where the contract says. A real check until aksgpu's own
-# checker program replaces it; `dcgmi diag` exits non-zero when a test fails.
+# checker program replaces it. Mapped onto the contract: the host engine not starting is 2 (the
+# check could not run); `dcgmi diag` exiting non-zero (a test failed) is 1.
 DEFAULT_CHECK_COMMAND = [
     "sh", "-c",
-    'nv-hostengine >/dev/null && dcgmi diag --run 2 --json > "$AKSGPU_REPORT"',
+    'nv-hostengine >/dev/null || exit 2; dcgmi diag --run 2 --json > "$AKSGPU_REPORT" || exit 1',
 ]
 
 
