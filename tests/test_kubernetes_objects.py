@@ -23,7 +23,7 @@ from cli.manifests import MARKER_FILE
 from cli.planner import Plan
 from cli.presets import preset_names
 from components.spec import parse_cluster_spec
-from tests.helpers import SHARED, base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
+from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.azure_openapi import AksOpenApi
 from tests.oracles.kubernetes import (
     DATA,
@@ -199,8 +199,8 @@ def test_alert_rules_parse_as_promql_and_use_exported_metrics() -> None:
         promql_parser.parse("increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m] > 0")
 
 
-@pytest.mark.skipif(not (SHARED / "specs").is_dir(), reason="../shared/specs is not beside the repo")
 def test_the_alert_rule_group_validates_against_azures_openapi_spec() -> None:
+    """Azure's spec and the common types it refers to are in tests/data (not ../shared)."""
     spec = AksOpenApi(DATA / "azure-rest-api" / "alertsmanagement" / "resource-manager" / "Microsoft.AlertsManagement"
                       / "PrometheusRuleGroups" / "stable" / "2023-03-01" / "PrometheusRuleGroups.json")
     [group] = _managed_prometheus_plan().by_type("azure-native:alertsmanagement:PrometheusRuleGroup")
