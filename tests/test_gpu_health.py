@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -98,25 +99,50 @@ def test_both_exporters_read_the_list_and_one_pod_monitor_scrapes_them(plan: Any
 # --- the gate -------------------------------------------------------------------------------
 
 
-def test_one_gate_per_driver_mode_on_undecided_gpu_nodes(plan: Any) -> None:
+def test_the_gate_daemonsets_per_driver_mode(plan: Any) -> None:
     aks = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-aks-driver"))
-    operator = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-operator"))
-    for pod in (aks, operator):
-        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        [term] = terms
-        assert {"key": objects.HEALTH_LABEL, "operator": "NotIn", "values": ["passed", "failed", "unchecked"]} in \
-            term["matchExpressions"]
+    hold = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-operator-hold"))
+    check = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-operator"))
+
+    def health_expression(pod: dict[str, Any]) -> dict[str, Any]:
+        [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        return next(e for e in term["matchExpressions"] if e["key"] == objects.HEALTH_LABEL)
+
+    undecided = {"key": objects.HEALTH_LABEL, "operator": "NotIn", "values": ["passed", "failed", "unchecked"]}
+    assert health_expression(aks) == health_expression(hold) == undecided
+    assert health_expression(check) == {"key": objects.HEALTH_LABEL, "operator": "In", "values": ["pending"]}
+    for pod in (aks, hold, check):
         assert {"key": objects.GATE_TAINT_KEY, "operator": "Equal", "value": "pending", "effect": "NoSchedule"} in \
             pod["tolerations"]
-        assert [c["name"] for c in pod["initContainers"]][0] == "pending"
-        assert pod["initContainers"][-1]["name"] == "check" and pod["containers"][0]["name"] == "verdict"
-    assert "runtimeClassName" not in aks and operator["runtimeClassName"] == "nvidia"
-    assert [c["name"] for c in operator["initContainers"]] == ["pending", "wait-for-driver", "check"]
+    assert [c["name"] for c in aks["initContainers"]] == ["pending", "check"] and aks["containers"][0]["name"] == "verdict"
+    assert [c["name"] for c in hold["initContainers"]] == ["pending"] and hold["containers"][0]["name"] == "hold"
+    assert "--hold-device-plugin" in hold["initContainers"][0]["command"]
+    assert [c["name"] for c in check["initContainers"]] == ["wait-for-driver", "check"]
+    assert "--release-device-plugin" in check["containers"][0]["command"]
+    assert "runtimeClassName" not in aks and "runtimeClassName" not in hold and check["runtimeClassName"] == "nvidia"
+    pending = aks["initContainers"][0]["command"]
+    assert pending[pending.index("--gate-daemonset") + 1] == "aksgpu-system/aksgpu-gpu-gate-aks-driver"
+    assert aks["initContainers"][0]["image"] == "mcr.microsoft.com/azurelinux/base/python:3.12"
+
+
+def test_a_watchdog_fails_nodes_pending_too_long(plan: Any) -> None:
+    job = find_object(plan, "CronJob", "aksgpu-gpu-gate-watchdog")
+    pod = _pod(job)
+    assert pod["serviceAccountName"] == "aksgpu-gpu-gate-watchdog"
+    assert pod["nodeSelector"] == {"kubernetes.azure.com/mode": "system"}
+    command = pod["containers"][0]["command"]
+    # The gate's 600 s limit plus 20 minutes for image pulls and the operator's driver.
+    assert command[command.index("--max-pending-minutes") + 1] == "30"
 
 
 def test_only_the_gate_steps_hold_the_node_rights(plan: Any) -> None:
     role = find_object(plan, "ClusterRole", "aksgpu-gpu-health")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    watchdog = find_object(plan, "ClusterRole", "aksgpu-gpu-gate-watchdog")
+    assert watchdog["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    own = find_object(plan, "Role", "aksgpu-gpu-health")
+    assert own["rules"] == [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"], "resourceNames": [
+        "aksgpu-gpu-gate-aks-driver", "aksgpu-gpu-gate-operator", "aksgpu-gpu-gate-operator-hold"]}]
     binding = find_object(plan, "ClusterRoleBinding", "aksgpu-gpu-health")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "aksgpu-gpu-health", "namespace": "aksgpu-system"}]
     for obj in kubernetes_manifests(plan):
@@ -127,7 +153,7 @@ def test_only_the_gate_steps_hold_the_node_rights(plan: Any) -> None:
         for name, container in _containers(pod).items():
             mounts = {m["name"] for m in container.get("volumeMounts", [])}
             holds_token = "api-token" in mounts
-            assert holds_token == (name in ("pending", "verdict")), f"{obj['metadata']['name']}/{name}"
+            assert holds_token == (name in ("pending", "verdict", "watchdog")), f"{obj['metadata']['name']}/{name}"
             if holds_token:
                 assert container["securityContext"]["runAsNonRoot"] is True
                 assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -187,7 +213,8 @@ def test_pools_of_one_shape_share_a_recheck() -> None:
     spec = edit(edit(base_spec(), "nodePools.1", {"name": "a100b", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4",
                                                   "zones": ["1", "2"], "perZone": True, "minCount": 0, "maxCount": 2}),
                 "gpuHealth.recheck.nodesPerPool", 3)
-    jobs = [m for m in kubernetes_manifests(plan_spec(spec)) if m["kind"] == "CronJob"]
+    jobs = [m for m in kubernetes_manifests(plan_spec(spec)) if m["kind"] == "CronJob"
+            and m["metadata"]["name"].startswith("aksgpu-gpu-recheck")]
     assert [j["metadata"]["name"] for j in jobs] == ["aksgpu-gpu-recheck-1gpu"]
     template = jobs[0]["spec"]["jobTemplate"]["spec"]
     assert template["parallelism"] == template["completions"] == 6, "3 nodes for each of the two pools"
@@ -238,6 +265,13 @@ def api_server() -> Iterator[tuple[str, FakeApi]]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:  # noqa: N802
+            if self.path.startswith("/api/v1/nodes?"):
+                # labelSelector key=value, as the watchdog sends it
+                selector = self.path.split("labelSelector=", 1)[1]
+                key, _, value = urllib.parse.unquote(selector).partition("=")
+                labels = state.node["metadata"].get("labels") or {}
+                self._reply(200, {"items": [state.node] if labels.get(key) == value else []})
+                return
             self._reply(200, state.node)
 
         def do_PATCH(self) -> None:  # noqa: N802
@@ -267,6 +301,7 @@ def api_server() -> Iterator[tuple[str, FakeApi]]:
 
 
 NOW = datetime.datetime(2026, 11, 24, 12, 0, tzinfo=datetime.timezone.utc)
+GATE_SINCE = NOW - datetime.timedelta(hours=2)  # when the gate's DaemonSet was created
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
@@ -285,21 +320,40 @@ def test_a_new_node_is_tainted_and_labelled_pending(api_server: tuple[str, FakeA
     url, state = api_server
     state.node = _node(minutes_old=2)
     api = node_gate.Api(url, None, None)
-    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), 15, now=NOW) == "tainted"
+    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == "tainted"
     assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "pending"
+    assert state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] == "2026-11-24T12:00:00Z"
+    assert node_gate.DEVICE_PLUGIN_LABEL not in state.node["metadata"]["labels"]
     assert _gate_taints(state.node) == [{"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
     assert GPU_TAINT in state.node["spec"]["taints"], "the pool's own taints stay"
     assert not (tmp_path / node_gate.SKIP_FILE).exists()
     # A restarted gate pod changes nothing on a pending node and checks it again.
-    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), 15, now=NOW) == "tainted"
+    later = NOW + datetime.timedelta(minutes=40)
+    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, now=later) == "tainted"
     assert len(_gate_taints(state.node)) == 1
+    assert state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] == "2026-11-24T12:00:00Z"
+
+
+def test_a_node_of_a_gpu_operator_pool_is_held_from_the_device_plugin(api_server: tuple[str, FakeApi],
+                                                                      tmp_path: Path) -> None:
+    url, state = api_server
+    # The operator may have labelled the node first; the gate's "false" overrides it.
+    state.node = _node(minutes_old=1, labels={node_gate.DEVICE_PLUGIN_LABEL: "true"})
+    api = node_gate.Api(url, None, None)
+    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, hold_device_plugin=True, now=NOW) == \
+        "tainted"
+    assert state.node["metadata"]["labels"][node_gate.DEVICE_PLUGIN_LABEL] == "false"
+    (tmp_path / node_gate.EXIT_CODE_FILE).write_text("0")
+    assert node_gate.verdict(api, "aks-h100-1", str(tmp_path), release_device_plugin=True, now=NOW) == "passed"
+    assert node_gate.DEVICE_PLUGIN_LABEL not in state.node["metadata"]["labels"], "the operator sets it again"
 
 
 def test_a_node_that_predates_the_gate_is_labelled_unchecked_not_tainted(api_server: tuple[str, FakeApi],
                                                                          tmp_path: Path) -> None:
     url, state = api_server
     state.node = _node(minutes_old=240)
-    assert node_gate.pending(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), 15, now=NOW) == "unchecked"
+    assert node_gate.pending(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == \
+        "unchecked"
     assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "unchecked"
     assert not _gate_taints(state.node)
     assert (tmp_path / node_gate.SKIP_FILE).exists()
@@ -402,3 +456,27 @@ def test_the_default_check_maps_dcgm_onto_the_contract(tmp_path: Path, hostengin
     assert (results / node_gate.EXIT_CODE_FILE).read_text().strip() == code
     if code != "2":
         assert json.loads((results / "report.json").read_text()) == {"tool": "dcgmi"}
+
+
+def test_the_watchdog_fails_nodes_pending_too_long(api_server: tuple[str, FakeApi]) -> None:
+    url, state = api_server
+    api = node_gate.Api(url, None, None)
+    gate_taint = {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
+    state.node = _node(90, {node_gate.HEALTH_LABEL: "pending"}, [GPU_TAINT, gate_taint])
+    state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] = "2026-11-24T11:45:00Z"
+    assert node_gate.watchdog(api, 30, now=NOW) == [], "15 minutes pending is within the limit"
+    assert node_gate.watchdog(api, 10, now=NOW) == ["aks-h100-1"]
+    node = state.node
+    assert node["spec"]["unschedulable"] is True and node["spec"]["taints"] == [GPU_TAINT]
+    assert node["metadata"]["labels"][node_gate.FAILED_CHECK_LABEL] == "gate-timeout"
+    assert node_gate.PENDING_SINCE_ANNOTATION not in node["metadata"]["annotations"]
+    assert node_gate.watchdog(api, 10, now=NOW) == [], "a failed node is no longer pending"
+
+
+def test_a_repaired_node_handed_back_is_checked_again(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:
+    """An operator removes the failed label (kubectl label node X aksgpu.io/gpu-health-) from an old node."""
+    url, state = api_server
+    state.node = _node(600)
+    state.node["metadata"]["annotations"][node_gate.CHECKED_AT_ANNOTATION] = "2026-11-20T10:00:00Z"
+    assert node_gate.pending(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == \
+        "tainted"

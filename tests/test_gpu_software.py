@@ -155,22 +155,36 @@ def test_gpu_agents_run_on_gpu_pools_only(preset_plans: dict[str, Plan], example
                     f"{name}: the operator's node feature discovery worker fits {node.pool}"
 
 
-def test_no_gpu_is_advertised_before_the_gate_has_tainted_the_node(preset_plans: dict[str, Plan]) -> None:
+def test_no_gpu_is_advertised_before_the_gate_has_passed_the_node(preset_plans: dict[str, Plan]) -> None:
+    """A new GPU node: no GPU advertised until its verdict, whichever component would advertise
+    them; the gate's taint (a cluster-autoscaler startup taint) comes from a pod that needs no
+    GPU runtime, so it can run before the GPU Operator has installed anything."""
     for name, plan in preset_plans.items():
         taint = gate_taint(plan)
         assert taint and taint.startswith(STARTUP_TAINT_PREFIX), f"{name}: the gate uses a startup taint"
+        gates = [r for r in plan.by_type("kubernetes:apps/v1:DaemonSet") if r.inputs["metadata"]["name"].startswith(
+            "aksgpu-gpu-gate")]
         for node in plan_nodes(plan):
             if not node.gpus:
                 continue
-            gate = [r for r in plan.by_type("kubernetes:apps/v1:DaemonSet")
-                    if r.inputs["metadata"]["name"].startswith("aksgpu-gpu-gate") and fits(_pod_spec(r), node)]
-            assert len(gate) == 1, f"{name}: exactly one gate DaemonSet runs on a new {node.pool} node"
-            for spec in device_plugins(plan):
-                assert not fits(spec, node), f"{name}: the device plugin would start on an ungated {node.pool} node"
-            pending = node.with_state({"aksgpu.io/gpu-health": "pending"}, [taint])
-            assert len(advertisers(plan, pending)) == 1, "the GPUs are advertised while the check holds the node"
-            decided = node.with_state({"aksgpu.io/gpu-health": "passed"})
-            assert not any(fits(_pod_spec(r), decided) for r in gate), "a decided node leaves the gate"
+            first = [g for g in gates if fits(_pod_spec(g), node)]
+            assert len(first) == 1, f"{name}: exactly one gate DaemonSet takes a new {node.pool} node"
+            assert "runtimeClassName" not in _pod_spec(first[0]), "the first step needs no GPU runtime"
+            assert _pod_spec(first[0])["initContainers"][0]["name"] == "pending"
+            pending_args = _pod_spec(first[0])["initContainers"][0]["command"]
+            pending = node.with_state({"aksgpu.io/gpu-health": "pending", **(
+                {"nvidia.com/gpu.deploy.device-plugin": "false"} if "--hold-device-plugin" in pending_args else {})},
+                [taint])
+            # aksgpu's device plugin waits for a verdict; the GPU Operator's cannot start before its
+            # driver is installed (minutes), long after the hold step (no GPU runtime needed) ran.
+            assert not any(fits(spec, node) for spec in device_plugins(plan)), f"{name}: on a new {node.pool} node"
+            assert advertisers(plan, pending) == [], f"{name}: GPUs advertised on {node.pool} under check"
+            checks = [g for g in gates if fits(_pod_spec(g), pending) and any(
+                c["name"] == "check" for c in _pod_spec(g)["initContainers"])]
+            assert len(checks) == 1, f"{name}: one check runs on a pending {node.pool} node"
+            passed = node.with_state({"aksgpu.io/gpu-health": "passed"})
+            assert len(advertisers(plan, passed)) == 1
+            assert not any(fits(_pod_spec(g), passed) for g in gates), "a decided node leaves the gate"
 
 
 def test_without_the_gate_the_device_plugin_needs_no_gate_label() -> None:

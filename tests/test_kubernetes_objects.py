@@ -98,7 +98,7 @@ def test_the_oracle_rejects_what_the_api_server_would() -> None:
     flavor = json.loads(json.dumps(next(o for o in objects.values() if o["kind"] == "ResourceFlavor")))
     flavor["spec"]["nodeLables"] = {}
     assert validate_object(flavor, "1.33"), "an unknown CR field is an error too"
-    queue = json.loads(json.dumps(objects[("ClusterQueue", "research")]))
+    queue = json.loads(json.dumps(objects[("ClusterQueue", "research-8gpu")]))
     queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "lots"
     assert validate_object(queue, "1.33"), "the CRD's patterns apply"
 
@@ -155,7 +155,7 @@ def test_kueue_values_and_configuration_use_its_own_keys(specs_and_plans: dict[s
         unknown = mapping_keys(config) - fields - {"apiVersion", "kind"}
         assert not unknown, f"keys that are no field of Kueue's Configuration: {unknown}"
         assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
-        assert config["waitForPodsReady"]["blockAdmission"] is True
+        assert config["waitForPodsReady"]["timeout"].endswith("m")
     assert "backoffLimt" in mapping_keys({"backoffLimt": 1}) - fields, "the field list would catch a typo"
 
 

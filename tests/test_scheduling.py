@@ -122,24 +122,69 @@ def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
         if "research-h100a" in name:
             assert fitting == {"h100a"}
     queues = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ClusterQueue"}
-    assert set(queues) == {"research", "serving"}
-    research = queues["research"]["resourceGroups"][0]
+    assert set(queues) == {"research-8gpu", "serving-1gpu"}
+    research = queues["research-8gpu"]["resourceGroups"][0]
     assert research["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
     quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in research["flavors"]}
     assert quotas["nd96isr-h100-v5-ondemand-research-h100a"]["nvidia.com/gpu"] == str(1000 * 8)
     assert not any("serving" in name for name in quotas), "a team's queue has its own and shared flavors only"
-    serving = [f["name"] for f in queues["serving"]["resourceGroups"][0]["flavors"]]
+    serving = [f["name"] for f in queues["serving-1gpu"]["resourceGroups"][0]["flavors"]]
     assert serving.index("nc24ads-a100-v4-ondemand-serving") < serving.index("nc24ads-a100-v4-spot-serving")
-    local = {(m["metadata"]["namespace"], m["spec"]["clusterQueue"]) for m in objects if m["kind"] == "LocalQueue"}
-    assert local == {("research", "research"), ("serving", "serving")}
-    assert queues["research"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "research"}}
+    local = {(m["metadata"]["namespace"], m["metadata"]["name"], m["spec"]["clusterQueue"])
+             for m in objects if m["kind"] == "LocalQueue"}
+    assert local == {("research", "gpu-8", "research-8gpu"), ("serving", "gpu-1", "serving-1gpu")}
+    assert queues["research-8gpu"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "research"}}
+
+
+def test_a_queue_only_holds_nodes_that_fit_its_pods() -> None:
+    """Kueue assigns a flavor by quota alone: a queue per node shape keeps an 8-GPU pod off 1-GPU nodes."""
+    plan = plan_spec(edit(preset_spec("fleet"), "access.teams", [{"name": "research"}, {"name": "serving"},
+                                                                 {"name": "shared-user"}]))
+    objects = kubernetes_manifests(plan)
+    flavors = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ResourceFlavor"}
+    nodes = {node.pool: node.with_state({"aksgpu.io/gpu-health": "passed"}) for node in plan_nodes(plan)}
+    for queue in (m for m in objects if m["kind"] == "ClusterQueue"):
+        gpus = int(queue["metadata"]["name"].rsplit("-", 1)[1].removesuffix("gpu"))
+        for flavor in queue["spec"]["resourceGroups"][0]["flavors"]:
+            spec = flavors[flavor["name"]]
+            pod = {"nodeSelector": spec["nodeLabels"], "tolerations": spec["tolerations"]}
+            assert all(node.gpus == gpus for node in nodes.values() if fits(pod, node)), queue["metadata"]["name"]
+
+
+def _gpu_quota_sum(queues: list[dict]) -> int:
+    return sum(int(r["nominalQuota"]) for q in queues for f in q["spec"]["resourceGroups"][0]["flavors"]
+               for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+
+
+def test_a_teams_queues_together_admit_no_more_than_its_quota() -> None:
+    spec = preset_spec("fleet", access={"teams": [{"name": "research", "quota": {"gpus": 64, "cpu": "2000",
+                                                                                "memory": "16Ti"}},
+                                                  {"name": "serving"}]})
+    spec = edit(spec, "nodePools.6", {"name": "shared", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4",
+                                      "zones": ["1"], "minCount": 0, "maxCount": 10})
+    objects = kubernetes_manifests(plan_spec(spec))
+    research = [m for m in objects if m["kind"] == "ClusterQueue" and m["metadata"]["name"].startswith("research-")]
+    assert {q["metadata"]["name"] for q in research} == {"research-8gpu", "research-1gpu"}
+    assert _gpu_quota_sum(research) == 64, "the team's own pools first, the shared A100s get the rest (none)"
+    quota = next(m for m in objects if m["kind"] == "ResourceQuota" and m["metadata"]["namespace"] == "research"
+                 and m["metadata"]["name"] == "aksgpu-quota")
+    assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) == 64
+    cpu = sum(int(r["nominalQuota"]) for q in research for f in q["spec"]["resourceGroups"][0]["flavors"]
+              for r in f["resources"] if r["name"] == "cpu")
+    assert cpu == 2000
+    serving = [m for m in objects if m["kind"] == "ClusterQueue" and m["metadata"]["name"].startswith("serving-")]
+    # serving's default quota is its own A100s (1,200 on-demand + 900 spot): the shared pool gets none.
+    assert _gpu_quota_sum(serving) == 1200 + 900
+    shared = [f for q in serving for f in q["spec"]["resourceGroups"][0]["flavors"] if "ondemand" in f["name"]
+              and "serving" not in f["name"]]
+    assert [next(r["nominalQuota"] for r in f["resources"] if r["name"] == "nvidia.com/gpu") for f in shared] == ["0"]
 
 
 def test_kueue_waits_for_pods_ready_and_runs_on_the_system_pool() -> None:
     plan = plan_spec(preset_spec("fleet"))
     [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
     config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    assert config["waitForPodsReady"]["timeout"] == "10m" and config["waitForPodsReady"]["blockAdmission"] is True
+    assert config["waitForPodsReady"]["timeout"] == "30m" and config["waitForPodsReady"]["blockAdmission"] is False
     # The team namespaces carry aksgpu.io/team; aksgpu-system and gpu-operator do not.
     assert config["managedJobsNamespaceSelector"] == {
         "matchExpressions": [{"key": "aksgpu.io/team", "operator": "Exists"}]}
@@ -152,16 +197,9 @@ def test_kueue_waits_for_pods_ready_and_runs_on_the_system_pool() -> None:
     assert release.urn in queue.dependencies, "Kueue's objects wait for its CRDs"
 
 
-def test_kueue_needs_teams_and_a_gpu_quota_caps_each_flavor() -> None:
+def test_kueue_needs_teams() -> None:
     with pytest.raises(SpecError, match="no team is declared"):
         parse_cluster_spec(edit(base_spec(), "gangScheduling.enabled", True))
-    spec = edit(edit(edit(preset_spec("fleet"), "access.teams", [{"name": "research", "quota": {"gpus": 64}},
-                                                                 {"name": "serving"}]), "gangScheduling.enabled", True),
-                "gangScheduling.podsReadyTimeoutMinutes", 30)
-    queues = {m["metadata"]["name"]: m for m in kubernetes_manifests(plan_spec(spec)) if m["kind"] == "ClusterQueue"}
-    for flavor in queues["research"]["spec"]["resourceGroups"][0]["flavors"]:
-        gpus = next(r["nominalQuota"] for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")
-        assert int(gpus) <= 64
 
 
 # --- InfiniBand -------------------------------------------------------------------------------

@@ -1,21 +1,24 @@
 """GangScheduling: Kueue, with a ResourceFlavor per GPU pool flavor and a queue per team.
 
-- Kueue (Helm, pinned), its controller on the system pool, with waitForPodsReady and
-  blockAdmission: an admitted job whose pods are not all ready in time is evicted and requeued,
-  and no other job is admitted meanwhile, so two half-started gangs cannot hold each other's GPUs.
+- Kueue (Helm, pinned), its controller on the system pool, with waitForPodsReady: an admitted
+  job whose pods are not all ready in time is evicted and requeued with backoff, so two
+  half-started gangs cannot hold each other's GPUs for good.
 - A ResourceFlavor per GPU pool flavor: VM size (the GPU model), spot or on-demand, owning team,
   and, for InfiniBand sizes, the agent pool (one InfiniBand domain: a gang never spans two). Its
   node labels and tolerations are added to every pod Kueue admits under it.
-- Per team a ClusterQueue over the flavors the team may use (its own pools' and the pools no
-  team owns), on-demand flavors first and spot after them: Kueue puts a job on spot only beyond
-  on-demand quota, because a gang admitted to spot capacity that cannot be had waits for the
-  pods-ready timeout. Its GPU quota is the team's; a LocalQueue "gpu" in the team's namespace
-  feeds it.
+- Per team and node shape (GPUs per node) a ClusterQueue over the flavors of that shape the team
+  may use (its own pools' and the pools no team owns), and a LocalQueue "gpu-<n>" in the team's
+  namespace that feeds it: Kueue assigns flavors by quota alone, so a queue holds only nodes that
+  fit its pods. The team's caps are handed out over its flavors (its own pools first, on-demand
+  before spot), so all its queues together admit no more than its ResourceQuota allows; a gang
+  goes to spot only beyond on-demand quota, because one admitted to spot capacity that cannot be
+  had waits for the pods-ready timeout.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pulumi
@@ -32,7 +35,8 @@ from components.kubernetes.objects import (
     system_pool_placement,
     tolerations,
 )
-from components.spec import ClusterSpec, team_gpu_quota
+from components.spec import ClusterSpec, Team, team_gpu_quota
+from components.spec.base import quantity
 from components.spec.pools import SPOT_TAINT_KEY, TEAM_KEY
 from components.spec.scheduling import GpuFlavor, gpu_flavors
 
@@ -69,34 +73,84 @@ def resource_flavor(flavor: GpuFlavor) -> dict[str, Any]:
 
 
 def team_flavors(spec: ClusterSpec, team: str) -> list[GpuFlavor]:
+    """The flavors a team may use, in the order its quota is handed out: its own pools before the
+    shared ones, on-demand before spot."""
     usable = [flavor for flavor in gpu_flavors(spec) if flavor.team in (None, team)]
-    return sorted(usable, key=lambda flavor: flavor.spot)  # stable: on-demand first, then spot
+    return sorted(usable, key=lambda flavor: (flavor.team is None, flavor.spot))
 
 
-def cluster_queue(spec: ClusterSpec, team_name: str) -> dict[str, Any]:
-    team = next(t for t in spec.access.teams if t.name == team_name)
-    gpu_cap = team_gpu_quota(spec, team)
-    flavor_quotas = []
-    for flavor in team_flavors(spec, team_name):
+def team_quotas(spec: ClusterSpec, team: Team) -> dict[str, dict[str, Decimal]]:
+    """Flavor name -> nominal quota (cpu in cores, memory in bytes, nvidia.com/gpu) for the team.
+
+    The team's caps (quota.gpus, and quota.cpu and quota.memory when set) are handed out over its
+    flavors in order, each flavor getting at most what its pools hold at full scale, so the sum
+    over the team's queues never exceeds what its namespace's ResourceQuota allows."""
+    remaining: dict[str, Decimal | None] = {
+        "cpu": quantity(team.quota.cpu) if team.quota.cpu is not None else None,
+        "memory": quantity(team.quota.memory) if team.quota.memory is not None else None,
+        "nvidia.com/gpu": Decimal(team_gpu_quota(spec, team)),
+    }
+    quotas: dict[str, dict[str, Decimal]] = {}
+    for flavor in team_flavors(spec, team.name):
         capacity = flavor.capacity()
-        gpus = min(int(capacity["nvidia.com/gpu"]), gpu_cap)
-        flavor_quotas.append({"name": flavor.name, "resources": [
-            {"name": "cpu", "nominalQuota": capacity["cpu"]},
-            {"name": "memory", "nominalQuota": capacity["memory"]},
-            {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)},
-        ]})
-    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": metadata(team_name),
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team_name}},
-                "queueingStrategy": "BestEffortFIFO",
-                "preemption": {"withinClusterQueue": "LowerPriority"},
-                "resourceGroups": [{"coveredResources": list(COVERED_RESOURCES), "flavors": flavor_quotas}],
-            }}
+        share = {}
+        for resource, held in capacity.items():
+            left = remaining[resource]
+            share[resource] = held if left is None else min(held, left)
+            if left is not None:
+                remaining[resource] = left - share[resource]
+        quotas[flavor.name] = share
+    return quotas
 
 
-def local_queue(team_name: str) -> dict[str, Any]:
-    return {"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": metadata(LOCAL_QUEUE, team_name),
-            "spec": {"clusterQueue": team_name}}
+def _quantity_text(resource: str, amount: Decimal) -> str:
+    if resource == "memory":
+        return f"{int(amount // 2**30)}Gi" if amount % 2**30 == 0 else f"{int(amount // 2**20)}Mi"
+    if resource == "cpu" and amount != amount.to_integral_value():
+        return f"{int(amount * 1000)}m"
+    return str(int(amount))
+
+
+def queue_shapes(spec: ClusterSpec, team: Team) -> dict[int, list[GpuFlavor]]:
+    """GPUs per node -> the team's flavors with nodes of that many GPUs (in quota order)."""
+    shapes: dict[int, list[GpuFlavor]] = {}
+    for flavor in team_flavors(spec, team.name):
+        shapes.setdefault(flavor.gpus_per_node, []).append(flavor)
+    return dict(sorted(shapes.items()))
+
+
+def cluster_queue_name(team: str, gpus_per_node: int) -> str:
+    return f"{team}-{gpus_per_node}gpu"
+
+
+def local_queue_name(gpus_per_node: int) -> str:
+    return f"{LOCAL_QUEUE}-{gpus_per_node}"
+
+
+def cluster_queues(spec: ClusterSpec, team: Team) -> list[dict[str, Any]]:
+    """One ClusterQueue per node shape the team may use (GPUs per node): Kueue picks a flavor by
+    quota alone, so a queue holds only flavors whose nodes can fit a pod asking for that many."""
+    quotas = team_quotas(spec, team)
+    queues = []
+    for gpus, flavors in queue_shapes(spec, team).items():
+        flavor_quotas = [{"name": flavor.name, "resources": [
+            {"name": resource, "nominalQuota": _quantity_text(resource, quotas[flavor.name][resource])}
+            for resource in COVERED_RESOURCES]} for flavor in flavors]
+        queues.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue",
+                       "metadata": metadata(cluster_queue_name(team.name, gpus)),
+                       "spec": {
+                           "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}},
+                           "queueingStrategy": "BestEffortFIFO",
+                           "preemption": {"withinClusterQueue": "LowerPriority"},
+                           "resourceGroups": [{"coveredResources": list(COVERED_RESOURCES),
+                                               "flavors": flavor_quotas}],
+                       }})
+    return queues
+
+
+def local_queues(spec: ClusterSpec, team: Team) -> list[dict[str, Any]]:
+    return [{"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": metadata(local_queue_name(gpus), team.name),
+             "spec": {"clusterQueue": cluster_queue_name(team.name, gpus)}} for gpus in queue_shapes(spec, team)]
 
 
 def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
@@ -117,7 +171,9 @@ def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_KEY, "operator": "Exists"}]},
         "waitForPodsReady": {
             "timeout": f"{spec.gang_scheduling.pods_ready_timeout_minutes}m",
-            "blockAdmission": True,
+            # Admissions go on while a job starts: blocking them would stall every queue behind
+            # one job waiting for cold nodes. The timeout and requeue break partial-gang deadlocks.
+            "blockAdmission": False,
             # Requeue an evicted gang with exponential backoff (60 s doubling up to an hour), forever.
             "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
         },
@@ -155,17 +211,17 @@ class GangScheduling(pulumi.ComponentResource):
                 f"{name}-flavor-{flavor.name}", api_version=manifest["apiVersion"], kind=manifest["kind"],
                 metadata=manifest["metadata"], spec=manifest["spec"], opts=after_kueue))
         for team in spec.access.teams:
-            manifest = cluster_queue(spec, team.name)
-            queue = k8s.apiextensions.CustomResource(
-                f"{name}-queue-{team.name}", api_version=manifest["apiVersion"], kind=manifest["kind"],
-                metadata=manifest["metadata"], spec=manifest["spec"],
-                opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=flavor_resources)))
-            local = local_queue(team.name)
-            waits: list[pulumi.Resource] = [queue]
-            if team.name in args.namespaces:
-                waits.append(args.namespaces[team.name])
-            k8s.apiextensions.CustomResource(
-                f"{name}-local-queue-{team.name}", api_version=local["apiVersion"], kind=local["kind"],
-                metadata=local["metadata"], spec=local["spec"],
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=waits))
+            queues = []
+            for manifest in cluster_queues(spec, team):
+                queues.append(k8s.apiextensions.CustomResource(
+                    f"{name}-queue-{manifest['metadata']['name']}", api_version=manifest["apiVersion"],
+                    kind=manifest["kind"], metadata=manifest["metadata"], spec=manifest["spec"],
+                    opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=flavor_resources))))
+            waits: list[pulumi.Resource] = [*queues, *([args.namespaces[team.name]] if team.name in args.namespaces
+                                                        else [])]
+            for local in local_queues(spec, team):
+                k8s.apiextensions.CustomResource(
+                    f"{name}-local-queue-{team.name}-{local['metadata']['name']}", api_version=local["apiVersion"],
+                    kind=local["kind"], metadata=local["metadata"], spec=local["spec"],
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=waits))
         self.register_outputs({"flavors": [flavor.name for flavor in gpu_flavors(spec)]})

@@ -37,12 +37,17 @@ from components.kubernetes.objects import (
     metadata,
     pool_affinity,
     pool_tolerations,
+    system_pool_placement,
 )
 from components.spec import ClusterSpec
 
 GATE = "aksgpu-gpu-gate"
 RECHECK = "aksgpu-gpu-recheck"
 SERVICE_ACCOUNT = "aksgpu-gpu-health"
+WATCHDOG = "aksgpu-gpu-gate-watchdog"
+# Minutes a new node may take beyond the check's own time limit before the watchdog fails it:
+# pulling a multi-GB check image and, on GPU Operator pools, installing the driver.
+GATE_STARTUP_ALLOWANCE_MINUTES = 20
 SCRIPT_CONFIG = "aksgpu-node-gate"
 EXPORTER = "dcgm-exporter"
 # The label the GPU Operator gives its exporter pods; aksgpu's exporter carries it too, so one
@@ -218,7 +223,7 @@ def _script_mount() -> dict[str, Any]:
     return {"name": "node-gate", "mountPath": SCRIPT_DIR, "readOnly": True}
 
 
-def _gate_container(name: str, step_args: list[str], token: bool = True) -> dict[str, Any]:
+def _gate_container(spec: ClusterSpec, name: str, step_args: list[str], token: bool = True) -> dict[str, Any]:
     """A container running one node_gate.py step, with the service account's token when it changes
     the node (only those containers see it: the pod does not automount it, so the check never
     holds node rights)."""
@@ -227,7 +232,7 @@ def _gate_container(name: str, step_args: list[str], token: bool = True) -> dict
         mounts.append({"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True})
     return {
         "name": name,
-        "image": image("python"),
+        "image": spec.gpu_health.gate.helper_image,
         "command": ["python3", f"{SCRIPT_DIR}/node_gate.py", *step_args],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
@@ -280,40 +285,106 @@ def _pod_volumes(extra: list[dict[str, Any]] | None = None) -> list[dict[str, An
     ]
 
 
-def gate_daemonset(spec: ClusterSpec, namespace: str, name: str, targets: list[PoolTarget],
-                   operator: bool) -> dict[str, Any]:
-    """The gate for one driver mode: runs on GPU nodes that have no verdict yet (the node's label
-    leaves the DaemonSet's node affinity once decided, and its pod goes away)."""
-    max_age = data.limit("clusterAutoscalerMaxNodeStartupMinutes")
-    init = [_gate_container("pending", ["pending", "--results", RESULTS, "--max-age-minutes", str(max_age)])]
-    extra_volumes: list[dict[str, Any]] = []
-    if operator:
-        wait = _gate_container("wait-for-driver", ["wait-for-driver", "--timeout-seconds", "1800"], token=False)
-        wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations", "readOnly": True})
-        init.append(wait)
-        extra_volumes.append({"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
-                                                                   "type": "DirectoryOrCreate"}})
-    init.append(_check_container(spec, "gate", None))
-    verdict = _gate_container("verdict", ["verdict", "--results", RESULTS, "--hold"])
-    pod_spec: dict[str, Any] = {
-        "serviceAccountName": SERVICE_ACCOUNT,
+def _gate_pod(spec: ClusterSpec, targets: list[PoolTarget], service_account: str, *, health: str, op: str,
+              init: list[dict[str, Any]], main: dict[str, Any],
+              extra_volumes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "serviceAccountName": service_account,
         "automountServiceAccountToken": False,
-        "affinity": pool_affinity(targets, {"key": HEALTH_LABEL, "operator": "NotIn",
-                                            "values": ["passed", "failed", "unchecked"]}),
+        "affinity": pool_affinity(targets, {"key": HEALTH_LABEL, "operator": op, "values": health.split(",")}),
         "tolerations": pool_tolerations(targets, gate=True),
         "priorityClassName": "system-node-critical",
         "initContainers": init,
-        "containers": [verdict],
+        "containers": [main],
         "volumes": _pod_volumes(extra_volumes),
     }
-    if operator:
-        pod_spec["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
+
+
+def _daemonset(name: str, namespace: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "metadata": metadata(name, namespace),
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {"metadata": {"labels": labels(name)}, "spec": pod_spec},
+        },
+    }
+
+
+UNDECIDED = "passed,failed,unchecked"  # NotIn these: a node without a verdict
+
+
+def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
+    """The gate, per driver mode. Each runs on GPU nodes without a verdict; the node's label leaves
+    the DaemonSet's node affinity once decided, and its pod goes away.
+
+    driver Install pools: one DaemonSet; its pending step taints the node, the check runs (the
+    container runtime AKS configures gives it the GPUs), the verdict admits or cordons.
+    GPU Operator pools: two. The check needs the operator's runtime class, whose handler exists
+    only once the operator has installed the driver and toolkit, and a pod with a runtime class
+    cannot start before that; so a "hold" DaemonSet without one taints the node at once and keeps
+    the operator's device plugin off it, and the check DaemonSet runs on nodes labelled pending.
+    """
+    gate_name = f"{namespace}/{{name}}"
+    daemonsets = []
+    install = device_plugin_targets(spec)
+    if install:
+        name = f"{GATE}-aks-driver"
+        pending = _gate_container(spec, "pending", ["pending", "--results", RESULTS,
+                                                    "--gate-daemonset", gate_name.format(name=name)])
+        pod = _gate_pod(spec, install, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn",
+                        init=[pending, _check_container(spec, "gate", None)],
+                        main=_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold"]))
+        daemonsets.append(_daemonset(name, namespace, pod))
+    operator = operator_targets(spec)
+    if operator:
+        hold = f"{GATE}-operator-hold"
+        pending = _gate_container(spec, "pending", ["pending", "--results", RESULTS, "--hold-device-plugin",
+                                                    "--gate-daemonset", gate_name.format(name=hold)])
+        pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn", init=[pending],
+                        main=_gate_container(spec, "hold", ["hold"], token=False))
+        daemonsets.append(_daemonset(hold, namespace, pod))
+        wait = _gate_container(spec, "wait-for-driver", ["wait-for-driver", "--timeout-seconds", "600"], token=False)
+        wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations", "readOnly": True})
+        verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
+                                                    "--release-device-plugin"])
+        pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health="pending", op="In",
+                        init=[wait, _check_container(spec, "gate", None)], main=verdict,
+                        extra_volumes=[{"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
+                                                                             "type": "DirectoryOrCreate"}}])
+        pod["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
+        daemonsets.append(_daemonset(f"{GATE}-operator", namespace, pod))
+    return daemonsets
+
+
+def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+    """A CronJob on the system pool that fails nodes pending too long (their check never ran or
+    never finished), so no node stays "starting" forever."""
+    max_pending = spec.gpu_health.gate.timeout_seconds // 60 + GATE_STARTUP_ALLOWANCE_MINUTES
+    placement = system_pool_placement()
+    container = _gate_container(spec, "watchdog", ["watchdog", "--max-pending-minutes", str(max_pending)])
+    container["env"] = []
+    container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "results"]
+    pod_spec = {
+        "serviceAccountName": WATCHDOG,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "nodeSelector": placement["nodeSelector"],
+        "tolerations": placement["tolerations"],
+        "containers": [container],
+        "volumes": [v for v in _pod_volumes() if v["name"] != "results"],
+    }
+    return {
+        "metadata": metadata(WATCHDOG, namespace),
+        "spec": {
+            "schedule": "*/10 * * * *",
+            "timeZone": "Etc/UTC",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 300,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": 300, "ttlSecondsAfterFinished": 3600,
+                                     "template": {"metadata": {"labels": labels(WATCHDOG)}, "spec": pod_spec}}},
         },
     }
 
@@ -356,7 +427,7 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
         },
         "tolerations": pool_tolerations(targets),
         "initContainers": [_check_container(spec, "recheck", gpus)],
-        "containers": [_gate_container("verdict", ["verdict", "--results", RESULTS, "--recheck"])],
+        "containers": [_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--recheck"])],
         "volumes": _pod_volumes(),
     }
     if operator:
@@ -383,15 +454,27 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
     }
 
 
-def node_gate_rbac(namespace: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """ServiceAccount, ClusterRole (get and patch nodes: taint, label, annotate, cordon) and binding."""
-    account = {"metadata": metadata(SERVICE_ACCOUNT, namespace), "automountServiceAccountToken": False}
-    role = {"metadata": metadata(SERVICE_ACCOUNT),
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]}
-    binding = {"metadata": metadata(SERVICE_ACCOUNT),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE_ACCOUNT},
-               "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]}
-    return account, role, binding
+def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str, Any]]:
+    """Service accounts and their rights, each exactly what its steps do: the gate gets and patches
+    nodes (taint, label, annotate, cordon) and reads its own DaemonSets (their creation time); the
+    watchdog also lists nodes to find those pending too long. As (kind, manifest) pairs."""
+    objects: list[dict[str, Any]] = []
+    for account, node_verbs in ((SERVICE_ACCOUNT, ["get", "patch"]), (WATCHDOG, ["get", "list", "patch"])):
+        objects.append({"kind": "ServiceAccount", "metadata": metadata(account, namespace),
+                        "automountServiceAccountToken": False})
+        objects.append({"kind": "ClusterRole", "metadata": metadata(account),
+                        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": node_verbs}]})
+        objects.append({"kind": "ClusterRoleBinding", "metadata": metadata(account),
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
+                        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+    if gate_daemonsets:
+        objects.append({"kind": "Role", "metadata": metadata(SERVICE_ACCOUNT, namespace),
+                        "rules": [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
+                                   "resourceNames": sorted(gate_daemonsets)}]})
+        objects.append({"kind": "RoleBinding", "metadata": metadata(SERVICE_ACCOUNT, namespace),
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
+                        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]})
+    return objects
 
 
 def node_gate_script() -> str:
@@ -407,17 +490,17 @@ class GpuHealth(pulumi.ComponentResource):
         spec = args.spec
         health = spec.gpu_health
         ns = args.system_namespace
-        install = device_plugin_targets(spec)
-        operator = operator_targets(spec)
+        device_plugin_pools = device_plugin_targets(spec)
+        operator_pools = operator_targets(spec)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
         after_operator = pulumi.ResourceOptions(
             parent=self, provider=args.provider,
             depends_on=[args.namespace_resource, *([args.gpu_operator] if args.gpu_operator else [])])
-        if not install and not operator:
+        if not device_plugin_pools and not operator_pools:
             self.register_outputs({})
             return
         scraper = health.effective_scraper(spec.monitoring.managed_prometheus)
-        if health.metrics.enabled and install:
+        if health.metrics.enabled and device_plugin_pools:
             config = k8s.core.v1.ConfigMap(
                 f"{name}-dcgm-metrics", metadata=metadata(DCGM_METRICS_CONFIG, ns),
                 data={"dcgm-metrics.csv": data.text("dcgm_metrics.csv")}, opts=k8s_opts)
@@ -439,7 +522,7 @@ class GpuHealth(pulumi.ComponentResource):
                 repository_opts={"repo": chart["repository"]}, namespace=ns,
                 values=bundled_prometheus_values(spec, ns), opts=k8s_opts)
         if health.gate.enabled or health.recheck.enabled:
-            self._node_gate(name, spec, args, install, operator)
+            self._node_gate(name, spec, args)
         self.register_outputs({})
 
     def _azure_rule_group(self, name: str, spec: ClusterSpec, args: GpuHealthArgs) -> None:
@@ -471,30 +554,39 @@ class GpuHealth(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _node_gate(self, name: str, spec: ClusterSpec, args: GpuHealthArgs, install: list[PoolTarget],
-                   operator: list[PoolTarget]) -> None:
+    def _node_gate(self, name: str, spec: ClusterSpec, args: GpuHealthArgs) -> None:
         ns = args.system_namespace
         base = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
-        account, role, binding = node_gate_rbac(ns)
-        sa = k8s.core.v1.ServiceAccount(f"{name}-gate-account", metadata=account["metadata"],
-                                        automount_service_account_token=False, opts=base)
-        cluster_role = k8s.rbac.v1.ClusterRole(f"{name}-gate-role", metadata=role["metadata"], rules=role["rules"],
-                                               opts=base)
-        k8s.rbac.v1.ClusterRoleBinding(f"{name}-gate-binding", metadata=binding["metadata"],
-                                       role_ref=binding["roleRef"], subjects=binding["subjects"],
-                                       opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
-                                           depends_on=[sa, cluster_role])))
+        health = spec.gpu_health
+        daemonsets = gate_daemonsets(spec, ns) if health.gate.enabled else []
+        created: list[pulumi.Resource] = []
+        for obj in node_gate_rbac(ns, [d["metadata"]["name"] for d in daemonsets]):
+            kind, meta = obj["kind"], obj["metadata"]
+            opts = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=list(created)))
+            resource_name = f"{name}-{meta['name'].removeprefix('aksgpu-')}-{kind.lower()}"
+            if kind == "ServiceAccount":
+                created.append(k8s.core.v1.ServiceAccount(resource_name, metadata=meta,
+                                                          automount_service_account_token=False, opts=opts))
+            elif kind == "ClusterRole":
+                created.append(k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
+            elif kind == "Role":
+                created.append(k8s.rbac.v1.Role(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
+            elif kind == "ClusterRoleBinding":
+                created.append(k8s.rbac.v1.ClusterRoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
+                                                              subjects=obj["subjects"], opts=opts))
+            else:
+                created.append(k8s.rbac.v1.RoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
+                                                       subjects=obj["subjects"], opts=opts))
         script = k8s.core.v1.ConfigMap(f"{name}-gate-script", metadata=metadata(SCRIPT_CONFIG, ns),
                                        data={"node_gate.py": node_gate_script()}, opts=base)
-        ready = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[sa, script]))
-        health = spec.gpu_health
-        if health.gate.enabled:
-            for targets, is_operator, suffix in ((install, False, "aks-driver"), (operator, True, "operator")):
-                if not targets:
-                    continue
-                manifest = gate_daemonset(spec, ns, f"{GATE}-{suffix}", targets, is_operator)
-                k8s.apps.v1.DaemonSet(f"{name}-gate-{suffix}", metadata=manifest["metadata"],
-                                      spec=manifest["spec"], opts=ready)
+        ready = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[*created, script]))
+        for manifest in daemonsets:
+            k8s.apps.v1.DaemonSet(f"{name}-{manifest['metadata']['name'].removeprefix('aksgpu-gpu-')}",
+                                  metadata=manifest["metadata"], spec=manifest["spec"], opts=ready)
+        if daemonsets:
+            watchdog = gate_watchdog(spec, ns)
+            k8s.batch.v1.CronJob(f"{name}-gate-watchdog", metadata=watchdog["metadata"], spec=watchdog["spec"],
+                                 opts=ready)
         if health.recheck.enabled:
             priority = k8s.scheduling.v1.PriorityClass(
                 f"{name}-recheck-priority", metadata=metadata(RECHECK), value=RECHECK_PRIORITY,

@@ -57,11 +57,11 @@ def operator_targets(spec: ClusterSpec) -> list[PoolTarget]:
 
 def device_plugin_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     """The device plugin for driver Install pools, as NVIDIA's static manifest (v0.20.0) runs it,
-    placed on those pools only. With the node gate on, it starts only once the gate has tainted
-    the node (the gate label exists), so no GPU is advertised on a node nobody has checked."""
+    placed on those pools only. With the node gate on, it runs only on nodes the gate has passed
+    (or that predate the gate), so no GPU is advertised on a node nobody has checked."""
     targets = device_plugin_targets(spec)
     gate = spec.gpu_health.gate.enabled
-    extra = [{"key": HEALTH_LABEL, "operator": "Exists"}] if gate else []
+    extra = [{"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}] if gate else []
     mig = any(target.pool.gpu_settings and target.pool.gpu_settings.mig_profile for target in targets)
     return {
         "metadata": metadata(DEVICE_PLUGIN, namespace),

@@ -1,21 +1,27 @@
 """aksgpu's GPU node gate: the steps around a GPU check that change the node, run in the cluster.
 
 This file is shipped to the cluster as a ConfigMap and run by `python3` (standard library only)
-in the gate DaemonSet and the re-check CronJobs that GpuHealth declares. It talks to the API
-server with the pod's service account, whose ClusterRole allows get and patch on nodes, nothing
-else. Every change is a JSON merge patch carrying the node's resourceVersion, retried on conflict,
-so it never overwrites a concurrent change to the node's taints.
+in the gate DaemonSets, the re-check CronJobs and the gate watchdog that GpuHealth declares. It
+talks to the API server with its pod's service account (nodes: get and patch; the watchdog also
+lists nodes; the gate reads its own DaemonSet). Every node change is a JSON merge patch carrying
+the node's resourceVersion, retried on conflict, so it never overwrites a concurrent change.
 
-Steps (one per container of the gate pod):
-  pending   (init)  a node without a verdict gets the startup taint and aksgpu.io/gpu-health=pending;
-                    a node older than the autoscaler's startup window (it was running before the
-                    gate existed) is only labelled "unchecked": tainting it would count it unready,
-                    and checking it could disturb its work. The re-checks cover it once idle.
+Steps:
+  pending   (init)  a node without a verdict gets the startup taint, aksgpu.io/gpu-health=pending
+                    and the time it started waiting; with --hold-device-plugin also
+                    nvidia.com/gpu.deploy.device-plugin=false, which the GPU Operator honours, so
+                    no GPU is advertised before the verdict. A node that joined before the gate's
+                    DaemonSet existed, and was never checked, is only labelled "unchecked":
+                    checking it could disturb its work; the re-checks cover it once idle.
   wait-for-driver   (init, GPU Operator pools) wait until the operator's validator has marked the
                     driver and container toolkit ready on this node.
   (the check itself runs between these, in the check's own image; see GpuHealth)
-  verdict   (main)  read the check's exit code and report; pass: remove the taint, label passed;
-                    fail: cordon, label failed and the failed check, remove the taint, annotate why.
+  verdict   (main)  read the check's exit code and report; pass: remove the taint, label passed
+                    (and hand the device plugin back to the operator); fail: cordon, label failed
+                    and the failed check, remove the taint, annotate why.
+  hold      (main)  keep the pod alive until the node's verdict moves it off the node.
+  watchdog  (CronJob) fail every node that has been pending too long: its check never ran or
+                    never finished (an image that cannot be pulled, a driver that never loads).
 
 The contract with the check: exit 0 passes the node, any other code fails it (1 a check failed,
 124 the time limit ran out, others: the check could not run). It may write a JSON object to
@@ -34,6 +40,7 @@ import ssl
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +51,8 @@ FAILED_CHECK_LABEL = "aksgpu.io/gpu-health-failed-check"
 EXIT_CODE_ANNOTATION = "aksgpu.io/gpu-health-exit-code"
 REASON_ANNOTATION = "aksgpu.io/gpu-health-reason"
 CHECKED_AT_ANNOTATION = "aksgpu.io/gpu-health-checked-at"
+PENDING_SINCE_ANNOTATION = "aksgpu.io/gpu-health-pending-since"
+DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"  # the GPU Operator keeps a value it finds
 SKIP_FILE = "skip"  # in the results folder: the check must not run on this node
 EXIT_CODE_FILE = "exit-code"
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -81,6 +90,13 @@ class Api:
     def get_node(self, name: str) -> dict[str, Any]:
         return self._request("GET", f"/api/v1/nodes/{name}")
 
+    def list_nodes(self, label_selector: str) -> list[dict[str, Any]]:
+        query = urllib.parse.urlencode({"labelSelector": label_selector})
+        return self._request("GET", f"/api/v1/nodes?{query}").get("items") or []
+
+    def get_daemonset(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._request("GET", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
+
     def merge_patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._request("PATCH", f"/api/v1/nodes/{name}", patch, "application/merge-patch+json")
 
@@ -107,32 +123,46 @@ def _taints_without_gate(node: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != GATE_TAINT_KEY]
 
 
-def _age_minutes(node: dict[str, Any], now: datetime.datetime) -> float:
-    created = node["metadata"].get("creationTimestamp")
-    if not created:
-        return 0.0
-    stamp = datetime.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
-    return (now - stamp).total_seconds() / 60
+def _timestamp(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
 
 
-def pending(api: Api, node_name: str, results: str, max_age_minutes: float,
-            now: datetime.datetime | None = None) -> str:
-    """Put an unchecked node under the gate. Returns what was done: tainted, unchecked or kept."""
+def _stamp(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pending(api: Api, node_name: str, results: str, gate_since: datetime.datetime | None,
+            hold_device_plugin: bool = False, now: datetime.datetime | None = None) -> str:
+    """Put a node without a verdict under the gate. `gate_since` is when the gate's DaemonSet was
+    created (None: unknown, every such node is checked). Returns tainted, unchecked or kept."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     outcome = "kept"
 
     def change(node: dict[str, Any]) -> dict[str, Any] | None:
         nonlocal outcome
-        labels = node["metadata"].get("labels") or {}
+        metadata = node["metadata"]
+        labels = metadata.get("labels") or {}
+        annotations = metadata.get("annotations") or {}
         if labels.get(HEALTH_LABEL) in ("passed", "failed", "unchecked"):
             outcome = "kept"
             return None
-        if labels.get(HEALTH_LABEL) != "pending" and _age_minutes(node, now) > max_age_minutes:
+        created = _timestamp(metadata.get("creationTimestamp"))
+        checked_before = CHECKED_AT_ANNOTATION in annotations  # e.g. a repaired node handed back
+        if (labels.get(HEALTH_LABEL) != "pending" and not checked_before and gate_since is not None
+                and created is not None and created < gate_since):
             outcome = "unchecked"
             return {"metadata": {"labels": {HEALTH_LABEL: "unchecked"}}}
         outcome = "tainted"
         taints = _taints_without_gate(node) + [{"key": GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
-        return {"metadata": {"labels": {HEALTH_LABEL: "pending"}}, "spec": {"taints": taints}}
+        new_labels: dict[str, Any] = {HEALTH_LABEL: "pending"}
+        if hold_device_plugin:
+            new_labels[DEVICE_PLUGIN_LABEL] = "false"
+        return {"metadata": {"labels": new_labels,
+                             "annotations": {PENDING_SINCE_ANNOTATION: annotations.get(PENDING_SINCE_ANNOTATION)
+                                             or _stamp(now)}},
+                "spec": {"taints": taints}}
 
     update_node(api, node_name, change)
     if outcome != "tainted":
@@ -172,16 +202,19 @@ def failure_reason(code: int, report: dict[str, Any]) -> tuple[str, str]:
 
 
 def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
-            now: datetime.datetime | None = None) -> str:
+            release_device_plugin: bool = False, now: datetime.datetime | None = None) -> str:
     """Apply the check's result to the node: passed, failed or skipped."""
     code, report = read_result(results)
     if code is None:
         return "skipped"
-    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    annotations = {CHECKED_AT_ANNOTATION: stamp, EXIT_CODE_ANNOTATION: str(code)}
+    stamp = _stamp(now or datetime.datetime.now(datetime.timezone.utc))
+    annotations = {CHECKED_AT_ANNOTATION: stamp, EXIT_CODE_ANNOTATION: str(code), PENDING_SINCE_ANNOTATION: None}
     if code == 0:
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
-            patch: dict[str, Any] = {"metadata": {"labels": {HEALTH_LABEL: "passed", FAILED_CHECK_LABEL: None},
+            labels: dict[str, Any] = {HEALTH_LABEL: "passed", FAILED_CHECK_LABEL: None}
+            if release_device_plugin:
+                labels[DEVICE_PLUGIN_LABEL] = None  # the operator sets it to true again
+            patch: dict[str, Any] = {"metadata": {"labels": labels,
                                                   "annotations": {**annotations, REASON_ANNOTATION: None}}}
             if not recheck:
                 patch["spec"] = {"taints": _taints_without_gate(node)}
@@ -189,17 +222,37 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
 
         update_node(api, node_name, change)
         return "passed"
-    label, reason = failure_reason(code, report)
+    fail_node(api, node_name, *failure_reason(code, report), annotations)
+    return "failed"
 
-    def fail(node: dict[str, Any]) -> dict[str, Any] | None:
-        # Cordoned, not left with the startup taint: the autoscaler would count a node that is
-        # "starting" forever as unready, and too many unready nodes stop it from scaling.
+
+def fail_node(api: Api, node_name: str, label: str, reason: str, annotations: dict[str, Any]) -> None:
+    """Cordon the node and say why. Cordoned, not left with the startup taint: the autoscaler
+    would count a node that is "starting" forever as unready, and too many unready nodes stop it
+    from scaling."""
+    def change(node: dict[str, Any]) -> dict[str, Any] | None:
         return {"metadata": {"labels": {HEALTH_LABEL: "failed", FAILED_CHECK_LABEL: label},
                              "annotations": {**annotations, REASON_ANNOTATION: reason}},
                 "spec": {"unschedulable": True, "taints": _taints_without_gate(node)}}
 
-    update_node(api, node_name, fail)
-    return "failed"
+    update_node(api, node_name, change)
+
+
+def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None = None) -> list[str]:
+    """Fail every node pending for longer than `max_pending_minutes`; returns their names."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    failed = []
+    for node in api.list_nodes(f"{HEALTH_LABEL}=pending"):
+        metadata = node["metadata"]
+        since = _timestamp((metadata.get("annotations") or {}).get(PENDING_SINCE_ANNOTATION)) or \
+            _timestamp(metadata.get("creationTimestamp"))
+        if since is None or (now - since).total_seconds() / 60 <= max_pending_minutes:
+            continue
+        fail_node(api, metadata["name"], "gate-timeout",
+                  f"pending for more than {max_pending_minutes:g} minutes: the check never ran or never finished",
+                  {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None})
+        failed.append(metadata["name"])
+    return failed
 
 
 def wait_for_driver(validations: str, timeout_seconds: float, interval: float = 5.0) -> bool:
@@ -215,14 +268,26 @@ def wait_for_driver(validations: str, timeout_seconds: float, interval: float = 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="node_gate.py", description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["pending", "wait-for-driver", "verdict"])
+    parser.add_argument("step", choices=["pending", "wait-for-driver", "verdict", "hold", "watchdog"])
     parser.add_argument("--results", default="/var/run/aksgpu", help="folder shared with the check")
-    parser.add_argument("--max-age-minutes", type=float, default=15.0)
+    parser.add_argument("--gate-daemonset", help="namespace/name of this gate's DaemonSet: nodes that joined "
+                                                 "before it existed are not tainted")
+    parser.add_argument("--hold-device-plugin", action="store_true",
+                        help="keep the GPU Operator's device plugin off the node until the verdict")
+    parser.add_argument("--release-device-plugin", action="store_true",
+                        help="on a pass, hand the device plugin back to the GPU Operator")
     parser.add_argument("--recheck", action="store_true", help="a re-check of an admitted node")
     parser.add_argument("--validations", default="/run/nvidia/validations")
-    parser.add_argument("--timeout-seconds", type=float, default=1800.0)
+    parser.add_argument("--timeout-seconds", type=float, default=600.0)
+    parser.add_argument("--max-pending-minutes", type=float, default=30.0)
     parser.add_argument("--hold", action="store_true", help="keep running after the verdict (a DaemonSet pod)")
     args = parser.parse_args(argv)
+    if args.step == "hold":
+        hold_forever()
+    if args.step == "watchdog":
+        failed = watchdog(Api.in_cluster(), args.max_pending_minutes)
+        print(f"failed {len(failed)} node(s) pending too long: {', '.join(failed) or 'none'}")
+        return 0
     node_name = os.environ["NODE_NAME"]
     if args.step == "wait-for-driver":
         ready = wait_for_driver(args.validations, args.timeout_seconds)
@@ -230,14 +295,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # never block the check: it fails on its own if the driver is missing
     api = Api.in_cluster()
     if args.step == "pending":
-        print(f"{node_name}: {pending(api, node_name, args.results, args.max_age_minutes)}")
+        gate_since = None
+        if args.gate_daemonset:
+            namespace, _, name = args.gate_daemonset.partition("/")
+            gate_since = _timestamp(api.get_daemonset(namespace, name)["metadata"].get("creationTimestamp"))
+        print(f"{node_name}: {pending(api, node_name, args.results, gate_since, args.hold_device_plugin)}")
         return 0
-    print(f"{node_name}: {verdict(api, node_name, args.results, recheck=args.recheck)}", flush=True)
-    while args.hold:
-        # A DaemonSet pod must keep running; the controller removes it once the node's
-        # aksgpu.io/gpu-health label no longer matches the DaemonSet's node affinity.
-        time.sleep(3600)
+    outcome = verdict(api, node_name, args.results, recheck=args.recheck,
+                      release_device_plugin=args.release_device_plugin)
+    print(f"{node_name}: {outcome}", flush=True)
+    if args.hold:
+        hold_forever()
     return 0
+
+
+def hold_forever() -> None:
+    """A DaemonSet pod must keep running; the controller removes it once the node's
+    aksgpu.io/gpu-health label no longer matches the DaemonSet's node affinity."""
+    while True:
+        time.sleep(3600)
 
 
 if __name__ == "__main__":

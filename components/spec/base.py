@@ -14,6 +14,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
@@ -150,6 +151,19 @@ Guid = Annotated[
         'copy it from `az ad group show -g NAME --query id`, e.g. "00000000-0000-0000-0000-000000000000"',
     ),
 ]
+
+
+_QUANTITY_SUFFIXES = {"m": Decimal("0.001"), "": Decimal(1), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6,
+                      "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+                      "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+                      "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60}
+
+
+def quantity(text: str) -> Decimal:
+    """The value of a Kubernetes quantity ("500m" -> 0.5, "8Gi" -> 8589934592) in base units."""
+    number = text.rstrip("kMGTPEimn")
+    suffix = text[len(number):]
+    return Decimal(number) * _QUANTITY_SUFFIXES[suffix]
 
 
 def network(cidr: str) -> ipaddress.IPv4Network:

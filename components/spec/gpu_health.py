@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
+from components import data
+
 from .base import Issue, SpecModel, checked
 from .in_cluster import Version, pinned, pinned_image
 
@@ -75,8 +77,10 @@ class Gate(SpecModel):
     """Container image of the check. It needs /bin/sh and timeout (coreutils); GPUs are visible to it without requesting nvidia.com/gpu (NVIDIA_VISIBLE_DEVICES=all). Default: NVIDIA DCGM, whose dcgmi diag runs the default command."""
     command: list[str] = Field(default_factory=lambda: list(DEFAULT_CHECK_COMMAND), min_length=1)
     """Command of the check: exit 0 = the node passes; exit 1 = it fails a check; any other code = the check could not run (treated as a failure). It may write a JSON report to $AKSGPU_REPORT; a top-level "failedCheck" string there names the failed check in the node's label. Default: DCGM diagnostics level 2 (memory and PCIe, about two minutes)."""
-    timeout_seconds: int = Field(default=900, ge=60, le=7200)
-    """Seconds (60-7200) the check may run before it counts as failed (exit code 124)."""
+    timeout_seconds: int = Field(default=600, ge=60, le=7200)
+    """Seconds (60-7200) the check may run before it counts as failed (exit code 124). A node still pending this long plus 20 minutes (image pulls, the GPU Operator's driver) is failed by the gate's watchdog."""
+    helper_image: Image = pinned_image("python")
+    """Image that runs aksgpu's own gate steps (node_gate.py: taint, verdict, watchdog) with python3. Default: Azure Linux's Python image from Microsoft's registry (no Docker Hub pull limits); point it at your registry's mirror if nodes cannot reach mcr.microsoft.com."""
 
 
 class Recheck(SpecModel):
@@ -135,6 +139,13 @@ def check_gpu_health(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("gpuHealth.alerts.actionGroupIds", list(health.alerts.action_group_ids),
                     "action groups are notified by Azure Monitor rule groups, which need scraper managedPrometheus",
                     "remove them, or use managed Prometheus")
+    window = data.limit("clusterAutoscalerMaxNodeStartupMinutes")
+    if health.gate.enabled and health.gate.timeout_seconds > 600:
+        yield Issue("gpuHealth.gate.timeoutSeconds", health.gate.timeout_seconds,
+                    f"the cluster autoscaler counts a new node as starting for {window} minutes only; a node "
+                    "still under check after that counts as unready, and enough unready nodes stop it from "
+                    "scaling", "keep the gate's check to 600 seconds or less, and run longer burns in the "
+                    "re-checks", "warning")
     if not health.gate.enabled:
         yield Issue("gpuHealth.gate.enabled", False, "new GPU nodes take work before anything checked their GPUs; "
                     "one bad GPU slows or fails every job that lands on it", "set gpuHealth.gate.enabled: true",

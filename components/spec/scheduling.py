@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from pydantic import Field
@@ -21,11 +22,11 @@ class GangScheduling(SpecModel):
     """Kueue: team queues with GPU quotas, and all-or-nothing admission of multi-pod jobs."""
 
     enabled: bool = False
-    """Install Kueue (Helm) with a ResourceFlavor per GPU pool flavor (model, spot or on-demand, team, InfiniBand domain), a ClusterQueue per team holding its quota, and a LocalQueue in each team namespace. Needs access.teams."""
+    """Install Kueue (Helm) with a ResourceFlavor per GPU pool flavor (model, spot or on-demand, team, InfiniBand domain), per team and node shape a ClusterQueue holding its share of the team's quota, and a LocalQueue gpu-<GPUs per node> in each team namespace. Needs access.teams."""
     kueue_version: Version = pinned("kueue")
     """Version of the Kueue chart (oci://registry.k8s.io/kueue/charts/kueue). aksgpu's tests check its values and CRDs at the pinned default."""
-    pods_ready_timeout_minutes: int = Field(default=10, ge=1, le=1440)
-    """Minutes (1-1440) an admitted job's pods have to all become ready before Kueue evicts the whole job and requeues it (waitForPodsReady), so two half-started gangs cannot deadlock."""
+    pods_ready_timeout_minutes: int = Field(default=30, ge=1, le=1440)
+    """Minutes (1-1440) an admitted job's pods have to all become ready before Kueue evicts the whole job and requeues it (waitForPodsReady), so two half-started gangs cannot deadlock. Leave room for new nodes: provisioning, the GPU Operator's driver and the node check (Kueue's own default is 30)."""
 
 
 # Kueue's ClusterQueue CRD (v0.19.2) takes at most 16 flavors per resource group.
@@ -50,15 +51,19 @@ class GpuFlavor:
     def pools(self) -> list[NodePool]:
         return list({id(pool): pool for _, pool in self.members}.values())
 
-    def capacity(self) -> dict[str, str]:
-        """What the flavor's agent pools hold at full scale: GPUs, vCPUs and memory."""
+    @property
+    def gpus_per_node(self) -> int:
+        return self.members[0][1].gpus_per_node or 0
+
+    def capacity(self) -> dict[str, Decimal]:
+        """What the flavor's agent pools hold at full scale: vCPUs (cores), memory (bytes), GPUs."""
         gpus = cpus = memory = 0
         for _, pool in self.members:
             size = pool.size or {}
             gpus += (pool.gpus_per_node or 0) * pool.max_nodes
             cpus += int(size.get("vcpus", 0)) * pool.max_nodes
             memory += int(size.get("memoryGib", 0)) * pool.max_nodes
-        return {"cpu": str(cpus), "memory": f"{memory}Gi", "nvidia.com/gpu": str(gpus)}
+        return {"cpu": Decimal(cpus), "memory": Decimal(memory) * 2**30, "nvidia.com/gpu": Decimal(gpus)}
 
 
 def gpu_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
