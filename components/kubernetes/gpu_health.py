@@ -477,6 +477,64 @@ def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str,
     return objects
 
 
+NODE_POLICY = "aksgpu-gpu-gate-node-changes"
+
+
+def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy that narrows what the gate's service accounts may do to a node
+    beyond what RBAC can say (patch is all or nothing): only the gate's taint, the
+    aksgpu.io/gpu-health labels and annotations and the GPU Operator's device-plugin label may
+    change, a node may be cordoned but never uncordoned, and the gate touches only the node its
+    pod runs on (Kubernetes 1.32+ puts that node in the pod-bound token)."""
+    gate_user = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
+    watchdog_user = f"system:serviceaccount:{namespace}:{WATCHDOG}"
+    node_name = "'authentication.kubernetes.io/node-name'"
+    gate_labels = f"k.startsWith('{HEALTH_LABEL}') || k == '{node_gate.DEVICE_PLUGIN_LABEL}'"
+    gate_annotations = f"k.startsWith('{HEALTH_LABEL}')"
+    variables = [
+        {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+        {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+        {"name": "oldAnnotations",
+         "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+        {"name": "newAnnotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+        {"name": "oldTaints", "expression": "has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, t.key != "
+                                            f"'{node_gate.GATE_TAINT_KEY}') : []"},
+        {"name": "newTaints", "expression": "has(object.spec.taints) ? object.spec.taints.filter(t, t.key != "
+                                            f"'{node_gate.GATE_TAINT_KEY}') : []"},
+    ]
+
+    def unchanged_but(field: str, allowed: str) -> str:
+        new, old = f"variables.new{field}", f"variables.old{field}"
+        return f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) && {old}.all(k, {allowed} || k in {new})"
+
+    policy = {"metadata": metadata(NODE_POLICY), "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                "resources": ["nodes"]}]},
+        "matchConditions": [{"name": "gate-service-accounts",
+                             "expression": f"request.userInfo.username in ['{gate_user}', '{watchdog_user}']"}],
+        "variables": variables,
+        "validations": [
+            {"expression": "variables.newTaints == variables.oldTaints",
+             "message": "the GPU gate may change only its own startup taint"},
+            {"expression": unchanged_but("Labels", gate_labels),
+             "message": "the GPU gate may change only the aksgpu.io/gpu-health labels and the GPU Operator's "
+                        "device-plugin label"},
+            {"expression": unchanged_but("Annotations", gate_annotations),
+             "message": "the GPU gate may change only the aksgpu.io/gpu-health annotations"},
+            {"expression": "!(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable) || "
+                           "(has(object.spec.unschedulable) && object.spec.unschedulable)",
+             "message": "the GPU gate may cordon a node, never uncordon one"},
+            {"expression": f"request.userInfo.username != '{gate_user}' || !has(request.userInfo.extra) || "
+                           f"!({node_name} in request.userInfo.extra) || "
+                           f"request.userInfo.extra[{node_name}][0] == object.metadata.name",
+             "message": "the GPU gate may change only the node its pod runs on"},
+        ],
+    }}
+    binding = {"metadata": metadata(NODE_POLICY), "spec": {"policyName": NODE_POLICY, "validationActions": ["Deny"]}}
+    return policy, binding
+
+
 def node_gate_script() -> str:
     with open(node_gate.__file__, encoding="utf-8") as handle:
         return handle.read()
@@ -579,6 +637,13 @@ class GpuHealth(pulumi.ComponentResource):
                                                        subjects=obj["subjects"], opts=opts))
         script = k8s.core.v1.ConfigMap(f"{name}-gate-script", metadata=metadata(SCRIPT_CONFIG, ns),
                                        data={"node_gate.py": node_gate_script()}, opts=base)
+        policy, policy_binding = node_change_policy(ns)
+        admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-node-policy", metadata=policy["metadata"], spec=policy["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
+        created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-node-policy-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
         ready = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[*created, script]))
         for manifest in daemonsets:
             k8s.apps.v1.DaemonSet(f"{name}-{manifest['metadata']['name'].removeprefix('aksgpu-gpu-')}",

@@ -2,8 +2,12 @@
 
 - Per team (every authorization mode): a namespace named after the team with the team's Pod
   Security level, a ResourceQuota capping requests.nvidia.com/gpu (and CPU and memory when the
-  spec caps them), a LimitRange giving containers default requests (so quota counts every pod),
-  and a ConfigMap with the tolerations and node selector of the team's pools.
+  spec caps them), a ResourceQuota that allows no pod at the system priorities (which would
+  preempt node agents), a LimitRange giving containers default requests (so quota counts every
+  pod), and a ConfigMap with the tolerations and node selector of the team's pools.
+- Isolation (every mode): a ValidatingAdmissionPolicy on pods in team namespaces: a pod may
+  tolerate only its own team's taint, and no toleration may match every taint, so a team cannot
+  put work on another team's pools.
 - kubernetes-rbac: ClusterRoleBindings of the admin groups (cluster-admin) and the read-only
   groups (view), and per team a RoleBinding of its groups to edit in its namespace.
 - azure-rbac: the same rights are Azure role assignments (components/access.py), so no bindings.
@@ -22,6 +26,13 @@ from components.kubernetes.objects import metadata, pool_targets, pool_toleratio
 from components.spec import ClusterSpec, Team, team_gpu_quota
 
 TEAM_LABEL = "aksgpu.io/team"
+SYSTEM_PRIORITY_CLASSES = ["system-cluster-critical", "system-node-critical"]
+TOLERATION_POLICY = "aksgpu-team-tolerations"
+# CEL over the pod and its namespace (admissionregistration.k8s.io/v1, GA in Kubernetes 1.30).
+NO_WILDCARD_TOLERATION = "!has(object.spec.tolerations) || object.spec.tolerations.all(t, has(t.key) && t.key != '')"
+OWN_TEAM_TOLERATION_ONLY = (
+    "!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != 'aksgpu.io/team' || "
+    "(has(t.value) && t.value == namespaceObject.metadata.labels['aksgpu.io/team']))")
 # Defaults for containers that set no requests: with a quota on CPU or memory, a pod without
 # requests would be refused; small defaults keep such pods schedulable and counted.
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
@@ -69,6 +80,36 @@ def team_quota(spec: ClusterSpec, team: Team) -> dict[str, Any]:
     return {"metadata": metadata("aksgpu-quota", team.name), "spec": {"hard": hard}}
 
 
+def team_priority_quota(team: Team) -> dict[str, Any]:
+    """No pod of the team at the system priorities, which would preempt node agents (Kubernetes
+    docs, "Limit Priority Class consumption by default")."""
+    return {"metadata": metadata("aksgpu-no-system-priority", team.name),
+            "spec": {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [
+                {"scopeName": "PriorityClass", "operator": "In", "values": list(SYSTEM_PRIORITY_CLASSES)}]}}}
+
+
+def toleration_policy() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its binding to every team namespace."""
+    policy = {"metadata": metadata(TOLERATION_POLICY), "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+        "validations": [
+            {"expression": NO_WILDCARD_TOLERATION,
+             "message": "a pod in a team namespace may not tolerate every taint (a toleration without a key)"},
+            {"expression": OWN_TEAM_TOLERATION_ONLY,
+             "messageExpression": "'pods in namespace ' + namespaceObject.metadata.name + ' may tolerate only their "
+                                  "own team taint, aksgpu.io/team=' + namespaceObject.metadata.labels['aksgpu.io/team']"},
+        ],
+    }}
+    binding = {"metadata": metadata(TOLERATION_POLICY), "spec": {
+        "policyName": TOLERATION_POLICY,
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+    }}
+    return policy, binding
+
+
 def team_limit_range(team: Team) -> dict[str, Any]:
     return {"metadata": metadata("aksgpu-defaults", team.name),
             "spec": {"limits": [{"type": "Container", "defaultRequest": dict(DEFAULT_REQUESTS)}]}}
@@ -98,7 +139,8 @@ def team_scheduling(spec: ClusterSpec, team: Team) -> dict[str, Any]:
 
 
 class TeamAccess(pulumi.ComponentResource):
-    """Admin and read-only bindings; per team a namespace, its RoleBinding, quota and defaults."""
+    """Admin and read-only bindings; per team a namespace, its RoleBinding, quotas and defaults;
+    the admission policy that keeps teams on their own pools."""
 
     namespaces: dict[str, k8s.core.v1.Namespace]
 
@@ -110,6 +152,13 @@ class TeamAccess(pulumi.ComponentResource):
             k8s.rbac.v1.ClusterRoleBinding(f"{name}-{binding['metadata']['name']}", metadata=binding["metadata"],
                                            subjects=binding["subjects"], role_ref=binding["roleRef"], opts=base)
         self.namespaces = {}
+        if spec.access.teams:
+            policy, policy_binding = toleration_policy()
+            admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-toleration-policy", metadata=policy["metadata"], spec=policy["spec"], opts=base)
+            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-toleration-policy-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission]))
         for team in spec.access.teams:
             manifest = team_namespace(team)
             namespace = k8s.core.v1.Namespace(f"{name}-{team.name}", metadata=manifest["metadata"], opts=base)
@@ -118,6 +167,9 @@ class TeamAccess(pulumi.ComponentResource):
             quota = team_quota(spec, team)
             k8s.core.v1.ResourceQuota(f"{name}-{team.name}-quota", metadata=quota["metadata"], spec=quota["spec"],
                                       opts=inside)
+            priority = team_priority_quota(team)
+            k8s.core.v1.ResourceQuota(f"{name}-{team.name}-no-system-priority", metadata=priority["metadata"],
+                                      spec=priority["spec"], opts=inside)
             limits = team_limit_range(team)
             k8s.core.v1.LimitRange(f"{name}-{team.name}-defaults", metadata=limits["metadata"], spec=limits["spec"],
                                    opts=inside)
