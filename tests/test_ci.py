@@ -99,6 +99,23 @@ def test_every_action_is_pinned_to_a_commit(shared: Path) -> None:
             assert re.fullmatch(r" # v\d+\.\d+\.\d+", comment), f"{relative}: {action} has no tag comment"
 
 
+def test_jobs_that_reach_a_cluster_install_kubelogin_after_signing_in(shared: Path) -> None:
+    """The in-cluster layer's provider runs kubelogin; every job that previews, deploys or checks
+    drift installs it after azure/login and before aksgpu runs."""
+    checked = 0
+    for name, workflow in _workflows(shared).items():
+        for job_name, job in workflow["jobs"].items():
+            steps = job.get("steps") or []
+            login = [i for i, step in enumerate(steps) if str(step.get("uses", "")).startswith("azure/login@")]
+            if not login:
+                continue
+            kubelogin = [i for i, step in enumerate(steps) if "--kubelogin-install-location" in str(step.get("run", ""))]
+            runs = [i for i, step in enumerate(steps) if re.search(r"aksgpu (preview|up|refresh)", str(step.get("run", "")))]
+            assert kubelogin and runs and login[0] < kubelogin[0] < runs[0], f"{name}/{job_name}"
+            checked += 1
+    assert checked >= 3
+
+
 def test_permissions_are_least_privilege(shared: Path) -> None:
     workflows = _workflows(shared)
     for name, workflow in workflows.items():

@@ -86,3 +86,24 @@ def test_the_defaults_turn_every_part_of_the_layer_on() -> None:
     assert not spec.gang_scheduling.enabled, "Kueue needs teams, so it is opted into"
     managed, _ = parse_cluster_spec(edit(edit(base_spec(), "monitoring.managedPrometheus", True), "gpuHealth", {}))
     assert managed.gpu_health.effective_scraper(True) == "managedPrometheus"
+
+
+@pytest.mark.parametrize(("schedule", "valid"), [
+    ("17 */6 * * *", True), ("0 2 * * mon-fri", True), ("*/15 0-6,22,23 1 jan,jul 0", True), ("@daily", True),
+    ("a b c d e", False), ("60 * * * *", False), ("* 24 * * *", False), ("* * 0 * *", False), ("* * * 13 *", False),
+    ("*/0 * * * *", False), ("5-1 * * * *", False), ("* * * *", False), ("@sometimes", False),
+])
+def test_recheck_schedules_are_checked_field_by_field(schedule: str, valid: bool) -> None:
+    spec = edit(base_spec(), "gpuHealth.recheck.schedule", schedule)
+    if valid:
+        parse_cluster_spec(spec)
+    else:
+        with pytest.raises(SpecError, match="gpuHealth.recheck.schedule"):
+            parse_cluster_spec(spec)
+
+
+def test_mig_pools_with_the_default_dcgm_check_are_warned() -> None:
+    _, warnings = parse_cluster_spec(edit(base_spec(), "nodePools.0.gpu", {"migProfile": "MIG3g"}))
+    assert any(w.path == "nodePools[0].gpu.migProfile" and "MIG mode" in w.rule for w in warnings)
+    custom = edit(edit(base_spec(), "nodePools.0.gpu", {"migProfile": "MIG3g"}), "gpuHealth.gate.command", ["true"])
+    assert not any(w.path == "nodePools[0].gpu.migProfile" for w in parse_cluster_spec(custom)[1])

@@ -63,7 +63,8 @@ CHECK_WRAPPER = (
     'timeout "$AKSGPU_TIMEOUT_SECONDS" "$@"; code=$?; echo "$code" > "$AKSGPU_RESULTS/exit-code"; '
     'echo "aksgpu: check exited with $code"; exit 0'
 )
-RECHECK_PRIORITY = -20  # below the autoscaler's expendable cutoff (-10): never triggers a scale-up
+# Below the autoscaler's expendable cutoff: a pending re-check never triggers a scale-up.
+RECHECK_PRIORITY = data.limit("autoscalerExpendablePriorityCutoff") - 10
 MAX_RECHECK_PODS = 100  # per run and CronJob, however many pools share it
 
 
@@ -186,8 +187,8 @@ def scrape_job(spec: ClusterSpec, system_namespace: str) -> dict[str, Any]:
 def alert_rules() -> list[dict[str, Any]]:
     """aksgpu's GPU alert rules (components/data/gpu_alerts.yaml), expressions expanded."""
     table = data.load("gpu_alerts")
-    xids = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {xid}" for xid in table["nodeXids"])
-    return [{**rule, "expression": rule["expression"].replace("{xid_expression}", xids)} for rule in table["rules"]]
+    xids = "|".join(str(xid) for xid in table["nodeXids"])
+    return [{**rule, "expression": rule["expression"].replace("NODE_XIDS", xids)} for rule in table["rules"]]
 
 
 def _minutes(text: str) -> int:

@@ -21,6 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components import data
 from components.kubernetes.objects import image, labels, metadata, pool_affinity, pool_targets, pool_tolerations
 from components.spec import ClusterSpec, NodePool
 
@@ -33,7 +34,7 @@ PRIORITY_CLASSES = (
      "aksgpu: the priority of every pod that names no class (the Kubernetes default, made explicit)"),
     ("aksgpu-gpu-job", 1000, False, "PreemptLowerPriority",
      "aksgpu: GPU training and serving jobs; they preempt balloons and default-priority pods"),
-    ("aksgpu-balloon", -10, False, "Never",
+    ("aksgpu-balloon", data.limit("autoscalerExpendablePriorityCutoff"), False, "Never",
      "aksgpu: balloons holding headroom; the lowest priority that still makes the autoscaler scale up"),
 )
 # A CPU balloon holds most of a node, leaving room for the node's daemons; a GPU balloon holds
@@ -51,7 +52,8 @@ class HeadroomArgs:
 
 
 def scale_set_pattern(agent_pool: str) -> str:
-    return f"^aks-{agent_pool}-[0-9]+-vmss$"
+    """A regex for the scale set AKS creates for the agent pool (components/data/aks_limits.yaml)."""
+    return data.limit("aksNode")["scaleSetNamePattern"].replace("{pool}", agent_pool)
 
 
 def expander_priorities(spec: ClusterSpec) -> dict[int, list[str]]:

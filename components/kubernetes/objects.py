@@ -13,15 +13,15 @@ from typing import Any
 
 from components import data
 from components.spec import ClusterSpec, NodePool
-from components.spec.pools import SPOT_TAINT_KEY
 
 SYSTEM_NAMESPACE = "aksgpu-system"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 KUEUE_NAMESPACE = "kueue-system"
 
-# Labels AKS puts on every node (azure-aks-docs use-labels.md): the agent pool's name and mode.
-AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
-SPOT_TAINT = f"{SPOT_TAINT_KEY}=spot:NoSchedule"  # AKS adds it to every spot node (spot-node-pool.md)
+# What AKS puts on its nodes (components/data/aks_limits.yaml, with sources).
+AGENT_POOL_LABEL = data.limit("aksNode")["agentPoolLabel"]
+MODE_LABEL = data.limit("aksNode")["modeLabel"]
+SPOT_TAINT = data.limit("aksNode")["spotTaint"]  # AKS adds it to every spot node
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 # The GPU node gate (components/kubernetes/gpu_health.py): a startup taint, so the cluster
@@ -127,7 +127,7 @@ def system_pool_placement() -> dict[str, Any]:
     """nodeSelector and tolerations that put a controller on the critical-system pool, where
     aksgpu's cluster-wide controllers (GPU Operator, Kueue) belong."""
     return {
-        "nodeSelector": {"kubernetes.azure.com/mode": "system"},
+        "nodeSelector": {MODE_LABEL: "system"},
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}],
     }
 

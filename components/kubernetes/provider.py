@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubeconfig import kubeconfig_for_login
+from components.kubeconfig import KubeconfigError, kubeconfig_for_login
 from components.kubernetes.objects import SYSTEM_NAMESPACE, metadata
 from components.spec import ClusterSpec
 
@@ -21,8 +21,12 @@ class ClusterKubernetesArgs:
 
 def provider_kubeconfig(kubeconfig: str, login: str) -> str:
     """The kubeconfig the provider uses: Entra ID users sign in through `kubelogin get-token
-    --login <login>` (non-interactive); local-account users stay as AKS issued them."""
-    return kubeconfig_for_login(kubeconfig, login).text
+    --login <login>` (non-interactive); local-account users stay as AKS issued them. A kubeconfig
+    that cannot be converted stops the program with the reason (RunError: no traceback)."""
+    try:
+        return kubeconfig_for_login(kubeconfig, login).text
+    except KubeconfigError as error:
+        raise pulumi.RunError(f"inCluster.login = {login}: {error}") from None
 
 
 class ClusterKubernetes(pulumi.ComponentResource):

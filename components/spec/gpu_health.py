@@ -22,8 +22,42 @@ ACTION_GROUP_ID = re.compile(
 # A container image reference: [registry/]repository[:tag][@digest], no spaces.
 IMAGE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
                    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
-# Five cron fields (minute hour day-of-month month day-of-week); names and steps allowed.
-CRON = re.compile(r"^\s*(\S+\s+){4}\S+\s*$")
+CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+# The five fields of a CronJob schedule: (lowest, highest, names) (Kubernetes CronJob docs).
+CRON_FIELDS = (
+    (0, 59, ()), (0, 23, ()), (1, 31, ()),
+    (1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    (0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+
+
+def _cron_value(text: str, lowest: int, highest: int, names: tuple[str, ...]) -> int | None:
+    if text.lower() in names:
+        return names.index(text.lower()) + lowest
+    return int(text) if text.isdigit() and lowest <= int(text) <= highest else None
+
+
+def valid_cron(schedule: str) -> bool:
+    """Whether `schedule` is a cron schedule a CronJob accepts: five fields of *, values, ranges,
+    steps and lists (names for months and weekdays), or one of the @ macros."""
+    if schedule.strip() in CRON_MACROS:
+        return True
+    fields = schedule.split()
+    if len(fields) != 5:
+        return False
+    for text, (lowest, highest, names) in zip(fields, CRON_FIELDS):
+        for item in text.split(","):
+            body, _, step = item.partition("/")
+            if step and not (step.isdigit() and int(step) > 0):
+                return False
+            if body == "*":
+                continue
+            start, dash, end = body.partition("-")
+            first = _cron_value(start, lowest, highest, names)
+            last = _cron_value(end, lowest, highest, names) if dash else first
+            if first is None or last is None or first > last:
+                return False
+    return True
 
 Image = Annotated[
     str,
@@ -32,8 +66,8 @@ Image = Annotated[
 ]
 Schedule = Annotated[
     str,
-    checked(CRON.fullmatch, "must be a cron schedule of five fields (minute hour day month weekday)",
-            'write it like "17 */6 * * *" (every 6 hours)'),
+    checked(valid_cron, "must be a cron schedule of five fields (minute 0-59, hour 0-23, day 1-31, month 1-12, "
+            "weekday 0-7) or an @ macro", 'write it like "17 */6 * * *" (every 6 hours)'),
 ]
 
 # DCGM diagnostics level 2 (memory and PCIe tests, about two minutes), with nv-hostengine
@@ -146,6 +180,13 @@ def check_gpu_health(spec: ClusterSpec) -> Iterator[Issue]:
                     "still under check after that counts as unready, and enough unready nodes stop it from "
                     "scaling", "keep the gate's check to 600 seconds or less, and run longer burns in the "
                     "re-checks", "warning")
+    if health.gate.enabled and list(health.gate.command) == DEFAULT_CHECK_COMMAND:
+        for index, pool in enumerate(spec.node_pools):
+            if pool.kind == "gpu" and pool.gpu_settings and pool.gpu_settings.mig_profile:
+                yield Issue(f"nodePools[{index}].gpu.migProfile", pool.gpu_settings.mig_profile,
+                            "the default check is DCGM diagnostics, which NVIDIA does not support on GPUs in MIG "
+                            "mode, so it may fail every node of this pool", "set gpuHealth.gate.command to a "
+                            "check that runs on MIG instances, or gpuHealth.gate.enabled: false", "warning")
     if not health.gate.enabled:
         yield Issue("gpuHealth.gate.enabled", False, "new GPU nodes take work before anything checked their GPUs; "
                     "one bad GPU slows or fails every job that lands on it", "set gpuHealth.gate.enabled: true",
