@@ -70,7 +70,8 @@ def _node(labels: dict[str, str], taints: list[dict[str, str]], unschedulable: b
 def test_the_gate_may_make_exactly_its_own_changes() -> None:
     policy, _ = node_change_policy("aksgpu-system")
     fresh = _node({}, [GPU_TAINT])
-    pending = _node({"aksgpu.io/gpu-health": "pending", "nvidia.com/gpu.deploy.device-plugin": "false"},
+    pending = _node({"aksgpu.io/gpu-health": "pending", "nvidia.com/gpu.deploy.device-plugin": "false",
+                     "nvidia.com/gpu.deploy.dcgm-exporter": "false"},
                     [GPU_TAINT, GATE_TAINT])
     pending["metadata"]["annotations"]["aksgpu.io/gpu-health-pending-since"] = "2026-11-24T12:00:00Z"
     assert denials(policy, obj=pending, old=fresh, request=GATE_USER) == []

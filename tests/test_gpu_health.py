@@ -116,9 +116,9 @@ def test_the_gate_daemonsets_per_driver_mode(plan: Any) -> None:
             pod["tolerations"]
     assert [c["name"] for c in aks["initContainers"]] == ["pending", "check"] and aks["containers"][0]["name"] == "verdict"
     assert [c["name"] for c in hold["initContainers"]] == ["pending"] and hold["containers"][0]["name"] == "hold"
-    assert "--hold-device-plugin" in hold["initContainers"][0]["command"]
+    assert "--hold-operands" in hold["initContainers"][0]["command"]
     assert [c["name"] for c in check["initContainers"]] == ["wait-for-driver", "check"]
-    assert "--release-device-plugin" in check["containers"][0]["command"]
+    assert "--release-operands" in check["containers"][0]["command"]
     assert "runtimeClassName" not in aks and "runtimeClassName" not in hold and check["runtimeClassName"] == "nvidia"
     pending = aks["initContainers"][0]["command"]
     assert pending[pending.index("--gate-daemonset") + 1] == "aksgpu-system/aksgpu-gpu-gate-aks-driver"
@@ -323,7 +323,7 @@ def test_a_new_node_is_tainted_and_labelled_pending(api_server: tuple[str, FakeA
     assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == "tainted"
     assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "pending"
     assert state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] == "2026-11-24T12:00:00Z"
-    assert node_gate.DEVICE_PLUGIN_LABEL not in state.node["metadata"]["labels"]
+    assert not set(node_gate.HELD_OPERAND_LABELS) & set(state.node["metadata"]["labels"])
     assert _gate_taints(state.node) == [{"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
     assert GPU_TAINT in state.node["spec"]["taints"], "the pool's own taints stay"
     assert not (tmp_path / node_gate.SKIP_FILE).exists()
@@ -334,18 +334,18 @@ def test_a_new_node_is_tainted_and_labelled_pending(api_server: tuple[str, FakeA
     assert state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] == "2026-11-24T12:00:00Z"
 
 
-def test_a_node_of_a_gpu_operator_pool_is_held_from_the_device_plugin(api_server: tuple[str, FakeApi],
+def test_a_node_of_a_gpu_operator_pool_is_held_from_its_operands(api_server: tuple[str, FakeApi],
                                                                       tmp_path: Path) -> None:
     url, state = api_server
     # The operator may have labelled the node first; the gate's "false" overrides it.
-    state.node = _node(minutes_old=1, labels={node_gate.DEVICE_PLUGIN_LABEL: "true"})
+    state.node = _node(minutes_old=1, labels={label: "true" for label in node_gate.HELD_OPERAND_LABELS})
     api = node_gate.Api(url, None, None)
-    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, hold_device_plugin=True, now=NOW) == \
+    assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, hold_operands=True, now=NOW) == \
         "tainted"
-    assert state.node["metadata"]["labels"][node_gate.DEVICE_PLUGIN_LABEL] == "false"
+    assert all(state.node["metadata"]["labels"][label] == "false" for label in node_gate.HELD_OPERAND_LABELS)
     (tmp_path / node_gate.EXIT_CODE_FILE).write_text("0")
-    assert node_gate.verdict(api, "aks-h100-1", str(tmp_path), release_device_plugin=True, now=NOW) == "passed"
-    assert node_gate.DEVICE_PLUGIN_LABEL not in state.node["metadata"]["labels"], "the operator sets it again"
+    assert node_gate.verdict(api, "aks-h100-1", str(tmp_path), release_operands=True, now=NOW) == "passed"
+    assert not set(node_gate.HELD_OPERAND_LABELS) & set(state.node["metadata"]["labels"]), "the operator sets them again"
 
 
 def test_a_node_that_predates_the_gate_is_labelled_unchecked_not_tainted(api_server: tuple[str, FakeApi],

@@ -173,7 +173,7 @@ def test_no_gpu_is_advertised_before_the_gate_has_passed_the_node(preset_plans: 
             assert _pod_spec(first[0])["initContainers"][0]["name"] == "pending"
             pending_args = _pod_spec(first[0])["initContainers"][0]["command"]
             pending = node.with_state({"aksgpu.io/gpu-health": "pending", **(
-                {"nvidia.com/gpu.deploy.device-plugin": "false"} if "--hold-device-plugin" in pending_args else {})},
+                {"nvidia.com/gpu.deploy.device-plugin": "false"} if "--hold-operands" in pending_args else {})},
                 [taint])
             # aksgpu's device plugin waits for a verdict; the GPU Operator's cannot start before its
             # driver is installed (minutes), long after the hold step (no GPU runtime needed) ran.

@@ -7,12 +7,13 @@ conditions that should take a node out (Azure Monitor Prometheus rule groups, or
 Prometheus's rules).
 
 Active, the node gate (a GPU node's life):
-  created -> the gate DaemonSet taints it with startup-taint.cluster-autoscaler.kubernetes.io/
-  aksgpu-gpu-check and labels it aksgpu.io/gpu-health=pending -> the check runs once -> passed:
-  taint removed, node admitted | failed: cordoned, labelled failed and with the failed check ->
-  idle nodes re-checked by a CronJob per pool -> a failed re-check cordons the node too.
-The steps that change the node are node_gate.py (shipped as a ConfigMap); the check is an image
-and command from the spec, with the contract in node_gate.py's docstring.
+  created -> a gate pod taints it with startup-taint.cluster-autoscaler.kubernetes.io/
+  aksgpu-gpu-check and labels it aksgpu.io/gpu-health=pending (nothing advertises its GPUs until
+  the verdict) -> the check runs once -> passed: taint removed, node admitted | failed: cordoned,
+  labelled failed and with the failed check -> idle nodes re-checked by a CronJob per node shape
+  -> a failed re-check cordons the node too; a watchdog fails nodes pending too long.
+The steps that change the node are node_gate.py (shipped as a ConfigMap), narrowed by an admission
+policy; the check is an image and command from the spec, with the contract in node_gate.py.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     metrics = spec.gpu_health.metrics
     targets = device_plugin_targets(spec)
     pod_labels = {**labels(EXPORTER), **EXPORTER_APP_LABEL}
+    # With the gate on, from the verdict on: no second DCGM client while the check runs.
+    admitted = ([{"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}]
+                if spec.gpu_health.gate.enabled else [])
     return {
         "metadata": metadata(EXPORTER, namespace, extra_labels=EXPORTER_APP_LABEL),
         "spec": {
@@ -98,9 +102,8 @@ def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": pod_labels},
                 "spec": {
-                    "affinity": pool_affinity(targets),
-                    # Metrics from the moment the node joins, also while the gate checks it.
-                    "tolerations": pool_tolerations(targets, gate=True),
+                    "affinity": pool_affinity(targets, *admitted),
+                    "tolerations": pool_tolerations(targets),
                     "priorityClassName": "system-node-critical",
                     "automountServiceAccountToken": False,
                     "containers": [{
@@ -324,7 +327,8 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
     GPU Operator pools: two. The check needs the operator's runtime class, whose handler exists
     only once the operator has installed the driver and toolkit, and a pod with a runtime class
     cannot start before that; so a "hold" DaemonSet without one taints the node at once and keeps
-    the operator's device plugin off it, and the check DaemonSet runs on nodes labelled pending.
+    the operator's device plugin and DCGM exporter off it, and the check DaemonSet runs on nodes
+    labelled pending.
     """
     gate_name = f"{namespace}/{{name}}"
     daemonsets = []
@@ -340,7 +344,7 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
     operator = operator_targets(spec)
     if operator:
         hold = f"{GATE}-operator-hold"
-        pending = _gate_container(spec, "pending", ["pending", "--results", RESULTS, "--hold-device-plugin",
+        pending = _gate_container(spec, "pending", ["pending", "--results", RESULTS, "--hold-operands",
                                                     "--gate-daemonset", gate_name.format(name=hold)])
         pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn", init=[pending],
                         main=_gate_container(spec, "hold", ["hold"], token=False))
@@ -348,7 +352,7 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
         wait = _gate_container(spec, "wait-for-driver", ["wait-for-driver", "--timeout-seconds", "600"], token=False)
         wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations", "readOnly": True})
         verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
-                                                    "--release-device-plugin"])
+                                                    "--release-operands"])
         pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health="pending", op="In",
                         init=[wait, _check_container(spec, "gate", None)], main=verdict,
                         extra_volumes=[{"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
@@ -484,13 +488,14 @@ NODE_POLICY = "aksgpu-gpu-gate-node-changes"
 def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A ValidatingAdmissionPolicy that narrows what the gate's service accounts may do to a node
     beyond what RBAC can say (patch is all or nothing): only the gate's taint, the
-    aksgpu.io/gpu-health labels and annotations and the GPU Operator's device-plugin label may
+    aksgpu.io/gpu-health labels and annotations and the GPU Operator's operand switches may
     change, a node may be cordoned but never uncordoned, and the gate touches only the node its
     pod runs on (Kubernetes 1.32+ puts that node in the pod-bound token)."""
     gate_user = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
     watchdog_user = f"system:serviceaccount:{namespace}:{WATCHDOG}"
     node_name = "'authentication.kubernetes.io/node-name'"
-    gate_labels = f"k.startsWith('{HEALTH_LABEL}') || k == '{node_gate.DEVICE_PLUGIN_LABEL}'"
+    held = ", ".join(f"'{label}'" for label in node_gate.HELD_OPERAND_LABELS)
+    gate_labels = f"k.startsWith('{HEALTH_LABEL}') || k in [{held}]"
     gate_annotations = f"k.startsWith('{HEALTH_LABEL}')"
     variables = [
         {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
@@ -520,7 +525,7 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
              "message": "the GPU gate may change only its own startup taint"},
             {"expression": unchanged_but("Labels", gate_labels),
              "message": "the GPU gate may change only the aksgpu.io/gpu-health labels and the GPU Operator's "
-                        "device-plugin label"},
+                        "device-plugin and dcgm-exporter switches"},
             {"expression": unchanged_but("Annotations", gate_annotations),
              "message": "the GPU gate may change only the aksgpu.io/gpu-health annotations"},
             {"expression": "!(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable) || "

@@ -8,16 +8,17 @@ the node's resourceVersion, retried on conflict, so it never overwrites a concur
 
 Steps:
   pending   (init)  a node without a verdict gets the startup taint, aksgpu.io/gpu-health=pending
-                    and the time it started waiting; with --hold-device-plugin also
-                    nvidia.com/gpu.deploy.device-plugin=false, which the GPU Operator honours, so
-                    no GPU is advertised before the verdict. A node that joined before the gate's
+                    and the time it started waiting; with --hold-operands also
+                    nvidia.com/gpu.deploy.device-plugin=false and ...dcgm-exporter=false, which the
+                    GPU Operator honours: no GPU is advertised before the verdict, and no DCGM
+                    client competes with the check. A node that joined before the gate's
                     DaemonSet existed, and was never checked, is only labelled "unchecked":
                     checking it could disturb its work; the re-checks cover it once idle.
   wait-for-driver   (init, GPU Operator pools) wait until the operator's validator has marked the
                     driver and container toolkit ready on this node.
   (the check itself runs between these, in the check's own image; see GpuHealth)
   verdict   (main)  read the check's exit code and report; pass: remove the taint, label passed
-                    (and hand the device plugin back to the operator); fail: cordon, label failed
+                    (and hand the held operands back to the operator); fail: cordon, label failed
                     and the failed check, remove the taint, annotate why.
   hold      (main)  keep the pod alive until the node's verdict moves it off the node.
   watchdog  (CronJob) fail every node that has been pending too long: its check never ran or
@@ -52,7 +53,9 @@ EXIT_CODE_ANNOTATION = "aksgpu.io/gpu-health-exit-code"
 REASON_ANNOTATION = "aksgpu.io/gpu-health-reason"
 CHECKED_AT_ANNOTATION = "aksgpu.io/gpu-health-checked-at"
 PENDING_SINCE_ANNOTATION = "aksgpu.io/gpu-health-pending-since"
-DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"  # the GPU Operator keeps a value it finds
+# The GPU Operator's per-node switches for the operands that must wait for the verdict; it keeps
+# a value it finds (controllers/state_manager.go, v26.7.0) and sets "true" where there is none.
+HELD_OPERAND_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm-exporter")
 SKIP_FILE = "skip"  # in the results folder: the check must not run on this node
 EXIT_CODE_FILE = "exit-code"
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -134,7 +137,7 @@ def _stamp(moment: datetime.datetime) -> str:
 
 
 def pending(api: Api, node_name: str, results: str, gate_since: datetime.datetime | None,
-            hold_device_plugin: bool = False, now: datetime.datetime | None = None) -> str:
+            hold_operands: bool = False, now: datetime.datetime | None = None) -> str:
     """Put a node without a verdict under the gate. `gate_since` is when the gate's DaemonSet was
     created (None: unknown, every such node is checked). Returns tainted, unchecked or kept."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
@@ -157,8 +160,8 @@ def pending(api: Api, node_name: str, results: str, gate_since: datetime.datetim
         outcome = "tainted"
         taints = _taints_without_gate(node) + [{"key": GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
         new_labels: dict[str, Any] = {HEALTH_LABEL: "pending"}
-        if hold_device_plugin:
-            new_labels[DEVICE_PLUGIN_LABEL] = "false"
+        if hold_operands:
+            new_labels.update({label: "false" for label in HELD_OPERAND_LABELS})
         return {"metadata": {"labels": new_labels,
                              "annotations": {PENDING_SINCE_ANNOTATION: annotations.get(PENDING_SINCE_ANNOTATION)
                                              or _stamp(now)}},
@@ -202,7 +205,7 @@ def failure_reason(code: int, report: dict[str, Any]) -> tuple[str, str]:
 
 
 def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
-            release_device_plugin: bool = False, now: datetime.datetime | None = None) -> str:
+            release_operands: bool = False, now: datetime.datetime | None = None) -> str:
     """Apply the check's result to the node: passed, failed or skipped."""
     code, report = read_result(results)
     if code is None:
@@ -212,8 +215,8 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
     if code == 0:
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             labels: dict[str, Any] = {HEALTH_LABEL: "passed", FAILED_CHECK_LABEL: None}
-            if release_device_plugin:
-                labels[DEVICE_PLUGIN_LABEL] = None  # the operator sets it to true again
+            if release_operands:
+                labels.update({label: None for label in HELD_OPERAND_LABELS})  # the operator sets "true" again
             patch: dict[str, Any] = {"metadata": {"labels": labels,
                                                   "annotations": {**annotations, REASON_ANNOTATION: None}}}
             if not recheck:
@@ -272,10 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="/var/run/aksgpu", help="folder shared with the check")
     parser.add_argument("--gate-daemonset", help="namespace/name of this gate's DaemonSet: nodes that joined "
                                                  "before it existed are not tainted")
-    parser.add_argument("--hold-device-plugin", action="store_true",
-                        help="keep the GPU Operator's device plugin off the node until the verdict")
-    parser.add_argument("--release-device-plugin", action="store_true",
-                        help="on a pass, hand the device plugin back to the GPU Operator")
+    parser.add_argument("--hold-operands", action="store_true",
+                        help="keep the GPU Operator's device plugin and DCGM exporter off the node until the verdict")
+    parser.add_argument("--release-operands", action="store_true",
+                        help="on a pass, hand them back to the GPU Operator")
     parser.add_argument("--recheck", action="store_true", help="a re-check of an admitted node")
     parser.add_argument("--validations", default="/run/nvidia/validations")
     parser.add_argument("--timeout-seconds", type=float, default=600.0)
@@ -299,10 +302,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.gate_daemonset:
             namespace, _, name = args.gate_daemonset.partition("/")
             gate_since = _timestamp(api.get_daemonset(namespace, name)["metadata"].get("creationTimestamp"))
-        print(f"{node_name}: {pending(api, node_name, args.results, gate_since, args.hold_device_plugin)}")
+        print(f"{node_name}: {pending(api, node_name, args.results, gate_since, args.hold_operands)}")
         return 0
     outcome = verdict(api, node_name, args.results, recheck=args.recheck,
-                      release_device_plugin=args.release_device_plugin)
+                      release_operands=args.release_operands)
     print(f"{node_name}: {outcome}", flush=True)
     if args.hold:
         hold_forever()

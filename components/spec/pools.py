@@ -269,7 +269,8 @@ class NodePool(PoolBase):
 
     @property
     def gpus_per_node(self) -> int | None:
-        """nvidia.com/gpu each node advertises: its GPUs, times the instances per GPU with MIG (None: size unknown)."""
+        """nvidia.com/gpu each node advertises: its GPUs, times the instances per GPU with MIG. 0 for a
+        cpu pool; None for a gpu pool whose VM size is not in aksgpu's table (its GPUs are unknown)."""
         size = self.size
         if self.kind != "gpu" or size is None:
             return 0 if self.kind != "gpu" else None
