@@ -33,6 +33,13 @@ def test_a_team_pod_tolerates_only_its_own_team_taint() -> None:
     assert denials(policy, obj=_pod(any_team), namespace=VISION), "Exists on the team key matches every team"
     assert denials(policy, obj=_pod(everything), namespace=VISION) == [
         "a pod in a team namespace may not tolerate every taint (a toleration without a key)"]
+    pinned = _pod(gpu, own)
+    pinned["spec"]["nodeName"] = "aks-research-1"
+    create = {"operation": "CREATE", "userInfo": {"username": "alice"}}
+    assert denials(policy, obj=pinned, namespace=VISION, request=create) == [
+        "a pod in a team namespace may not name its node (spec.nodeName skips the scheduler and the team taints)"]
+    assert denials(policy, obj=pinned, namespace=VISION, request={**create, "operation": "UPDATE"}) == [], \
+        "a scheduled pod carries nodeName on later updates"
 
 
 def test_the_team_policy_is_bound_to_team_namespaces_and_validates() -> None:

@@ -345,7 +345,8 @@ def test_a_node_of_a_gpu_operator_pool_is_held_from_its_operands(api_server: tup
     assert all(state.node["metadata"]["labels"][label] == "false" for label in node_gate.HELD_OPERAND_LABELS)
     (tmp_path / node_gate.EXIT_CODE_FILE).write_text("0")
     assert node_gate.verdict(api, "aks-h100-1", str(tmp_path), release_operands=True, now=NOW) == "passed"
-    assert not set(node_gate.HELD_OPERAND_LABELS) & set(state.node["metadata"]["labels"]), "the operator sets them again"
+    # "true", as the operator would set it: it relabels only on other events (nodelabeling_controller.go).
+    assert all(state.node["metadata"]["labels"][label] == "true" for label in node_gate.HELD_OPERAND_LABELS)
 
 
 def test_a_node_that_predates_the_gate_is_labelled_unchecked_not_tainted(api_server: tuple[str, FakeApi],
@@ -480,3 +481,12 @@ def test_a_repaired_node_handed_back_is_checked_again(api_server: tuple[str, Fak
     state.node["metadata"]["annotations"][node_gate.CHECKED_AT_ANNOTATION] = "2026-11-20T10:00:00Z"
     assert node_gate.pending(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == \
         "tainted"
+
+
+def test_rechecks_run_without_the_gate_too() -> None:
+    plan = plan_spec(edit(base_spec(), "gpuHealth.gate.enabled", False))
+    pod = _pod(find_object(plan, "CronJob", "aksgpu-gpu-recheck-1gpu"))
+    expressions = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"]
+    assert {"key": objects.HEALTH_LABEL, "operator": "NotIn", "values": ["failed"]} in expressions, \
+        "no node has a gate label then: every node but a failed one may be re-checked"

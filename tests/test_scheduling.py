@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components.spec import SpecError, parse_cluster_spec
+from components.spec.base import quantity
 from tests.helpers import base_spec, edit, find_object, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.scheduling import fits, plan_nodes
 
@@ -169,15 +170,30 @@ def test_a_teams_queues_together_admit_no_more_than_its_quota() -> None:
     quota = next(m for m in objects if m["kind"] == "ResourceQuota" and m["metadata"]["namespace"] == "research"
                  and m["metadata"]["name"] == "aksgpu-quota")
     assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) == 64
-    cpu = sum(int(r["nominalQuota"]) for q in research for f in q["spec"]["resourceGroups"][0]["flavors"]
+    cpu = sum(quantity(r["nominalQuota"]) for q in research for f in q["spec"]["resourceGroups"][0]["flavors"]
               for r in f["resources"] if r["name"] == "cpu")
-    assert cpu == 2000
+    assert 1999 <= cpu <= 2000, "CPU follows the GPUs, rounded down to millicores"
     serving = [m for m in objects if m["kind"] == "ClusterQueue" and m["metadata"]["name"].startswith("serving-")]
     # serving's default quota is its own A100s (1,200 on-demand + 900 spot): the shared pool gets none.
     assert _gpu_quota_sum(serving) == 1200 + 900
     shared = [f for q in serving for f in q["spec"]["resourceGroups"][0]["flavors"] if "ondemand" in f["name"]
               and "serving" not in f["name"]]
     assert [next(r["nominalQuota"] for r in f["resources"] if r["name"] == "nvidia.com/gpu") for f in shared] == ["0"]
+
+
+def test_every_flavor_with_gpus_also_gets_cpu_and_memory(example_plans: dict) -> None:
+    """prod's research team: its H100s and 8 of the shared A100s under quota cpu 1024, memory 8Ti."""
+    queues = [m for m in kubernetes_manifests(example_plans["prod"]) if m["kind"] == "ClusterQueue"]
+    checked = 0
+    for queue in queues:
+        for flavor in queue["spec"]["resourceGroups"][0]["flavors"]:
+            quota = {r["name"]: quantity(r["nominalQuota"]) for r in flavor["resources"]}
+            if quota["nvidia.com/gpu"] > 0:
+                assert quota["cpu"] > 0 and quota["memory"] > 0, flavor["name"]
+                checked += 1
+    a100 = next(f for q in queues for f in q["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "nc24ads-a100-v4-ondemand")
+    assert {r["name"]: r["nominalQuota"] for r in a100["resources"]}["nvidia.com/gpu"] == "8"
+    assert checked >= 2
 
 
 def test_kueue_waits_for_pods_ready_and_runs_on_the_system_pool() -> None:

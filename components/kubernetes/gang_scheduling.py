@@ -82,24 +82,29 @@ def team_flavors(spec: ClusterSpec, team: str) -> list[GpuFlavor]:
 def team_quotas(spec: ClusterSpec, team: Team) -> dict[str, dict[str, Decimal]]:
     """Flavor name -> nominal quota (cpu in cores, memory in bytes, nvidia.com/gpu) for the team.
 
-    The team's caps (quota.gpus, and quota.cpu and quota.memory when set) are handed out over its
-    flavors in order, each flavor getting at most what its pools hold at full scale, so the sum
-    over the team's queues never exceeds what its namespace's ResourceQuota allows."""
-    remaining: dict[str, Decimal | None] = {
-        "cpu": quantity(team.quota.cpu) if team.quota.cpu is not None else None,
-        "memory": quantity(team.quota.memory) if team.quota.memory is not None else None,
-        "nvidia.com/gpu": Decimal(team_gpu_quota(spec, team)),
-    }
+    The team's GPU quota is handed out over its flavors in order, each flavor getting at most what
+    its pools hold at full scale, so the sum over the team's queues never exceeds what its
+    namespace's ResourceQuota allows. Capped CPU and memory follow each flavor's share of the
+    GPUs (a flavor with GPUs always gets some), again at most what its pools hold."""
+    gpu_cap = Decimal(team_gpu_quota(spec, team))
+    caps = {"cpu": quantity(team.quota.cpu) if team.quota.cpu is not None else None,
+            "memory": quantity(team.quota.memory) if team.quota.memory is not None else None}
     quotas: dict[str, dict[str, Decimal]] = {}
+    remaining = gpu_cap
     for flavor in team_flavors(spec, team.name):
         capacity = flavor.capacity()
-        share = {}
-        for resource, held in capacity.items():
-            left = remaining[resource]
-            share[resource] = held if left is None else min(held, left)
-            if left is not None:
-                remaining[resource] = left - share[resource]
-        quotas[flavor.name] = share
+        gpus = min(capacity["nvidia.com/gpu"], remaining)
+        remaining -= gpus
+        share: dict[str, Decimal] = {}
+        for resource, cap in caps.items():
+            if cap is None:
+                share[resource] = capacity[resource]
+            else:
+                proportional = cap * gpus / gpu_cap if gpu_cap else Decimal(0)
+                step = Decimal("0.001") if resource == "cpu" else Decimal(2) ** 20  # millicores, MiB
+                share[resource] = min(capacity[resource], (proportional // step) * step)
+        share["nvidia.com/gpu"] = gpus
+        quotas[flavor.name] = {resource: share[resource] for resource in COVERED_RESOURCES}
     return quotas
 
 

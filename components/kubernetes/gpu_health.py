@@ -57,11 +57,11 @@ EXPORTER_APP_LABEL = {"app": "nvidia-dcgm-exporter"}
 RESULTS = "/var/run/aksgpu"
 SCRIPT_DIR = "/opt/aksgpu"
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-# Runs the check with a time limit and records its exit code for the verdict step; a node the
-# pending step chose not to check (see node_gate.py) is skipped.
+# Runs the check with a time limit (killed a minute after it ignores SIGTERM) and records its exit
+# code for the verdict step; a node the pending step chose not to check (node_gate.py) is skipped.
 CHECK_WRAPPER = (
     'if [ -f "$AKSGPU_RESULTS/skip" ]; then echo "aksgpu: no check needed on this node"; exit 0; fi; '
-    'timeout "$AKSGPU_TIMEOUT_SECONDS" "$@"; code=$?; echo "$code" > "$AKSGPU_RESULTS/exit-code"; '
+    'timeout -k 60 "$AKSGPU_TIMEOUT_SECONDS" "$@"; code=$?; echo "$code" > "$AKSGPU_RESULTS/exit-code"; '
     'echo "aksgpu: check exited with $code"; exit 0'
 )
 # Below the autoscaler's expendable cutoff: a pending re-check never triggers a scale-up.
@@ -418,13 +418,16 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
     pools = len({id(target.pool) for target in targets})
     nodes = min(recheck.nodes_per_pool * pools, MAX_RECHECK_PODS)
     pod_labels = {**labels(RECHECK), "aksgpu.io/recheck": name}
+    # Nodes the gate admitted; without the gate no node carries the label, and every node counts.
+    admitted = ([{"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}] if gate.enabled
+                else [{"key": HEALTH_LABEL, "operator": "NotIn", "values": ["failed"]}])
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
         "priorityClassName": RECHECK,
         "affinity": {
-            **pool_affinity(targets, {"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}),
+            **pool_affinity(targets, *admitted),
             # One re-check per node.
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
                 "labelSelector": {"matchLabels": {"aksgpu.io/recheck": name}},

@@ -18,7 +18,7 @@ Steps:
                     driver and container toolkit ready on this node.
   (the check itself runs between these, in the check's own image; see GpuHealth)
   verdict   (main)  read the check's exit code and report; pass: remove the taint, label passed
-                    (and hand the held operands back to the operator); fail: cordon, label failed
+                    (and switch the held operands back on); fail: cordon, label failed
                     and the failed check, remove the taint, annotate why.
   hold      (main)  keep the pod alive until the node's verdict moves it off the node.
   watchdog  (CronJob) fail every node that has been pending too long: its check never ran or
@@ -216,7 +216,9 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             labels: dict[str, Any] = {HEALTH_LABEL: "passed", FAILED_CHECK_LABEL: None}
             if release_operands:
-                labels.update({label: None for label in HELD_OPERAND_LABELS})  # the operator sets "true" again
+                # "true", the operator's own value: it only relabels a node on other events, so a
+                # label left out would keep the operands off until the next node joins.
+                labels.update({label: "true" for label in HELD_OPERAND_LABELS})
             patch: dict[str, Any] = {"metadata": {"labels": labels,
                                                   "annotations": {**annotations, REASON_ANNOTATION: None}}}
             if not recheck:

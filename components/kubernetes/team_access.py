@@ -6,8 +6,8 @@
   preempt node agents), a LimitRange giving containers default requests (so quota counts every
   pod), and a ConfigMap with the tolerations and node selector of the team's pools.
 - Isolation (every mode): a ValidatingAdmissionPolicy on pods in team namespaces: a pod may
-  tolerate only its own team's taint, and no toleration may match every taint, so a team cannot
-  put work on another team's pools.
+  tolerate only its own team's taint, no toleration may match every taint, and no pod may be
+  created with spec.nodeName, so a team cannot put work on another team's pools.
 - kubernetes-rbac: ClusterRoleBindings of the admin groups (cluster-admin) and the read-only
   groups (view), and per team a RoleBinding of its groups to edit in its namespace.
 - azure-rbac: the same rights are Azure role assignments (components/access.py), so no bindings.
@@ -30,6 +30,10 @@ SYSTEM_PRIORITY_CLASSES = ["system-cluster-critical", "system-node-critical"]
 TOLERATION_POLICY = "aksgpu-team-tolerations"
 # CEL over the pod and its namespace (admissionregistration.k8s.io/v1, GA in Kubernetes 1.30).
 NO_WILDCARD_TOLERATION = "!has(object.spec.tolerations) || object.spec.tolerations.all(t, has(t.key) && t.key != '')"
+# A pod created with spec.nodeName skips the scheduler, and the kubelet enforces only NoExecute
+# taints: it could land on another team's pool. The scheduler binds through pods/binding, which
+# this policy does not see, so scheduled pods are unaffected.
+NO_NODE_NAME_ON_CREATE = "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''"
 OWN_TEAM_TOLERATION_ONLY = (
     "!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != 'aksgpu.io/team' || "
     "(has(t.value) && t.value == namespaceObject.metadata.labels['aksgpu.io/team']))")
@@ -97,6 +101,9 @@ def toleration_policy() -> tuple[dict[str, Any], dict[str, Any]]:
         "validations": [
             {"expression": NO_WILDCARD_TOLERATION,
              "message": "a pod in a team namespace may not tolerate every taint (a toleration without a key)"},
+            {"expression": NO_NODE_NAME_ON_CREATE,
+             "message": "a pod in a team namespace may not name its node (spec.nodeName skips the scheduler and "
+                        "the team taints)"},
             {"expression": OWN_TEAM_TOLERATION_ONLY,
              "messageExpression": "'pods in namespace ' + namespaceObject.metadata.name + ' may tolerate only their "
                                   "own team taint, aksgpu.io/team=' + namespaceObject.metadata.labels['aksgpu.io/team']"},
