@@ -24,8 +24,8 @@ import yaml
 
 from components.kubernetes.objects import metadata, pool_targets, pool_tolerations
 from components.spec import ClusterSpec, Team, team_gpu_quota
+from components.spec.pools import TEAM_KEY as TEAM_LABEL
 
-TEAM_LABEL = "aksgpu.io/team"
 SYSTEM_PRIORITY_CLASSES = ["system-cluster-critical", "system-node-critical"]
 TOLERATION_POLICY = "aksgpu-team-tolerations"
 # CEL over the pod and its namespace (admissionregistration.k8s.io/v1, GA in Kubernetes 1.30).
@@ -35,8 +35,8 @@ NO_WILDCARD_TOLERATION = "!has(object.spec.tolerations) || object.spec.toleratio
 # this policy does not see, so scheduled pods are unaffected.
 NO_NODE_NAME_ON_CREATE = "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''"
 OWN_TEAM_TOLERATION_ONLY = (
-    "!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != 'aksgpu.io/team' || "
-    "(has(t.value) && t.value == namespaceObject.metadata.labels['aksgpu.io/team']))")
+    f"!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != '{TEAM_LABEL}' || "
+    f"(has(t.value) && t.value == namespaceObject.metadata.labels['{TEAM_LABEL}']))")
 # Defaults for containers that set no requests: with a quota on CPU or memory, a pod without
 # requests would be refused; small defaults keep such pods schedulable and counted.
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
@@ -106,7 +106,7 @@ def toleration_policy() -> tuple[dict[str, Any], dict[str, Any]]:
                         "the team taints)"},
             {"expression": OWN_TEAM_TOLERATION_ONLY,
              "messageExpression": "'pods in namespace ' + namespaceObject.metadata.name + ' may tolerate only their "
-                                  "own team taint, aksgpu.io/team=' + namespaceObject.metadata.labels['aksgpu.io/team']"},
+                                  f"own team taint, {TEAM_LABEL}=' + namespaceObject.metadata.labels['{TEAM_LABEL}']"},
         ],
     }}
     binding = {"metadata": metadata(TOLERATION_POLICY), "spec": {
