@@ -25,7 +25,6 @@ from components.kubernetes.objects import (
     PoolTarget,
     driver_mode,
     image,
-    is_nvidia_gpu,
     metadata,
     pool_affinity,
     pool_targets,
@@ -48,11 +47,11 @@ class GpuSoftwareArgs:
 
 
 def device_plugin_targets(spec: ClusterSpec) -> list[PoolTarget]:
-    return pool_targets(spec, lambda pool: is_nvidia_gpu(pool) and driver_mode(pool) == "Install")
+    return pool_targets(spec, lambda pool: pool.gpu_vendor == "nvidia" and driver_mode(pool) == "Install")
 
 
 def operator_targets(spec: ClusterSpec) -> list[PoolTarget]:
-    return pool_targets(spec, lambda pool: is_nvidia_gpu(pool) and driver_mode(pool) == "None")
+    return pool_targets(spec, lambda pool: pool.gpu_vendor == "nvidia" and driver_mode(pool) == "None")
 
 
 def device_plugin_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:

@@ -81,11 +81,6 @@ def pool_targets(spec: ClusterSpec, where: Callable[[NodePool], bool]) -> list[P
     return targets
 
 
-def is_nvidia_gpu(pool: NodePool) -> bool:
-    size = pool.size
-    return pool.kind == "gpu" and (size is None or size.get("vendor", "nvidia") == "nvidia")
-
-
 def driver_mode(pool: NodePool) -> str:
     settings = pool.gpu_settings
     return settings.driver if settings else "Install"

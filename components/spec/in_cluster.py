@@ -84,8 +84,7 @@ def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
                         "GPU Operator yourself, or set inCluster.enabled: true", "warning")
         return
     for index, pool in enumerate(spec.node_pools):
-        size = pool.size
-        if pool.kind == "gpu" and size is not None and size.get("vendor") == "amd":
+        if pool.gpu_vendor == "amd":
             yield Issue(f"nodePools[{index}].vmSize", pool.vm_size,
                         "aksgpu installs NVIDIA GPU software only; AMD GPUs need the AMD GPU Operator, which aksgpu "
                         "does not deploy", "use an NVIDIA size, or set inCluster.enabled: false and install the AMD "

@@ -268,6 +268,14 @@ class NodePool(PoolBase):
         return len(self.agent_pools())
 
     @property
+    def gpu_vendor(self) -> str | None:
+        """The GPU maker ("nvidia" or "amd", components/data/vm_sizes.yaml); None for a cpu pool. A gpu
+        pool whose size is not in aksgpu's table counts as NVIDIA, as nearly every Azure GPU size is."""
+        if self.kind != "gpu":
+            return None
+        return str((self.size or {}).get("vendor", "nvidia"))
+
+    @property
     def gpus_per_node(self) -> int | None:
         """nvidia.com/gpu each node advertises: its GPUs, times the instances per GPU with MIG. 0 for a
         cpu pool; None for a gpu pool whose VM size is not in aksgpu's table (its GPUs are unknown)."""

@@ -70,10 +70,9 @@ def gpu_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
     """The GPU flavors of the spec's NVIDIA GPU pools, in pool order."""
     grouped: dict[tuple, list[tuple[str, NodePool]]] = {}
     for pool in spec.node_pools:
-        size = pool.size
-        if pool.kind != "gpu" or (size is not None and size.get("vendor") == "amd"):
+        if pool.gpu_vendor != "nvidia":
             continue
-        infiniband = bool(size and size.get("infiniband"))
+        infiniband = bool(pool.size and pool.size.get("infiniband"))
         for zone_pool in pool.agent_pools():
             key = (pool.vm_size, pool.priority == "spot", pool.team, zone_pool.name if infiniband else None,
                    tuple(sorted(pool.taints)))
@@ -146,7 +145,7 @@ def _check_balloons(spec: ClusterSpec) -> Iterator[Issue]:
                         "set inCluster.enabled: true, or balloonNodes: 0")
         capacity = pool.max_nodes * pool.zone_pool_count
         if pool.balloon_nodes > capacity:
-            yield Issue(path, pool.balloon_nodes, f"the pool holds at most {capacity} nodes, so the extra balloons "
+            yield Issue(path, pool.balloon_nodes, f"the pool holds at most {capacity} node{'' if capacity == 1 else 's'}, so the extra balloons "
                         "would stay pending and keep the autoscaler asking for nodes it cannot add",
                         f"lower balloonNodes to {capacity} or less, or raise maxCount")
         elif not pool.autoscale:
