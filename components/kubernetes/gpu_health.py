@@ -33,6 +33,7 @@ from components.kubernetes.objects import (
     GPU_OPERATOR_NAMESPACE,
     HEALTH_LABEL,
     PoolTarget,
+    admitted_by_gate,
     image,
     labels,
     metadata,
@@ -92,8 +93,7 @@ def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     targets = device_plugin_targets(spec)
     pod_labels = {**labels(EXPORTER), **EXPORTER_APP_LABEL}
     # With the gate on, from the verdict on: no second DCGM client while the check runs.
-    admitted = ([{"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}]
-                if spec.gpu_health.gate.enabled else [])
+    admitted = [admitted_by_gate()] if spec.gpu_health.gate.enabled else []
     return {
         "metadata": metadata(EXPORTER, namespace, extra_labels=EXPORTER_APP_LABEL),
         "spec": {
@@ -419,7 +419,7 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
     nodes = min(recheck.nodes_per_pool * pools, MAX_RECHECK_PODS)
     pod_labels = {**labels(RECHECK), "aksgpu.io/recheck": name}
     # Nodes the gate admitted; without the gate no node carries the label, and every node counts.
-    admitted = ([{"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}] if gate.enabled
+    admitted = ([admitted_by_gate()] if gate.enabled
                 else [{"key": HEALTH_LABEL, "operator": "NotIn", "values": ["failed"]}])
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,

@@ -21,8 +21,8 @@ import pulumi_kubernetes as k8s
 from components import data
 from components.kubernetes.objects import (
     GPU_OPERATOR_NAMESPACE,
-    HEALTH_LABEL,
     PoolTarget,
+    admitted_by_gate,
     driver_mode,
     image,
     metadata,
@@ -60,7 +60,7 @@ def device_plugin_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]
     (or that predate the gate), so no GPU is advertised on a node nobody has checked."""
     targets = device_plugin_targets(spec)
     gate = spec.gpu_health.gate.enabled
-    extra = [{"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}] if gate else []
+    extra = [admitted_by_gate()] if gate else []
     mig = any(target.pool.gpu_settings and target.pool.gpu_settings.mig_profile for target in targets)
     return {
         "metadata": metadata(DEVICE_PLUGIN, namespace),

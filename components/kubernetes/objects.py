@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import data
+from components.kubernetes.node_gate import FAILED_CHECK_LABEL, GATE_TAINT_KEY, HEALTH_LABEL  # noqa: F401 (shared)
 from components.spec import ClusterSpec, NodePool
 
 SYSTEM_NAMESPACE = "aksgpu-system"
@@ -25,11 +26,9 @@ SPOT_TAINT = data.limit("aksNode")["spotTaint"]  # AKS adds it to every spot nod
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 # The GPU node gate (components/kubernetes/gpu_health.py): a startup taint, so the cluster
-# autoscaler counts a node under check as starting, not as ready capacity or a broken node.
-GATE_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/aksgpu-gpu-check"
+# autoscaler counts a node under check as starting, not as ready capacity or a broken node. Its
+# names live in node_gate.py, which runs on the nodes with the standard library alone.
 GATE_TAINT = f"{GATE_TAINT_KEY}=pending:NoSchedule"
-HEALTH_LABEL = "aksgpu.io/gpu-health"  # pending | passed | failed
-FAILED_CHECK_LABEL = "aksgpu.io/gpu-health-failed-check"
 
 PART_OF = {"app.kubernetes.io/part-of": "aksgpu", "app.kubernetes.io/managed-by": "pulumi"}
 
@@ -116,6 +115,11 @@ def pool_affinity(targets: Iterable[PoolTarget], *extra: dict[str, Any]) -> dict
     expressions = [{"key": AGENT_POOL_LABEL, "operator": "In", "values": names}, *extra]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
+
+
+def admitted_by_gate() -> dict[str, Any]:
+    """The node affinity expression for GPU nodes the gate let in: passed, or older than the gate."""
+    return {"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}
 
 
 def system_pool_placement() -> dict[str, Any]:
