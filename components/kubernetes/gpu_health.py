@@ -34,6 +34,7 @@ from components.kubernetes.objects import (
     HEALTH_LABEL,
     PoolTarget,
     admitted_by_gate,
+    daemonset,
     image,
     labels,
     metadata,
@@ -91,53 +92,43 @@ def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     shaped like NVIDIA's dcgm-exporter.yaml, reading aksgpu's metric list from a ConfigMap."""
     metrics = spec.gpu_health.metrics
     targets = device_plugin_targets(spec)
-    pod_labels = {**labels(EXPORTER), **EXPORTER_APP_LABEL}
     # With the gate on, from the verdict on: no second DCGM client while the check runs.
     admitted = [admitted_by_gate()] if spec.gpu_health.gate.enabled else []
-    return {
-        "metadata": metadata(EXPORTER, namespace, extra_labels=EXPORTER_APP_LABEL),
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": EXPORTER}},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {
-                "metadata": {"labels": pod_labels},
-                "spec": {
-                    "affinity": pool_affinity(targets, *admitted),
-                    "tolerations": pool_tolerations(targets),
-                    "priorityClassName": "system-node-critical",
-                    "automountServiceAccountToken": False,
-                    "containers": [{
-                        "name": EXPORTER,
-                        "image": image("dcgmExporter", metrics.exporter_version),
-                        "env": [
-                            {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
-                            # Every GPU of the node, without requesting any from the device plugin.
-                            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                            {"name": "DCGM_EXPORTER_LISTEN", "value": f":{_exporter_port()}"},
-                            {"name": "DCGM_EXPORTER_COLLECTORS", "value": "/etc/dcgm-exporter/aksgpu/dcgm-metrics.csv"},
-                            {"name": "DCGM_EXPORTER_INTERVAL", "value": str(metrics.interval_seconds * 1000)},
-                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                        ],
-                        "ports": [{"name": "metrics", "containerPort": _exporter_port()}],
-                        # SYS_ADMIN: DCGM's profiling metrics (DCGM_FI_PROF_*) need it (NVIDIA's manifest).
-                        "securityContext": {"runAsNonRoot": False, "runAsUser": 0, "allowPrivilegeEscalation": False,
-                                            "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}},
-                        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-                        "readinessProbe": {"httpGet": {"path": "/health", "port": _exporter_port()},
-                                           "initialDelaySeconds": 15, "periodSeconds": 15},
-                        "volumeMounts": [
-                            {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True},
-                            {"name": "metrics-list", "mountPath": "/etc/dcgm-exporter/aksgpu", "readOnly": True},
-                        ],
-                    }],
-                    "volumes": [
-                        {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources"}},
-                        {"name": "metrics-list", "configMap": {"name": DCGM_METRICS_CONFIG}},
-                    ],
-                },
-            },
-        },
-    }
+    port = _exporter_port()
+    return daemonset(EXPORTER, namespace, {
+        "affinity": pool_affinity(targets, *admitted),
+        "tolerations": pool_tolerations(targets),
+        "priorityClassName": "system-node-critical",
+        "automountServiceAccountToken": False,
+        "containers": [{
+            "name": EXPORTER,
+            "image": image("dcgmExporter", metrics.exporter_version),
+            "env": [
+                {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
+                # Every GPU of the node, without requesting any from the device plugin.
+                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                {"name": "DCGM_EXPORTER_LISTEN", "value": f":{port}"},
+                {"name": "DCGM_EXPORTER_COLLECTORS", "value": "/etc/dcgm-exporter/aksgpu/dcgm-metrics.csv"},
+                {"name": "DCGM_EXPORTER_INTERVAL", "value": str(metrics.interval_seconds * 1000)},
+                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            ],
+            "ports": [{"name": "metrics", "containerPort": port}],
+            # SYS_ADMIN: DCGM's profiling metrics (DCGM_FI_PROF_*) need it (NVIDIA's manifest).
+            "securityContext": {"runAsNonRoot": False, "runAsUser": 0, "allowPrivilegeEscalation": False,
+                                "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}},
+            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+            "readinessProbe": {"httpGet": {"path": "/health", "port": port},
+                               "initialDelaySeconds": 15, "periodSeconds": 15},
+            "volumeMounts": [
+                {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True},
+                {"name": "metrics-list", "mountPath": "/etc/dcgm-exporter/aksgpu", "readOnly": True},
+            ],
+        }],
+        "volumes": [
+            {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources"}},
+            {"name": "metrics-list", "configMap": {"name": DCGM_METRICS_CONFIG}},
+        ],
+    }, extra_labels=EXPORTER_APP_LABEL)
 
 
 def _exporter_port() -> int:
@@ -304,17 +295,6 @@ def _gate_pod(spec: ClusterSpec, targets: list[PoolTarget], service_account: str
     }
 
 
-def _daemonset(name: str, namespace: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "metadata": metadata(name, namespace),
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {"metadata": {"labels": labels(name)}, "spec": pod_spec},
-        },
-    }
-
-
 UNDECIDED = "passed,failed,unchecked"  # NotIn these: a node without a verdict
 
 
@@ -340,7 +320,7 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
         pod = _gate_pod(spec, install, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn",
                         init=[pending, _check_container(spec, "gate", None)],
                         main=_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold"]))
-        daemonsets.append(_daemonset(name, namespace, pod))
+        daemonsets.append(daemonset(name, namespace, pod))
     operator = operator_targets(spec)
     if operator:
         hold = f"{GATE}-operator-hold"
@@ -348,7 +328,7 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
                                                     "--gate-daemonset", gate_name.format(name=hold)])
         pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn", init=[pending],
                         main=_gate_container(spec, "hold", ["hold"], token=False))
-        daemonsets.append(_daemonset(hold, namespace, pod))
+        daemonsets.append(daemonset(hold, namespace, pod))
         wait = _gate_container(spec, "wait-for-driver", ["wait-for-driver", "--timeout-seconds", "600"], token=False)
         wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations", "readOnly": True})
         verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
@@ -358,7 +338,7 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
                         extra_volumes=[{"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
                                                                              "type": "DirectoryOrCreate"}}])
         pod["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
-        daemonsets.append(_daemonset(f"{GATE}-operator", namespace, pod))
+        daemonsets.append(daemonset(f"{GATE}-operator", namespace, pod))
     return daemonsets
 
 

@@ -23,6 +23,7 @@ from components.kubernetes.objects import (
     GPU_OPERATOR_NAMESPACE,
     PoolTarget,
     admitted_by_gate,
+    daemonset,
     driver_mode,
     image,
     metadata,
@@ -62,34 +63,24 @@ def device_plugin_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]
     gate = spec.gpu_health.gate.enabled
     extra = [admitted_by_gate()] if gate else []
     mig = any(target.pool.gpu_settings and target.pool.gpu_settings.mig_profile for target in targets)
-    return {
-        "metadata": metadata(DEVICE_PLUGIN, namespace),
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": DEVICE_PLUGIN}},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {
-                "metadata": {"labels": metadata(DEVICE_PLUGIN)["labels"]},
-                "spec": {
-                    "affinity": pool_affinity(targets, *extra),
-                    "tolerations": pool_tolerations(targets, gate=gate),
-                    "priorityClassName": "system-node-critical",
-                    "automountServiceAccountToken": False,
-                    "containers": [{
-                        "name": DEVICE_PLUGIN,
-                        "image": image("devicePlugin", spec.gpu_software.device_plugin.version),
-                        # single: each MIG instance is one nvidia.com/gpu (AKS partitions the GPUs
-                        # of a pool with gpu.migProfile); on GPUs without MIG it is the same as none.
-                        "env": [{"name": "MIG_STRATEGY", "value": "single" if mig else "none"}],
-                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-                        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
-                        "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}],
-                    }],
-                    "volumes": [{"name": "device-plugins",
-                                 "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}],
-                },
-            },
-        },
-    }
+    return daemonset(DEVICE_PLUGIN, namespace, {
+        "affinity": pool_affinity(targets, *extra),
+        "tolerations": pool_tolerations(targets, gate=gate),
+        "priorityClassName": "system-node-critical",
+        "automountServiceAccountToken": False,
+        "containers": [{
+            "name": DEVICE_PLUGIN,
+            "image": image("devicePlugin", spec.gpu_software.device_plugin.version),
+            # single: each MIG instance is one nvidia.com/gpu (AKS partitions the GPUs of a pool
+            # with gpu.migProfile); on GPUs without MIG it is the same as none.
+            "env": [{"name": "MIG_STRATEGY", "value": "single" if mig else "none"}],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
+            "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}],
+        }],
+        "volumes": [{"name": "device-plugins",
+                     "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}],
+    })
 
 
 def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:

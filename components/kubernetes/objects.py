@@ -48,6 +48,19 @@ def metadata(name: str, namespace: str | None = None, *, extra_labels: dict[str,
     return meta
 
 
+def daemonset(name: str, namespace: str, pod_spec: dict[str, Any], *,
+              extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A DaemonSet of aksgpu's (metadata and spec), its pods selected by their name label."""
+    return {
+        "metadata": metadata(name, namespace, extra_labels=extra_labels),
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {"metadata": {"labels": {**labels(name), **(extra_labels or {})}}, "spec": pod_spec},
+        },
+    }
+
+
 def image(component: str, version: str | None = None) -> str:
     """image:tag of a pinned component (components/data/in_cluster.yaml), or of another tag."""
     entry = data.load("in_cluster")[component]
