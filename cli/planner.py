@@ -81,7 +81,9 @@ class Plan:
 
 
 def _to_plan_value(value: Any) -> Any:
-    """Unknowns and secrets as readable markers; everything else as plain JSON values."""
+    """Unknowns and secrets as readable markers; everything else as plain JSON values, mappings
+    with their keys sorted: the engine hands inputs over as protobuf Structs, whose key order
+    changes from run to run, and a plan must read the same every time."""
     from pulumi.output import Unknown
     from pulumi.runtime import rpc
 
@@ -90,7 +92,7 @@ def _to_plan_value(value: Any) -> Any:
     if rpc.is_rpc_secret(value):
         return SECRET_TEXT
     if isinstance(value, dict):
-        return {key: _to_plan_value(item) for key, item in value.items()}
+        return {key: _to_plan_value(value[key]) for key in sorted(value)}
     if isinstance(value, list):
         return [_to_plan_value(item) for item in value]
     if isinstance(value, float) and value.is_integer():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from cli.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan
+from cli.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
 from cli.report import plan_document
 from components.node_pools import REPLACE_ON_CHANGES
 from components.spec import parse_cluster_spec
@@ -276,3 +276,11 @@ def test_planning_restores_the_garbage_collector_as_it_found_it() -> None:
         plan_spec(spec)
         assert gc.isenabled() is enabled
     gc.enable()
+
+
+def test_plan_values_read_the_same_whatever_order_the_engine_hands_keys_over() -> None:
+    # The engine's protobuf Structs carry no key order; the plan (and --manifests) must not vary.
+    first = {"spec": {"b": 1.0, "a": [{"z": "x", "y": 2.0}]}, "metadata": {"name": "n", "labels": {"q": "1", "p": "2"}}}
+    second = {"metadata": {"labels": {"p": "2", "q": "1"}, "name": "n"}, "spec": {"a": [{"y": 2.0, "z": "x"}], "b": 1.0}}
+    assert json.dumps(_to_plan_value(first)) == json.dumps(_to_plan_value(second))
+    assert list(_to_plan_value(first)["spec"]["a"][0]) == ["y", "z"]
