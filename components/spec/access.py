@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from .base import Guid, Issue, SpecModel, checked
+from .base import QUANTITY, Guid, Issue, SpecModel, checked
 
 if TYPE_CHECKING:
     from . import ClusterSpec
 
 TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-# A Kubernetes quantity as quotas take it: a number with an optional decimal or binary suffix.
-QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 # Namespaces Kubernetes, AKS and aksgpu use themselves: a team of that name would share them.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "gatekeeper-system",
                                  "aksgpu-system", "gpu-operator", "kueue-system", "app-routing-system"})

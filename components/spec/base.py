@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -159,11 +160,16 @@ _QUANTITY_SUFFIXES = {"m": Decimal("0.001"), "": Decimal(1), "k": Decimal(10) **
                       "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60}
 
 
+# A Kubernetes quantity as quotas take it: a number with one of the suffixes above, or none.
+QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(" + "|".join(sorted(_QUANTITY_SUFFIXES, key=len, reverse=True)) + ")$")
+
+
 def quantity(text: str) -> Decimal:
     """The value of a Kubernetes quantity ("500m" -> 0.5, "8Gi" -> 8589934592) in base units."""
-    number = text.rstrip("kMGTPEimn")
-    suffix = text[len(number):]
-    return Decimal(number) * _QUANTITY_SUFFIXES[suffix]
+    match = QUANTITY.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return Decimal(match[1]) * _QUANTITY_SUFFIXES[match[2]]
 
 
 def network(cidr: str) -> ipaddress.IPv4Network:
