@@ -379,7 +379,7 @@ def recheck_groups(spec: ClusterSpec) -> dict[str, tuple[list[PoolTarget], int, 
     advertise as many GPUs and share a driver mode share one CronJob (a pod takes a whole node)."""
     groups: dict[str, tuple[list[PoolTarget], int, bool]] = {}
     operator = operator_targets(spec)
-    for target in [*device_plugin_targets(spec), *operator_targets(spec)]:
+    for target in [*device_plugin_targets(spec), *operator]:
         gpus = target.pool.gpus_per_node
         if not gpus:
             continue
