@@ -47,7 +47,7 @@ def _pool_row(props: dict[str, Any], name: str) -> dict[str, Any]:
     }
 
 
-AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
+AGENT_POOL_LABEL = data.limit("aksNode")["agentPoolLabel"]  # what the in-cluster objects select on
 DEVICE_PLUGIN_IMAGE = "k8s-device-plugin"
 
 
