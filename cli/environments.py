@@ -262,7 +262,7 @@ _SET_SEGMENT = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 def parse_assignment(text: str) -> tuple[list[str], Any]:
     """`controlPlane.tier=Premium` -> (['controlPlane', 'tier'], 'Premium'); values are YAML."""
-    import yaml
+    from cli.yaml_input import YamlProblem, parse_yaml
 
     path_text, sep, value_text = text.partition("=")
     segments = path_text.strip().split(".")
@@ -270,10 +270,10 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
         raise UserError(f'--set {text}: must be PATH=VALUE with a dotted path. '
                         'Fix: write it like --set controlPlane.tier=Premium or --set nodePools.gpu.maxCount=8.')
     try:
-        value = yaml.safe_load(value_text) if value_text.strip() else ""
-    except yaml.YAMLError:
-        raise UserError(f"--set {text}: the value is not valid YAML. Fix: quote it, e.g. --set 'tags.team=\"ml\"'.") \
-            from None
+        value = parse_yaml(value_text) if value_text.strip() else ""
+    except YamlProblem as problem:
+        raise UserError(f"--set {text}: the value is not valid YAML: {problem.rule}. "
+                        f"Fix: {problem.fix}; or quote it, e.g. --set 'tags.team=\"ml\"'.") from None
     return segments, value
 
 

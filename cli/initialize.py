@@ -155,8 +155,10 @@ def _append_environment(old: str, env: str, entry: dict[str, Any]) -> str:
 
 def _check_round_trip(text: str, expected: dict[str, EnvironmentSettings], environments: EnvironmentsFile) -> None:
     """The new text must read back as the old document plus the new environment, exactly."""
+    from cli.yaml_input import parse_yaml
+
     try:
-        document = EnvironmentsDocument.model_validate(yaml.safe_load(text))
+        document = EnvironmentsDocument.model_validate(parse_yaml(text))
     except Exception:  # noqa: BLE001 - any failure means the append went wrong
         document = None
     if document is None or document.environments != expected or document.defaults != environments.document.defaults:

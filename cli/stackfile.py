@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 
 class UserError(Exception):
@@ -84,15 +83,14 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 
 def load_yaml(path: Path) -> Any:
+    """A YAML file a person wrote, read strictly (cli.yaml_input); every problem is a UserError."""
+    from cli.yaml_input import YamlProblem, decode_utf8, parse_yaml
+
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}. Fix: check the path and its permissions.") from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise UserError(f"{path.name} is not valid YAML{where}: {problem}. "
-                        "Fix: correct the indentation or quoting there.") from None
+        return parse_yaml(decode_utf8(data))
+    except YamlProblem as problem:
+        raise UserError(f"{path.name} is not valid YAML: {problem}.") from None

@@ -65,7 +65,7 @@ def test_bad_yaml_names_the_line(project: Path) -> None:
     (project / "stacks" / "Pulumi.broken.yaml").write_text("config:\n  aksgpu:cluster:\n    name: [unclosed\n")
     result = runner.invoke(app, ["plan", "broken"])
     assert result.exit_code == 2
-    assert "is not valid YAML at line" in result.output and "Traceback" not in result.output
+    assert "is not valid YAML: line 3, column 11" in result.output and "Traceback" not in result.output
 
 
 def test_stack_without_cluster(project: Path) -> None:

@@ -123,5 +123,5 @@ def test_environment_settings_fall_back_to_defaults(tmp_path: Path) -> None:
 
 def test_bad_yaml_in_environments_yaml_names_the_line(tmp_path: Path) -> None:
     project = _project(tmp_path, "environments:\n  dev:\n    preset: [dev\n")
-    with pytest.raises(UserError, match=r"environments.yaml is not valid YAML at line \d+, column \d+"):
+    with pytest.raises(UserError, match=r"environments.yaml is not valid YAML: line 3, column 13"):
         load_environments(project)

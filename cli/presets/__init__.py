@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from cli.yaml_input import parse_yaml
 
 from cli.stackfile import UserError
 
@@ -35,7 +35,7 @@ def load_preset(name: str) -> Preset:
         guess = difflib.get_close_matches(name, names, n=1)
         hint = f'did you mean "{guess[0]}"? ' if guess else ""
         raise UserError(f'no preset "{name}". Fix: {hint}use one of: {", ".join(names)} (aksgpu presets list).')
-    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document = parse_yaml(path.read_text(encoding="utf-8"))
     return Preset(name, document["description"], document.get("spec") or {}, path)
 
 

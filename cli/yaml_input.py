@@ -1,0 +1,205 @@
+"""Reading YAML a person wrote, strictly: every surprise is a located problem, never a traceback.
+
+PyYAML's safe loader accepts more than a cluster spec can mean and loses things silently: a
+second `prod:` key replaces the first, `.nan` and `.inf` are numbers, `!!set`, `!!binary` and
+timestamps build types no field expects, a double-quoted "\\ud800" is a string that cannot be
+written back, a thousand nested brackets exhaust Python's recursion limit, and a few aliases
+can stand for billions of values. `parse_yaml` turns each of these into a `YamlProblem` with the
+line and column where it starts, the rule it breaks and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+# Deeper than any cluster spec (about 8 levels); far below Python's recursion limit.
+MAX_DEPTH = 64
+# Values after expanding aliases; a spec with a hundred pools has a few thousand.
+MAX_VALUES = 200_000
+# Tags of the YAML core schema; anything else (!!set, !!binary, !!omap, !!python/..., !custom)
+# builds a type that no spec field takes.
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+ALLOWED_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
+
+
+class YamlProblem(Exception):
+    """Where a YAML text breaks a rule (1-based line and column), the rule and the fix."""
+
+    def __init__(self, line: int, column: int, rule: str, fix: str) -> None:
+        super().__init__(line, column, rule, fix)
+        self.line, self.column, self.rule, self.fix = line, column, rule, fix
+
+    def __str__(self) -> str:
+        return f"line {self.line}, column {self.column}: {self.rule}. Fix: {self.fix}"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader with a depth limit, duplicate-key errors and only the core schema's types."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise YamlProblem(mark.line + 1, mark.column + 1,
+                                  f"values are nested more than {MAX_DEPTH} levels deep",
+                                  "a cluster spec is a few levels deep; check for runaway brackets or indentation")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                continue  # unhashable keys are reported by SafeConstructor below
+            if first is not None:
+                raise YamlProblem(key_node.start_mark.line + 1, key_node.start_mark.column + 1,
+                                  f'the key "{key}" appears twice in one mapping (first at line '
+                                  f"{first.start_mark.line + 1}); YAML keeps only the second",
+                                  "merge the two into one, or delete the one you do not mean")
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        if node.tag not in ALLOWED_TAGS and node.tag != _MERGE_TAG and node.tag != "tag:yaml.org,2002:timestamp":
+            raise YamlProblem(node.start_mark.line + 1, node.start_mark.column + 1,
+                              f"the tag {_short_tag(node.tag)} builds a value no spec field takes",
+                              "remove the tag and write a plain string, number, list or mapping")
+        return super().construct_object(node, deep=deep)
+
+    def construct_yaml_float(self, node: ScalarNode) -> float:
+        value = SafeConstructor.construct_yaml_float(self, node)
+        if not math.isfinite(value):
+            raise YamlProblem(node.start_mark.line + 1, node.start_mark.column + 1,
+                              f"{node.value} is not a finite number",
+                              "write a number, or quote it if you mean the text")
+        return value
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        try:
+            return SafeConstructor.construct_yaml_int(self, node)
+        except ValueError:  # Python refuses to convert integers of more than 4300 digits
+            raise YamlProblem(node.start_mark.line + 1, node.start_mark.column + 1,
+                              f"{node.value[:20]}... is a number too long to read",
+                              "write a number no spec field range excludes, or quote it if you mean the text") from None
+
+    def construct_yaml_str(self, node: ScalarNode) -> str:
+        value = SafeConstructor.construct_yaml_str(self, node)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise YamlProblem(node.start_mark.line + 1, node.start_mark.column + 1,
+                              f"the text holds {ascii(value[error.start:error.end])}, a lone surrogate that "
+                              "is not a character and cannot be written to Azure or to a file",
+                              "remove that \\u escape, or write the character itself") from None
+        return value
+
+    def construct_yaml_timestamp(self, node: ScalarNode) -> str:
+        # YAML 1.1 reads 2025-01-31 as a date; no spec field is a date, so keep the text as written.
+        return str(node.value)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:str", _StrictLoader.construct_yaml_str)
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _StrictLoader.construct_yaml_timestamp)
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
+
+
+def decode_utf8(data: bytes) -> str:
+    """`data` as text; raises YamlProblem at the first byte that is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = data[:error.start]
+        line = before.count(b"\n") + 1
+        column = error.start - (before.rfind(b"\n") + 1) + 1
+        raise YamlProblem(line, column, f"byte 0x{data[error.start]:02x} is not UTF-8 text",
+                          "save the file as UTF-8 (an editor's \"encoding\" setting), or remove that character") \
+            from None
+
+
+def parse_yaml(text: str) -> Any:
+    """The one YAML document in `text`, strictly (see the module docstring); raises YamlProblem."""
+    loader = _StrictLoader(text)
+    try:
+        document = loader.get_single_data()
+    except YamlProblem:
+        raise
+    except ConstructorError as error:
+        raise _problem(error, "remove the tag or the complex key and write plain YAML") from None
+    except yaml.YAMLError as error:
+        raise _problem(error, _syntax_fix(error)) from None
+    except RecursionError:  # a guard: the depth limit stops nesting long before this
+        raise YamlProblem(1, 1, "the document is nested too deeply to read",
+                          f"keep nesting under {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+    _check_size(document)
+    return document
+
+
+def _problem(error: yaml.YAMLError, fix: str) -> YamlProblem:
+    """A located problem from PyYAML's error, placed where the problem starts.
+
+    PyYAML places an unclosed quote or bracket at the end of the file (problem_mark) and where it
+    opened in context_mark; the opening is where the person has to look.
+    """
+    context = getattr(error, "context", None)
+    context_mark = getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    problem_mark = getattr(error, "problem_mark", None)
+    mark = context_mark or problem_mark
+    if mark is None:
+        return YamlProblem(1, 1, problem, fix)
+    rule = f"{context}, {problem}" if context else problem
+    if context_mark is not None and problem_mark is not None and problem_mark.line != context_mark.line:
+        rule += f" (at line {problem_mark.line + 1})"
+    return YamlProblem(mark.line + 1, mark.column + 1, rule, fix)
+
+
+def _syntax_fix(error: yaml.YAMLError) -> str:
+    context = getattr(error, "context", None) or ""
+    if "quoted scalar" in context:
+        return "close the quote that opens here"
+    if "flow" in context:
+        return "close the bracket or brace that opens here"
+    return "correct the indentation or quoting there"
+
+
+def _check_size(document: Any) -> None:
+    """Refuse documents whose aliases expand to more than MAX_VALUES values ("billion laughs")."""
+    sizes: dict[int, int] = {}
+
+    def size(value: Any) -> int:
+        if not isinstance(value, dict | list):
+            return 1
+        known = sizes.get(id(value))
+        if known is not None:
+            return known
+        items = list(value.keys()) + list(value.values()) if isinstance(value, dict) else value
+        total = 1 + sum(size(item) for item in items)
+        sizes[id(value)] = total
+        return total
+
+    if size(document) > MAX_VALUES:
+        raise YamlProblem(1, 1, f"its aliases (*name) expand to more than {MAX_VALUES:,} values",
+                          "write the values out, or use fewer nested aliases")

@@ -1,0 +1,114 @@
+"""The strict YAML reader: every kind of broken or surprising input is a located problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+from cli.yaml_input import MAX_DEPTH, YamlProblem, decode_utf8, parse_yaml
+
+runner = CliRunner()
+
+
+def _problem(text: str) -> YamlProblem:
+    with pytest.raises(YamlProblem) as caught:
+        parse_yaml(text)
+    return caught.value
+
+
+def test_duplicate_key_names_both_lines() -> None:
+    problem = _problem("environments:\n  prod:\n    preset: training\n  prod:\n    preset: dev\n")
+    assert (problem.line, problem.column) == (4, 3)
+    assert 'the key "prod" appears twice' in problem.rule and "first at line 2" in problem.rule
+
+
+def test_duplicate_key_in_flow_mapping() -> None:
+    assert "appears twice" in _problem("{a: 1, a: 2}").rule
+
+
+def test_merge_keys_may_be_overridden() -> None:
+    assert parse_yaml("base: &b {x: 1, y: 1}\nc:\n  <<: *b\n  x: 2\n")["c"] == {"x": 2, "y": 1}
+
+
+@pytest.mark.parametrize("number", [".nan", ".NaN", ".inf", "-.inf", "+.Inf"])
+def test_non_finite_numbers(number: str) -> None:
+    problem = _problem(f"spotMaxPrice: {number}\n")
+    assert problem.rule == f"{number} is not a finite number" and problem.column == 15
+
+
+def test_quoted_nan_is_text() -> None:
+    assert parse_yaml('x: ".nan"') == {"x": ".nan"}
+
+
+@pytest.mark.parametrize("tag", ["!!set {a}", "!!binary aGk=", "!!omap [{a: 1}]", "!!pairs [{a: 1}]",
+                                 "!!python/object/apply:os.system [echo]", "!custom x"])
+def test_tags_outside_the_core_schema(tag: str) -> None:
+    problem = _problem(f"tags: {tag}\n")
+    assert "builds a value no spec field takes" in problem.rule and problem.line == 1
+
+
+def test_core_tags_are_fine() -> None:
+    assert parse_yaml("a: !!str 1\nb: !!int '2'") == {"a": "1", "b": 2}
+
+
+def test_timestamps_stay_text() -> None:
+    assert parse_yaml("start: 2025-01-31\n") == {"start": "2025-01-31"}
+
+
+def test_lone_surrogate() -> None:
+    problem = _problem('tags: {team: "ml\\ud800"}\n')
+    assert "lone surrogate" in problem.rule and "'\\ud800'" in problem.rule
+
+
+def test_very_long_integer() -> None:
+    assert "too long" in _problem("count: " + "9" * 5000).rule
+
+
+@pytest.mark.parametrize("text", ["[" * 1000 + "]" * 1000, "{a: " * 1000 + "1" + "}" * 1000,
+                                  "".join("  " * level + "a:\n" for level in range(1000))])
+def test_deep_nesting(text: str) -> None:
+    assert f"nested more than {MAX_DEPTH} levels" in _problem(text).rule
+
+
+def test_alias_expansion_bomb() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    assert "expand to more than" in _problem("\n".join(lines)).rule
+
+
+def test_unclosed_quote_is_reported_where_it_opens() -> None:
+    problem = _problem('name: "gpu-prod\nlocation: eastus2\ntags: {}\n')
+    assert (problem.line, problem.column) == (1, 7)
+    assert "close the quote" in problem.fix and "at line 4" in problem.rule
+
+
+def test_not_utf8_names_line_and_column() -> None:
+    with pytest.raises(YamlProblem) as caught:
+        decode_utf8(b"a: 1\nname: caf\xe9\n")
+    assert (caught.value.line, caught.value.column) == (2, 10) and "0xe9" in caught.value.rule
+
+
+def _project(tmp_path: Path, environments: bytes) -> Path:
+    (tmp_path / "Pulumi.yaml").write_text("name: x\nruntime: python\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "environments.yaml").write_bytes(environments)
+    return tmp_path
+
+
+@pytest.mark.parametrize("content", [
+    b"environments:\n  dev: {preset: dev}\n  dev: {preset: training}\n",
+    b"environments:\n  dev: {preset: d\xff\xfe}\n",
+    b"environments: !!set {dev}\n",
+    b"[" * 5000,
+])
+def test_cli_reports_broken_environments_file_without_traceback(tmp_path: Path, content: bytes,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(_project(tmp_path, content))
+    for command in (["validate"], ["render"], ["render", "--check"], ["diff", "dev", "prod"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, (command, result.output)
+        assert "environments.yaml is not valid YAML: line" in result.output and result.exception is not None
+        assert isinstance(result.exception, SystemExit)
