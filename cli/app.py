@@ -2,26 +2,58 @@
 
 Imports of Pulumi, Azure, rich and the spec happen inside the commands, so `aksgpu --help`
 stays fast. Exit codes: 0 success; 1 the spec has errors, or a check found drift; 2 bad input
-(unknown environment or preset, unreadable YAML, bad option, missing tool).
+(unknown environment or preset, unreadable YAML, bad option, missing tool); 70 a bug in aksgpu
+(one line; AKSGPU_DEBUG=1 for the traceback); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
+import click
 import typer
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from cli.environments import EnvironmentsFile
     from cli.stackfile import StackFile
     from components.spec import Issue
 
+# Exit code for an error aksgpu did not foresee: a bug, reported in one line (BSD's EX_SOFTWARE).
+EXIT_INTERNAL_ERROR = 70
+EXIT_INTERRUPTED = 130
+
+
+class _Commands(TyperGroup):
+    """The top-level command group: whatever happens inside a command ends in one line on
+    stderr and a documented exit code, never a traceback (AKSGPU_DEBUG=1 shows it for bugs)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            typer.echo("interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete.",
+                       err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as error:
+            if os.environ.get("AKSGPU_DEBUG"):
+                raise
+            typer.echo(f"error: internal error ({type(error).__name__}: {error}). This is a bug in aksgpu. "
+                       "Fix: report it with the command and the input files; AKSGPU_DEBUG=1 prints the traceback.",
+                       err=True)
+            raise typer.Exit(EXIT_INTERNAL_ERROR) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="aksgpu",
     help="AKS GPU clusters from one validated spec: presets and environments, rendered Pulumi stacks, "
          "an offline plan, and the real `pulumi up`.",
@@ -355,10 +387,13 @@ def schema(
     if output is None:
         typer.echo(text, nl=False)
         return
+    from cli.files import write_text_atomically
+    from cli.stackfile import UserError
+
     try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as error:
-        _fail(f"cannot write {output}: {error.strerror}. Fix: check the folder exists and is writable.")
+        write_text_atomically(output, text)
+    except UserError as error:
+        _fail(str(error))
     typer.echo(f"wrote {output}")
 
 

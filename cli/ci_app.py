@@ -33,6 +33,7 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
     """Write (or with `check`, compare) rendered files; hand-edited ones are refused unless forced."""
     import difflib
 
+    from cli.files import read_text_if_exists
     from cli.generated import write_generated
     from cli.stackfile import UserError
 
@@ -40,7 +41,7 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
         stale = []
         for relative, text in files.items():
             path = root / relative
-            existing = path.read_text(encoding="utf-8") if path.is_file() else None
+            existing = read_text_if_exists(path)
             if existing == text:
                 typer.echo(f"{relative}: up to date")
                 continue
@@ -128,7 +129,12 @@ def summary(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        from cli.files import write_text_atomically
+
+        try:
+            write_text_atomically(output, text)
+        except UserError as error:
+            _fail(str(error))
         typer.echo(f"wrote {output}")
     if any(result.errors for result in results):
         raise typer.Exit(1)
@@ -199,10 +205,14 @@ def azure_devops_comment(
     from cli.ci_comment import post_or_update
     from cli.stackfile import UserError
 
+    from cli.files import read_text_if_exists
+
     try:
-        body = file.read_text(encoding="utf-8")
-    except OSError as error:
-        _fail(f"cannot read {file}: {error.strerror}. Fix: pass the file the previous step wrote.")
+        body = read_text_if_exists(file)
+    except UserError as error:
+        _fail(str(error))
+    if body is None:
+        _fail(f"cannot read {file}: there is no such file. Fix: pass the file the previous step wrote.")
     try:
         typer.echo(f"pull-request comment {post_or_update(body, os.environ)}")
     except UserError as error:

@@ -8,6 +8,7 @@ import hashlib
 import re
 from pathlib import Path
 
+from cli.files import read_text_if_exists, write_text_atomically
 from cli.stackfile import UserError
 
 STAMP_PREFIX = "aksgpu-render: text sha256="
@@ -56,7 +57,7 @@ def write_generated(path: Path, text: str, *, force: bool, fix: str) -> tuple[st
     A file that exists and is not an intact aksgpu file is refused unless `force`; forced, it is
     kept as a backup first. `fix` says how the user moves their change to where it belongs.
     """
-    existing = path.read_text(encoding="utf-8") if path.is_file() else None
+    existing = read_text_if_exists(path)
     if existing == text:
         return "unchanged", None
     backup = None
@@ -66,9 +67,8 @@ def write_generated(path: Path, text: str, *, force: bool, fix: str) -> tuple[st
             raise UserError(f"{path} {how}; aksgpu will not overwrite it. Fix: {fix}, or pass --force "
                             "(the file is kept as a backup beside it).")
         backup = free_backup_path(path)
-        backup.write_text(existing, encoding="utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+        write_text_atomically(backup, existing)
+    write_text_atomically(path, text)
     if existing is None:
         return "created", None
     return ("overwritten" if backup else "updated"), backup

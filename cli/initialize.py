@@ -26,6 +26,7 @@ from cli.environments import (
     merge,
 )
 from cli.presets import load_preset
+from cli.files import read_text_if_exists, write_text_atomically
 from cli.stackfile import UserError
 
 NEW_FILE_HEADER = """\
@@ -82,15 +83,14 @@ def add_environment(request: InitRequest, project_dir: Path | None = None) -> In
 
     text = _environments_text(environments, env, settings)
     messages = []
-    environments.path.parent.mkdir(parents=True, exist_ok=True)
-    environments.path.write_text(text, encoding="utf-8")
+    write_text_atomically(environments.path, text)
     verb = "added" if environments.exists else "created with"
     messages.append(f"{environments.relative_path}: {verb} environment {env} (preset {request.preset})")
     schema_path = environments.path.parent / SCHEMA_FILE
     if not schema_path.exists():
         from cli.schema import environments_schema
 
-        schema_path.write_text(json.dumps(environments_schema(), indent=2) + "\n", encoding="utf-8")
+        write_text_atomically(schema_path, json.dumps(environments_schema(), indent=2) + "\n")
         messages.append(f"{schema_path.relative_to(environments.project_dir)}: created (editor completion)")
     backup = write_rendered(rendered, force=request.force)
     messages.append(f"{rendered.path.relative_to(environments.project_dir)}: rendered")
@@ -128,7 +128,7 @@ def _environments_text(environments: EnvironmentsFile, env: str, settings: Envir
         body = yaml.safe_dump({"environments": {env: entry}}, sort_keys=False, default_flow_style=False)
         text = NEW_FILE_HEADER.format(schema=SCHEMA_FILE) + "\n" + body
     else:
-        text = _append_environment(environments.path.read_text(encoding="utf-8"), env, entry)
+        text = _append_environment(read_text_if_exists(environments.path) or "", env, entry)
     expected = {**environments.document.environments, env: settings}
     _check_round_trip(text, expected, environments)
     return text

@@ -73,15 +73,16 @@ def manifest_files(plan: Plan) -> dict[str, str]:
 def write_manifests(plan: Plan, directory: Path) -> list[Path]:
     """Write the plan's manifests into `directory` (see the module docstring); returns the files."""
     files = manifest_files(plan)
-    if directory.exists() and not directory.is_dir():
-        raise UserError(f"{directory} is a file, and --manifests needs a folder. Fix: name a new folder.")
-    if directory.is_dir() and any(directory.iterdir()) and not (directory / MARKER_FILE).exists():
-        raise UserError(f"{directory} is not empty and was not written by `aksgpu plan --manifests`, so its "
-                        "files would be lost. Fix: name an empty or new folder.")
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    # Written beside the target and swapped in whole: an interrupted run leaves the old folder.
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    staging: Path | None = None
     try:
+        if directory.exists() and not directory.is_dir():
+            raise UserError(f"{directory} is a file, and --manifests needs a folder. Fix: name a new folder.")
+        if directory.is_dir() and any(directory.iterdir()) and not (directory / MARKER_FILE).exists():
+            raise UserError(f"{directory} is not empty and was not written by `aksgpu plan --manifests`, so its "
+                            "files would be lost. Fix: name an empty or new folder.")
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        # Written beside the target and swapped in whole: an interrupted run leaves the old folder.
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
         for relative, text in files.items():
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +99,9 @@ def write_manifests(plan: Plan, directory: Path) -> list[Path]:
         else:
             os.replace(staging, directory)
     except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
         raise UserError(f"cannot write the manifests to {directory}: {error.strerror}. Fix: check the folder's "
                         "permissions and free space.") from None
+    finally:
+        if staging is not None and staging.exists():  # not swapped in: failed or interrupted
+            shutil.rmtree(staging, ignore_errors=True)
     return [directory / relative for relative in files]

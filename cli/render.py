@@ -32,6 +32,7 @@ from cli.environments import (
     effective_raw_spec,
     merge,
 )
+from cli.files import read_text_if_exists, write_text_atomically
 from cli.generated import free_backup_path, stamp, stamp_placeholder, stamp_state
 from cli.presets import Preset, load_preset
 from cli.stackfile import UserError, load_yaml
@@ -249,7 +250,7 @@ def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
     """What rendering `name` would write, and the state of the file there now."""
     effective = effective_environment(environments, name)
     path = stack_path(environments, name)
-    existing = path.read_text(encoding="utf-8") if path.is_file() else None
+    existing = read_text_if_exists(path)
     kept_top: dict[str, Any] = {}
     kept_config: dict[str, Any] = {}
     state: State = "new"
@@ -303,9 +304,8 @@ def write_rendered(rendered: RenderedStack, force: bool = False) -> Path | None:
     backup = None
     if rendered.state == "hand-edited" and rendered.existing is not None:
         backup = free_backup_path(rendered.path)
-        backup.write_text(rendered.existing, encoding="utf-8")
-    rendered.path.parent.mkdir(parents=True, exist_ok=True)
-    rendered.path.write_text(rendered.text, encoding="utf-8")
+        write_text_atomically(backup, rendered.existing)
+    write_text_atomically(rendered.path, rendered.text)
     return backup
 
 

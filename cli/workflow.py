@@ -19,7 +19,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -618,28 +617,22 @@ def write_kubeconfig(path: Path, text: str, *, force: bool) -> str:
     different file is replaced only with `force`: it may hold other clusters' credentials."""
     from cli.stackfile import UserError
 
-    existed = path.exists()
+    from cli.files import read_text_if_exists, write_text_atomically
+
+    current = read_text_if_exists(path)
+    existed = current is not None
     if existed:
-        try:
-            current = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise UserError(f"cannot read {path}: {error.strerror}. Fix: check its permissions, or choose "
-                            "another file with --output.") from None
         if current == text:
             path.chmod(0o600)
             return "unchanged"
         if not force:
             raise UserError(f"{path} already exists and differs from this cluster's kubeconfig. Fix: pass --force "
                             "to replace it, or --output PATH to write elsewhere.")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mkstemp: mode 0600
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as error:
+        raise UserError(f"cannot create {path.parent}: {error.strerror}. Fix: choose another --output.") from None
+    write_text_atomically(path, text, mode=0o600)
     return "replaced" if existed else "written"
 
 

@@ -1,0 +1,123 @@
+"""Files aksgpu writes are replaced whole; failures and Ctrl-C leave what was there, with one line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import cli.files
+from cli.app import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, app
+from cli.files import read_text_if_exists, write_text_atomically
+from cli.stackfile import UserError
+
+runner = CliRunner()
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir() if path.name.endswith(".tmp"))
+
+
+def test_write_replaces_and_keeps_the_mode(tmp_path: Path) -> None:
+    path = tmp_path / "a.yaml"
+    path.write_text("old\n")
+    path.chmod(0o640)
+    write_text_atomically(path, "new\n")
+    assert path.read_text() == "new\n" and path.stat().st_mode & 0o777 == 0o640 and not _leftovers(tmp_path)
+
+
+def test_a_failed_rename_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "a.yaml"
+    path.write_text("old\n")
+
+    def full_disk(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli.files.os, "replace", full_disk)
+    with pytest.raises(UserError, match=r"cannot write .*a.yaml: No space left on device. The file is as it was"):
+        write_text_atomically(path, "new\n")
+    assert path.read_text() == "old\n" and not _leftovers(tmp_path)
+
+
+def test_an_interrupt_mid_write_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "a.yaml"
+    path.write_text("old\n")
+
+    def interrupted(_: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.files.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomically(path, "new\n")
+    assert path.read_text() == "old\n" and not _leftovers(tmp_path)
+
+
+def test_a_folder_that_cannot_exist_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UserError, match="cannot write .*file/out.yaml"):
+        write_text_atomically(tmp_path / "file" / "out.yaml", "x")
+
+
+def test_reading_non_utf8_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "a.yml").write_bytes(b"\xff\xfe")
+    with pytest.raises(UserError, match="is not UTF-8 text"):
+        read_text_if_exists(tmp_path / "a.yml")
+    assert read_text_if_exists(tmp_path / "missing") is None
+
+
+def test_ctrl_c_during_render_prints_one_line_exits_130_and_keeps_the_stack_file(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    environments = project / "stacks" / "environments.yaml"
+    environments.write_text(environments.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
+    stack = project / "stacks" / "Pulumi.dev.yaml"
+    before = stack.read_bytes()
+
+    def interrupted(_: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.files.os, "fsync", interrupted)
+    result = runner.invoke(app, ["render", "dev"])
+    assert result.exit_code == EXIT_INTERRUPTED
+    assert result.output.strip().splitlines() == [
+        "interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete."]
+    assert stack.read_bytes() == before and not _leftovers(stack.parent)
+
+
+def test_a_write_failure_in_render_is_one_message(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    environments = project / "stacks" / "environments.yaml"
+    environments.write_text(environments.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
+
+    def read_only(*_: object) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(cli.files.os, "replace", read_only)
+    result = runner.invoke(app, ["render", "dev"])
+    assert result.exit_code == 2 and "Read-only file system" in result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+
+
+def test_an_unforeseen_error_is_one_line_with_exit_70(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cli.validation
+
+    def broken(*_: object, **__: object) -> None:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(cli.validation, "validate_targets", broken)
+    monkeypatch.delenv("AKSGPU_DEBUG", raising=False)
+    result = runner.invoke(app, ["validate"])
+    assert result.exit_code == EXIT_INTERNAL_ERROR
+    assert result.output.startswith("error: internal error (ZeroDivisionError: division by zero)")
+    assert len(result.output.strip().splitlines()) == 1
+    monkeypatch.setenv("AKSGPU_DEBUG", "1")
+    assert isinstance(runner.invoke(app, ["validate"]).exception, ZeroDivisionError)
+
+
+def test_new_files_get_the_umask_mode(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        write_text_atomically(tmp_path / "new.yaml", "x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "new.yaml").stat().st_mode & 0o777 == 0o640
