@@ -38,24 +38,8 @@ class YamlProblem(Exception):
         return f"line {self.line}, column {self.column}: {self.rule}. Fix: {self.fix}"
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader with a depth limit, duplicate-key errors and only the core schema's types."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise YamlProblem(mark.line + 1, mark.column + 1,
-                                  f"values are nested more than {MAX_DEPTH} levels deep",
-                                  "a cluster spec is a few levels deep; check for runaway brackets or indentation")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+class _StrictConstructor(SafeConstructor):
+    """SafeConstructor with duplicate-key errors and only the core schema's types."""
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, Node] = {}
@@ -114,10 +98,10 @@ class _StrictLoader(yaml.SafeLoader):
         return str(node.value)
 
 
-_StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
-_StrictLoader.add_constructor("tag:yaml.org,2002:str", _StrictLoader.construct_yaml_str)
-_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _StrictLoader.construct_yaml_timestamp)
+_StrictConstructor.add_constructor("tag:yaml.org,2002:float", _StrictConstructor.construct_yaml_float)
+_StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.construct_yaml_int)
+_StrictConstructor.add_constructor("tag:yaml.org,2002:str", _StrictConstructor.construct_yaml_str)
+_StrictConstructor.add_constructor("tag:yaml.org,2002:timestamp", _StrictConstructor.construct_yaml_timestamp)
 
 
 def _short_tag(tag: str) -> str:
@@ -137,10 +121,54 @@ def decode_utf8(data: bytes) -> str:
             from None
 
 
+try:  # libyaml's parser when PyYAML was built with it (the wheels are): about 20x faster
+    from yaml.cyaml import CParser as _Parser
+except ImportError:  # pragma: no cover - pure-Python PyYAML
+    from yaml.composer import Composer
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _Parser(Reader, Scanner, Parser, Composer):  # type: ignore[no-redef]
+        def __init__(self, stream: str) -> None:
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+            Composer.__init__(self)
+
+
+class _StrictLoader(_Parser, _StrictConstructor, yaml.resolver.Resolver):
+    def __init__(self, stream: str) -> None:
+        _Parser.__init__(self, stream)
+        _StrictConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+
+
+def _check_depth(text: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before composing: the composer recurses per level."""
+    parser = _Parser(text)
+    depth = 0
+    try:
+        while (event := parser.get_event()) is not None:
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    raise YamlProblem(mark.line + 1, mark.column + 1,
+                                      f"values are nested more than {MAX_DEPTH} levels deep",
+                                      "a cluster spec is a few levels deep; check for runaway brackets or indentation")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        parser.dispose()
+
+
 def parse_yaml(text: str) -> Any:
     """The one YAML document in `text`, strictly (see the module docstring); raises YamlProblem."""
-    loader = _StrictLoader(text)
+    loader = None
     try:
+        _check_depth(text)
+        loader = _StrictLoader(text)
         document = loader.get_single_data()
     except YamlProblem:
         raise
@@ -152,7 +180,8 @@ def parse_yaml(text: str) -> Any:
         raise YamlProblem(1, 1, "the document is nested too deeply to read",
                           f"keep nesting under {MAX_DEPTH} levels") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     _check_size(document)
     return document
 
@@ -178,6 +207,8 @@ def _problem(error: yaml.YAMLError, fix: str) -> YamlProblem:
 
 def _syntax_fix(error: yaml.YAMLError) -> str:
     context = getattr(error, "context", None) or ""
+    if "escape" in (getattr(error, "problem", None) or ""):
+        return "remove that \\ escape, or write the character itself"
     if "quoted scalar" in context:
         return "close the quote that opens here"
     if "flow" in context:

@@ -60,7 +60,8 @@ def test_timestamps_stay_text() -> None:
 
 def test_lone_surrogate() -> None:
     problem = _problem('tags: {team: "ml\\ud800"}\n')
-    assert "lone surrogate" in problem.rule and "'\\ud800'" in problem.rule
+    # libyaml refuses the escape itself; pure-Python PyYAML builds the string and aksgpu refuses it.
+    assert problem.line == 1 and "escape" in problem.fix
 
 
 def test_very_long_integer() -> None:
