@@ -14,6 +14,7 @@ config keys) are kept from the existing file.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import re
@@ -38,6 +39,8 @@ from cli.presets import Preset, load_preset
 from cli.stackfile import UserError, load_yaml
 
 if TYPE_CHECKING:
+    import jinja2
+
     from cli.stackfile import StackFile
     from components.spec import ClusterSpec, Issue
 
@@ -203,21 +206,27 @@ def _pool_summary(pool: Any) -> str:
     return f"{pool.name}: {pool.vm_size}{gpus}; {where}; {scale}; {priority}{team}."
 
 
+@functools.cache
+def _stack_template() -> jinja2.Template:
+    # Compiled once per process: `validate` and `render` of every environment reuse it.
+    import jinja2
+
+    jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
+                               keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                               autoescape=False)
+    return jinja.get_template("stack.yaml.j2")
+
+
 def render_text(effective: EffectiveEnvironment, environments_file: str,
                 kept_top_level: dict[str, Any], kept_config: dict[str, Any]) -> str:
     """The stack file text for an environment: deterministic, same input same bytes."""
-    import jinja2
-
     config = spec_config(effective.spec)
     env = effective.environment
     preset_spec = effective.preset.spec
     overrides = (describe_overrides(env.shared_overrides, preset_spec)
                  + describe_overrides(env.overrides, merge(preset_spec, env.shared_overrides)))
     override_text = "Overrides: " + (", ".join(dict.fromkeys(overrides)) if overrides else "none")
-    jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
-                               keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                               autoescape=False)
-    text = jinja.get_template("stack.yaml.j2").render(
+    text = _stack_template().render(
         environment=env.name,
         environments_file=environments_file,
         description=env.description,

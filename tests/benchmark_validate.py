@@ -1,0 +1,65 @@
+"""How many generated hostile specs per second `aksgpu validate` gets through (prints figures).
+
+Run: .venv/bin/python tests/benchmark_validate.py [CASES]
+Cases come from tests/fuzz.py (seeded). Two figures: the whole command in-process (read the
+file, strict YAML, every spec rule, the report), and the spec rules alone on the same specs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from typer.testing import CliRunner  # noqa: E402
+
+from cli.app import app  # noqa: E402
+from cli.yaml_input import YamlProblem, decode_utf8, parse_yaml  # noqa: E402
+from components.spec import SpecError, parse_cluster_spec  # noqa: E402
+from tests.fuzz import Generator, write_case  # noqa: E402
+from tests.helpers import REPO  # noqa: E402
+
+
+def main() -> None:
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    cases = [case for case in Generator(1).cases(count * 3) if case.kind == "stack"][:count]
+    with tempfile.TemporaryDirectory() as folder:
+        project = Path(folder)
+        for name in ("Pulumi.yaml", "__main__.py"):
+            shutil.copy(REPO / name, project / name)
+        shutil.copytree(REPO / "stacks", project / "stacks")
+        import os
+
+        os.chdir(project)
+        runner = CliRunner()
+        started = time.perf_counter()
+        for case in cases:
+            runner.invoke(app, write_case(case, project))
+        command_seconds = time.perf_counter() - started
+    specs = []
+    for case in cases:
+        try:
+            document = parse_yaml(decode_utf8(case.data))
+        except YamlProblem:
+            continue
+        cluster = ((document or {}).get("config") or {}).get("aksgpu:cluster") if isinstance(document, dict) else None
+        specs.append(cluster)
+    started = time.perf_counter()
+    for cluster in specs:
+        try:
+            parse_cluster_spec(cluster)
+        except SpecError:
+            pass
+    rules_seconds = time.perf_counter() - started
+    print(f"aksgpu validate STACKFILE (in-process): {len(cases)} generated specs in {command_seconds:.2f} s, "
+          f"{len(cases) / command_seconds:.0f} specs/s")
+    print(f"spec rules alone (parse_cluster_spec): {len(specs)} specs in {rules_seconds:.2f} s, "
+          f"{len(specs) / rules_seconds:.0f} specs/s")
+
+
+if __name__ == "__main__":
+    main()

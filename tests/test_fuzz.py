@@ -1,0 +1,41 @@
+"""Hundreds of generated hostile specs: every one ends in a message and a documented exit code.
+
+Seeded (tests/fuzz.py), so a failing case is reproducible: the assertion names the seed, the
+case number and how the case was made.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cli.app import app
+from tests.fuzz import Generator, write_case
+
+runner = CliRunner()
+SEED = 20261124
+CASES = 250
+
+
+def test_no_generated_input_escapes_the_error_handling(project: Path) -> None:
+    environments = (project / "stacks" / "environments.yaml").read_bytes()
+    exit_codes: collections.Counter[int] = collections.Counter()
+    for number, case in enumerate(Generator(SEED).cases(CASES)):
+        (project / "stacks" / "environments.yaml").write_bytes(environments)
+        (project / "stacks" / "Pulumi.fuzz.yaml").unlink(missing_ok=True)
+        commands = [write_case(case, project)]
+        if case.kind == "environments":
+            commands += [["render", "--check"], ["diff", "dev", "prod"]]
+        for command in commands:
+            result = runner.invoke(app, command)
+            where = f"seed {SEED} case {number} ({case.kind}: {case.how}), aksgpu {' '.join(command)}"
+            assert result.exit_code in (0, 1, 2), f"{where}: exit {result.exit_code}\n{result.output[-2000:]}"
+            assert result.exception is None or isinstance(result.exception, SystemExit), where
+            assert "Traceback" not in result.output and "internal error" not in result.output, where
+            if result.exit_code:
+                assert "Fix:" in result.output, f"{where}: a failure without a fix\n{result.output[-2000:]}"
+            exit_codes[result.exit_code] += 1
+    # The generator must reach every outcome, or it has stopped exercising the error paths.
+    assert set(exit_codes) == {0, 1, 2}, exit_codes
