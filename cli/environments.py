@@ -250,9 +250,109 @@ def _walk_keys(value: Any, model: type[BaseModel], path: str, issues: list[Issue
         if isinstance(item, dict):
             _walk_keys(item, inner, f"{path}.{key}", issues)
         elif isinstance(item, list):
+            item_key = list_item_key(item)
             for index, element in enumerate(item):
                 if isinstance(element, dict):
-                    _walk_keys(element, inner, f"{path}.{key}[{index}]", issues)
+                    where = f"[{item_key}={element[item_key]}]" if item_key else f"[{index}]"
+                    _walk_keys(element, inner, f"{path}.{key}{where}", issues)
+
+
+def check_override_items(base: Any, overrides: Any, where: str) -> list[Issue]:
+    """Overrides that name nothing, with the path the user wrote: `_remove: true` on an item the
+    base does not have, the same item twice in one list, and `_remove` outside a list item."""
+    issues: list[Issue] = []
+    if isinstance(overrides, dict):
+        if REMOVE_KEY in overrides:
+            issues.append(Issue(f"{where}.{REMOVE_KEY}", overrides[REMOVE_KEY],
+                                f"{REMOVE_KEY} removes an item of a list of named items (nodePools, teams, "
+                                "subnets, maintenance windows); it means nothing here",
+                                f"delete {REMOVE_KEY}, or set the fields you want instead"))
+        base_map = base if isinstance(base, dict) else {}
+        for key, value in overrides.items():
+            if key != REMOVE_KEY:
+                issues += check_override_items(base_map.get(key), value, f"{where}.{key}")
+        return issues
+    item_key = list_item_key(overrides)
+    if item_key is None:
+        return issues
+    base_items = {item[item_key]: item for item in base} if list_item_key(base) == item_key else {}
+    seen: dict[str, int] = {}
+    for index, item in enumerate(overrides):
+        name = item[item_key]
+        path = f"{where}[{item_key}={name}]"
+        if name in seen:
+            issues.append(Issue(path, name, f"this list names \"{name}\" twice (items {seen[name]} and {index}); "
+                                "the second would silently win", "merge the two entries into one"))
+            continue
+        seen[name] = index
+        remove = item.get(REMOVE_KEY, False)
+        if remove not in (True, False):
+            issues.append(Issue(f"{path}.{REMOVE_KEY}", remove, f"{REMOVE_KEY} is true or absent",
+                                f"write {REMOVE_KEY}: true to drop the item, or delete the key"))
+        elif remove and name not in base_items:
+            issues.append(Issue(f"{path}.{REMOVE_KEY}", True, f'there is no item named "{name}" to remove',
+                                _did_you_mean(name, list(base_items))))
+        elif remove and len(item) > 2:
+            issues.append(Issue(f"{path}.{REMOVE_KEY}", True, "an item that is removed takes no other fields",
+                                f"keep only {item_key} and {REMOVE_KEY}, or drop {REMOVE_KEY} to change the item"))
+        else:
+            rest = {k: v for k, v in item.items() if k not in (item_key, REMOVE_KEY)}
+            issues += [issue for issue in check_override_items(base_items.get(name), rest, path)
+                       if not issue.path.endswith(f"{path}.{REMOVE_KEY}")]
+    return issues
+
+
+_PATH_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def user_path(path: str, merged: Any, layers: list[tuple[str, Any]]) -> str:
+    """Where the user wrote the value at `path` of the merged spec (`nodePools[2].maxCount`):
+    the first layer (prefix, overrides), most specific first, that sets it, as
+    `<prefix>.nodePools[name=a100].maxCount`. A value no layer sets comes from the preset or
+    the spec's defaults: its path, with list items by name."""
+    segments: list[str | int] = [name if name else int(number) for name, number in _PATH_SEGMENT.findall(path)]
+    if not segments:
+        return path
+    for prefix, overrides in layers:
+        located = _locate(segments, merged, overrides)
+        if located is not None:
+            return f"{prefix}.{located}"
+    return _locate(segments, merged, None) or path
+
+
+def _locate(segments: list[str | int], merged: Any, overrides: Any) -> str | None:
+    """The user's path for `segments` in `overrides` (None: not set there); with overrides=None,
+    the merged spec's path with list items by name."""
+    only_merged = overrides is None
+    text = ""
+    for segment in segments:
+        if isinstance(segment, str):
+            text += f".{segment}"
+            merged = merged.get(segment) if isinstance(merged, dict) else None
+            if not only_merged:
+                if not isinstance(overrides, dict) or segment not in overrides:
+                    return None
+                overrides = overrides[segment]
+            continue
+        item_key = list_item_key(merged)
+        if item_key is None or segment >= len(merged):
+            text += f"[{segment}]"
+            merged = merged[segment] if isinstance(merged, list) and segment < len(merged) else None
+            if not only_merged:
+                if not isinstance(overrides, list) or segment >= len(overrides):
+                    return None
+                overrides = overrides[segment]  # a list that replaced the base's, item for item
+            continue
+        name = merged[segment][item_key]
+        text += f"[{item_key}={name}]"
+        merged = merged[segment]
+        if not only_merged:
+            if list_item_key(overrides) != item_key:
+                return None
+            overrides = next((item for item in overrides if item[item_key] == name), None)
+            if overrides is None:
+                return None
+    return text.removeprefix(".")
 
 
 # --- `--set path=value` ----------------------------------------------------------------------
@@ -277,8 +377,12 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
     return segments, value
 
 
-def assignment_overrides(assignments: list[str]) -> dict[str, Any]:
-    """Overrides from `--set` assignments; list items are addressed by name (nodePools.<name>.field)."""
+def assignment_overrides(assignments: list[str], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Overrides from `--set` assignments; list items are addressed by name (nodePools.<name>.field).
+
+    `base` is the spec the overrides apply to: naming a list item it does not have is an error
+    (--set changes items; a new item needs all its fields, in environments.yaml).
+    """
     from components.spec import ClusterSpec
     from components.spec.base import _model_in
 
@@ -287,6 +391,7 @@ def assignment_overrides(assignments: list[str]) -> dict[str, Any]:
         segments, value = parse_assignment(text)
         model: type[BaseModel] | None = ClusterSpec
         node: dict[str, Any] = overrides
+        base_node: Any = base
         index = 0
         while index < len(segments):
             key = segments[index]
@@ -307,6 +412,14 @@ def assignment_overrides(assignments: list[str]) -> dict[str, Any]:
                 break
             if is_named_list:
                 item_name = segments[index + 1]
+                if base is not None:
+                    base_items = base_node.get(key) if isinstance(base_node, dict) else None
+                    names = [i.get(item_key) for i in base_items or [] if isinstance(i, dict)]
+                    if item_name not in names:
+                        raise UserError(f'--set {text}: there is no {key} item named "{item_name}" to change. '
+                                        f"Fix: {_did_you_mean(item_name, names)}; a new item needs all its "
+                                        f"fields: add it under overrides.{key} in environments.yaml.")
+                    base_node = next(i for i in base_items if isinstance(i, dict) and i.get(item_key) == item_name)
                 items = node.setdefault(key, [])
                 item = next((i for i in items if i.get(item_key) == item_name), None)
                 if item is None:
@@ -320,9 +433,17 @@ def assignment_overrides(assignments: list[str]) -> dict[str, Any]:
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
                 raise UserError(f"--set {text}: {key} is set twice. Fix: set the whole value once.")
+            base_node = base_node.get(key) if isinstance(base_node, dict) else None
             model = inner
             index += 1
     return overrides
+
+
+def _did_you_mean(name: str, names: list[Any]) -> str:
+    known = [str(n) for n in names]
+    guess = difflib.get_close_matches(name, known, n=1)
+    listed = f"use one of: {', '.join(known)}" if known else "there are none yet"
+    return (f'did you mean "{guess[0]}"? ' if guess else "") + listed
 
 
 def _annotation_is_list(info: Any) -> bool:

@@ -116,7 +116,8 @@ def _overrides(request: InitRequest, environments: EnvironmentsFile) -> dict[str
                         f"{environments.relative_path} sets one. Fix: pass --location eastus2 (or your region).")
     if request.admin_groups:
         overrides["access"] = {"aad": {"adminGroupObjectIds": list(request.admin_groups)}}
-    return merge(overrides, assignment_overrides(request.assignments))
+    base = merge(merge(preset.spec, environments.document.defaults.overrides), overrides)
+    return merge(overrides, assignment_overrides(request.assignments, base=base))
 
 
 def _environments_text(environments: EnvironmentsFile, env: str, settings: EnvironmentSettings) -> str:

@@ -28,10 +28,12 @@ import yaml
 from cli.environments import (
     Environment,
     EnvironmentsFile,
+    check_override_items,
     check_override_keys,
     describe_overrides,
     effective_raw_spec,
     merge,
+    user_path,
 )
 from cli.files import read_text_if_exists, write_text_atomically
 from cli.generated import free_backup_path, stamp, stamp_placeholder, stamp_state
@@ -94,15 +96,29 @@ def effective_environment(environments: EnvironmentsFile, name: str) -> Effectiv
 
     environment = environments.get(name)
     preset = load_preset(environment.preset)
-    where = f"{environments.relative_path}: environments.{name}"
-    issues = check_override_keys(environment.shared_overrides, f"{environments.relative_path}: defaults.overrides")
-    issues += check_override_keys(environment.overrides, f"{where}.overrides")
+    layers = [(f"environments.{name}.overrides", environment.overrides),
+              ("defaults.overrides", environment.shared_overrides)]
+    with_defaults = merge(preset.spec, environment.shared_overrides)
+    issues = check_override_keys(environment.shared_overrides, "defaults.overrides")
+    issues += check_override_keys(environment.overrides, layers[0][0])
+    issues += check_override_items(preset.spec, environment.shared_overrides, "defaults.overrides")
+    issues += check_override_items(with_defaults, environment.overrides, layers[0][0])
     if issues:
         raise SpecError(issues, source=f"environment {name} ({environments.relative_path})")
     raw = effective_raw_spec(preset.spec, environment)
-    spec, warnings = parse_cluster_spec(
-        raw, source=f"environment {name} (preset {preset.name} + overrides in {environments.relative_path})")
-    return EffectiveEnvironment(environment, preset, spec, warnings)
+    source = f"environment {name} (preset {preset.name} + overrides in {environments.relative_path})"
+    try:
+        spec, warnings = parse_cluster_spec(raw, source=source)
+    except SpecError as error:
+        raise SpecError([_where_written(issue, raw, layers) for issue in error.issues], source=source) from None
+    return EffectiveEnvironment(environment, preset, spec, [_where_written(w, raw, layers) for w in warnings])
+
+
+def _where_written(issue: Issue, raw: dict[str, Any], layers: list[tuple[str, Any]]) -> Issue:
+    """The issue, at the path where the user wrote the value (see environments.user_path)."""
+    from dataclasses import replace
+
+    return replace(issue, path=user_path(issue.path, raw, layers))
 
 
 def spec_config(spec: ClusterSpec) -> dict[str, Any]:

@@ -215,3 +215,52 @@ def test_check_jsonschema_accepts_the_authored_file_with_the_committed_schema() 
     result = subprocess.run([str(tool), "--schemafile", str(REPO / "stacks" / "environments.schema.json"),
                              str(REPO / "stacks" / "environments.yaml")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _set_prod_pools(project: Path, pools: str) -> None:
+    path = project / "stacks" / "environments.yaml"
+    text = path.read_text()
+    start = text.index("      nodePools:\n        # Serving pools")
+    end = text.index("      network:\n", start)
+    path.write_text(text[:start] + "      nodePools:\n" + pools + text[end:])
+
+
+@pytest.mark.parametrize(("pools", "path", "message"), [
+    ("        - {name: a10, _remove: true}\n", "environments.prod.overrides.nodePools[name=a10]._remove",
+     'there is no item named "a10" to remove. Fix: did you mean "a100"?'),
+    ("        - {name: a100, minCount: 0}\n        - {name: a100, maxCount: 4}\n",
+     "environments.prod.overrides.nodePools[name=a100]", 'this list names "a100" twice (items 0 and 1)'),
+    ("        - {name: a100, _remove: yes please}\n", "environments.prod.overrides.nodePools[name=a100]._remove",
+     "_remove is true or absent"),
+    ("        - {name: a100, maxCount: 2000}\n", "environments.prod.overrides.nodePools[name=a100].maxCount",
+     "= 2000"),
+])
+def test_overrides_that_name_nothing_or_break_a_rule_are_reported_where_written(
+        project: Path, pools: str, path: str, message: str) -> None:
+    _set_prod_pools(project, pools)
+    result = runner.invoke(app, ["validate", "prod"])
+    assert result.exit_code == 1, result.output
+    assert f"  - {path}" in result.output and message in result.output
+
+
+def test_remove_outside_a_list_item_is_an_error(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("      protect: true\n", "      protect: true\n      monitoring: {_remove: true}\n"))
+    result = runner.invoke(app, ["validate", "prod"])
+    assert result.exit_code == 1 and "environments.prod.overrides.monitoring._remove = true" in result.output
+
+
+def test_a_merged_value_is_named_by_pool_name_not_merged_index(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("        - {name: a100spot, subnet: gpu}\n",
+                                             "        - {name: a100spot, subnet: gpu, zones: ['1', '4']}\n"))
+    result = runner.invoke(app, ["validate", "prod"])
+    assert "environments.prod.overrides.nodePools[name=a100spot].zones[1]" in result.output, result.output
+
+
+def test_set_on_a_pool_the_preset_does_not_have_is_refused(project: Path) -> None:
+    before = (project / "stacks" / "environments.yaml").read_text()
+    result = runner.invoke(app, ["init", "x", "--preset", "inference", "--set", "nodePools.a10.maxCount=8"])
+    assert result.exit_code == 2
+    assert 'there is no nodePools item named "a10" to change. Fix: did you mean "a100"?' in result.output
+    assert (project / "stacks" / "environments.yaml").read_text() == before

@@ -50,7 +50,7 @@ def test_misspelt_override_paths_are_named_where_the_user_wrote_them() -> None:
     issues = check_override_keys({"controlPlane": {"teir": "Premium"}, "nodePools": [{"name": "a", "vmsize": "x"}]},
                                  "environments.dev.overrides")
     assert [i.path for i in issues] == ["environments.dev.overrides.controlPlane.teir",
-                                        "environments.dev.overrides.nodePools[0].vmsize"]
+                                        "environments.dev.overrides.nodePools[name=a].vmsize"]
     assert 'did you mean "tier"' in issues[0].fix and 'did you mean "vmSize"' in issues[1].fix
 
 
