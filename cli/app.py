@@ -125,10 +125,14 @@ def _environments() -> EnvironmentsFile:
 
 
 def _stale_note(stack_file: StackFile) -> str | None:
-    """A note when the stack file is not what environments.yaml renders (None: current or unknown)."""
-    from cli.render import render_state
+    """A note when the stack file is not what environments.yaml renders (None: current or unknown);
+    exits when environments.yaml cannot render the stack's environment (it may be out of date)."""
+    from cli.render import EnvironmentNotRendered, render_state
 
-    rendered = render_state(stack_file)
+    try:
+        rendered = render_state(stack_file)
+    except EnvironmentNotRendered as error:
+        _fail(str(error), error.exit_code)
     if rendered is None or rendered.state == "current":
         return None
     why = rendered.reason or "it is out of date with stacks/environments.yaml"
@@ -150,6 +154,7 @@ def plan(
     no network. Exit codes: 0 planned, 1 the spec has errors, 2 bad input (stack, YAML, DIR).
     """
     stack_file, warnings = _load(stack)
+    note = _stale_note(stack_file)
 
     from cli.planner import plan_stack
     from cli.report import plan_document, render_text
@@ -169,7 +174,6 @@ def plan(
         typer.echo(json.dumps(plan_document(result, warnings), indent=2, sort_keys=False, default=str))
         return
     typer.echo(render_text(result, warnings))
-    note = _stale_note(stack_file)
     if note:
         typer.echo(note, err=True)
 
@@ -220,8 +224,9 @@ def render(
 
     Each file holds the full, effective config: the preset, then defaults.overrides, then the
     environment's overrides, every field resolved. Same input, same bytes. A stack file edited
-    by hand is never overwritten unless --force. Exit codes: 0 written or current, 1 --check
-    found a file out of date or a spec error, 2 bad input or a hand-edited file.
+    by hand is never overwritten unless --force. An environment with errors is named and skipped;
+    the others are still written. Exit codes: 0 written or current, 1 --check found a file out of
+    date or an environment has spec errors, 2 bad input or a hand-edited file.
     """
     from cli.render import plan_render, write_rendered
     from cli.stackfile import UserError
@@ -230,46 +235,76 @@ def render(
     env_file = _environments()
     if not env_file.exists:
         _fail(f"{env_file.relative_path} does not exist. Fix: create it with `aksgpu init ENV --preset NAME`.")
+    if not env_file.names:
+        _fail(f"{env_file.relative_path} defines no environments, so there is nothing to render. "
+              "Fix: add one under environments: (or with `aksgpu init ENV --preset NAME`).")
     names = environments or env_file.names
+    for name in names:
+        if name not in env_file.names:
+            try:
+                env_file.get(name)  # raises, and the message lists the known environments
+            except UserError as error:
+                _fail(str(error))
     rendered_stacks = []
-    failed = False
+    failed: list[str] = []
+    bad_input = False
     for name in names:
         try:
             rendered_stacks.append(plan_render(env_file, name))
         except UserError as error:
-            _fail(str(error))
+            typer.echo(f"error: environment {name}: {error}", err=True)
+            failed.append(name)
+            bad_input = True
         except SpecError as error:
             typer.echo(str(error), err=True)
-            failed = True
-    if failed:
-        raise typer.Exit(1)
+            failed.append(name)
     project = env_file.project_dir
     if check:
-        stale = [r for r in rendered_stacks if r.state != "current"]
-        for rendered in rendered_stacks:
-            relative = rendered.path.relative_to(project)
-            if rendered.state == "current":
-                typer.echo(f"{relative}: up to date")
-                continue
-            why = {"new": "missing", "stale": "out of date", "hand-edited": f"edited by hand: {rendered.reason}"}
-            typer.echo(f"{relative}: {why[rendered.state]}")
-            typer.echo(rendered.diff(project))
-        if stale:
-            typer.echo(f"{len(stale)} stack file(s) differ from what `aksgpu render` writes. "
-                       f"Fix: run `aksgpu render {' '.join(r.environment for r in stale)}` and commit the result.",
-                       err=True)
-            raise typer.Exit(1)
+        _render_check(rendered_stacks, project, failed)
         return
     for rendered in rendered_stacks:
         relative = rendered.path.relative_to(project)
         try:
             backup = write_rendered(rendered, force=force)
         except UserError as error:
-            _fail(str(error))
+            typer.echo(f"error: {error}", err=True)
+            failed.append(rendered.environment)
+            bad_input = True
+            continue
         verb = {"new": "created", "stale": "updated", "current": "unchanged", "hand-edited": "overwritten"}
         typer.echo(f"{relative}: {verb[rendered.state]}")
         if backup is not None:
             typer.echo(f"  the hand-edited file was kept as {backup.relative_to(project)}")
+    if failed:
+        typer.echo(f"not rendered: {', '.join(failed)} (see above); every other environment was.", err=True)
+        raise typer.Exit(2 if bad_input else 1)
+
+
+def _render_check(rendered_stacks: list[Any], project: Path, failed: list[str]) -> None:
+    """`render --check`: each file's state and diff; exit 1 when any differs or did not render."""
+    out_of_date = [r for r in rendered_stacks if r.state in ("new", "stale")]
+    hand_edited = [r for r in rendered_stacks if r.state == "hand-edited"]
+    for rendered in rendered_stacks:
+        relative = rendered.path.relative_to(project)
+        if rendered.state == "current":
+            typer.echo(f"{relative}: up to date")
+            continue
+        why = {"new": "missing", "stale": "out of date", "hand-edited": f"edited by hand: {rendered.reason}"}
+        typer.echo(f"{relative}: {why[rendered.state]}")
+        typer.echo(rendered.diff(project))
+    if out_of_date:
+        typer.echo(f"{len(out_of_date)} stack file(s) differ from what `aksgpu render` writes. "
+                   f"Fix: run `aksgpu render {' '.join(r.environment for r in out_of_date)}` and commit the result.",
+                   err=True)
+    if hand_edited:
+        typer.echo(f"{len(hand_edited)} stack file(s) were edited by hand, and `aksgpu render` keeps them. Fix: move "
+                   "each change into stacks/environments.yaml, then run "
+                   f"`aksgpu render {' '.join(r.environment for r in hand_edited)} --force` (the edited file is kept "
+                   "as a .bak) and commit the result.", err=True)
+    if failed:
+        typer.echo(f"not checked: {', '.join(failed)} does not render (see above).", err=True)
+    if out_of_date or hand_edited or failed:
+        raise typer.Exit(1)
 
 
 @app.command()

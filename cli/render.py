@@ -334,16 +334,32 @@ def write_rendered(rendered: RenderedStack, force: bool = False) -> Path | None:
     return backup
 
 
+class EnvironmentNotRendered(UserError):
+    """environments.yaml cannot render the environment a stack file belongs to: the stack file
+    may be out of date with what the user meant. `exit_code`: 1 spec errors, 2 unreadable file."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def render_state(stack_file: StackFile) -> RenderedStack | None:
     """How a stack file compares with what its environment renders; None when it belongs to no
-    environment of the project's environments.yaml, or the environment does not render."""
+    environment of the project's environments.yaml. Raises EnvironmentNotRendered when
+    environments.yaml is unreadable or the environment has errors."""
     from cli.environments import load_environments
     from components.spec import SpecError
 
+    name = stack_file.stack
+    fix = (f"Fix: correct it (`aksgpu validate {name}` lists every problem), then `aksgpu render {name}`; "
+           f"until then {stack_file.path.name} may not be what the environment says.")
     try:
         environments = load_environments(stack_file.project_dir)
-        if stack_file.stack not in environments.names or stack_file.path.parent != environments.path.parent:
+        if name not in environments.names or stack_file.path.parent != environments.path.parent:
             return None
-        return plan_render(environments, stack_file.stack)
-    except (UserError, SpecError):
-        return None
+        return plan_render(environments, name)
+    except SpecError as error:
+        raise EnvironmentNotRendered(f"environments.yaml has errors for environment {name}:\n{error}\n{fix}", 1) \
+            from None
+    except UserError as error:
+        raise EnvironmentNotRendered(f"{error}\n{fix}", 2) from None

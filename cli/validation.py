@@ -64,6 +64,9 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
     """Reports for `targets` (environment names or stack file paths); none: everything."""
     project_dir = find_project_dir((cwd or Path.cwd()).resolve())
     environments = load_environments(project_dir)
+    if environments.exists and not environments.names:
+        raise UserError(f"{environments.relative_path} defines no environments. Fix: add one under environments: "
+                        "(or with `aksgpu init dev --preset dev`), or delete the file if you keep only stack files.")
     for target in targets:
         if target not in environments.names:
             resolve_stack(target, cwd)  # a name that is neither is bad input: UserError, exit 2

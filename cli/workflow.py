@@ -436,7 +436,7 @@ def command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
     except typer.Exit:
         raise
     except UserError as error:
-        fail(str(error))
+        fail(str(error), getattr(error, "exit_code", EXIT_USAGE))
     except KeyboardInterrupt:
         stack = target_box[0].stack if target_box else "ENV"
         fail(f"interrupted. Pulumi was told to stop; if it was changing resources, run `aksgpu refresh {stack}` to "
@@ -526,13 +526,19 @@ def _policy_packs(folders: list[Path] | None) -> list[str] | None:
 
 def _require_rendered(command: str, stack_file: StackFile) -> None:
     """`up` deploys only a stack file that matches stacks/environments.yaml; `preview` warns."""
-    from cli.render import render_state
+    from cli.render import EnvironmentNotRendered, render_state
     from cli.stackfile import UserError
 
-    rendered = render_state(stack_file)
+    name = stack_file.stack
+    try:
+        rendered = render_state(stack_file)
+    except EnvironmentNotRendered as error:
+        if command == "up":
+            raise
+        say(f"warning: {error}", "yellow")
+        return
     if rendered is None or rendered.state == "current":
         return
-    name = stack_file.stack
     if rendered.state == "stale" and command == "up":
         raise UserError(f"{stack_file.path.name} is out of date with stacks/environments.yaml, so `aksgpu up {name}` "
                         f"would deploy something else than the environment says. Fix: run `aksgpu render {name}`, "

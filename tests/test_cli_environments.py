@@ -264,3 +264,54 @@ def test_set_on_a_pool_the_preset_does_not_have_is_refused(project: Path) -> Non
     assert result.exit_code == 2
     assert 'there is no nodePools item named "a10" to change. Fix: did you mean "a100"?' in result.output
     assert (project / "stacks" / "environments.yaml").read_text() == before
+
+
+@pytest.mark.parametrize("content", ["", "# nothing yet\n", "environments: {}\n"])
+@pytest.mark.parametrize("command", [["render"], ["validate"], ["ci", "summary"]])
+def test_an_environments_file_without_environments_is_reported(project: Path, content: str,
+                                                                 command: list[str]) -> None:
+    (project / "stacks" / "environments.yaml").write_text(content)
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2, result.output
+    assert "defines no environments" in result.output and "Fix:" in result.output
+
+
+def test_plan_refuses_a_stack_whose_environment_no_longer_renders(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("tier: Premium", "tier: Gold"))
+    result = runner.invoke(app, ["plan", "prod"])
+    assert result.exit_code == 1, result.output
+    assert "environments.yaml has errors for environment prod" in result.output
+    assert 'environments.prod.overrides.controlPlane.tier = "Gold"' in result.output
+    assert "Pulumi.prod.yaml may not be what the environment says" in result.output
+    assert "Resources" not in result.output  # nothing was planned
+    assert runner.invoke(app, ["plan", "dev", "--json"]).exit_code == 0  # dev still renders
+    path.write_text("environments: [unclosed\n")
+    assert runner.invoke(app, ["plan", "dev"]).exit_code == 2
+
+
+def test_render_writes_the_good_environments_and_names_the_bad_one(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    text = path.read_text().replace("name: gpu-dev", "name: gpu-dev2").replace("tier: Premium", "tier: Gold")
+    path.write_text(text)
+    result = runner.invoke(app, ["render"])
+    assert result.exit_code == 1
+    assert "stacks/Pulumi.dev.yaml: updated" in result.output
+    assert "environment prod" in result.output and "not rendered: prod" in result.output
+    assert "gpu-dev2" in (project / "stacks" / "Pulumi.dev.yaml").read_text()
+
+
+def test_render_check_advises_force_only_for_hand_edited_files(project: Path) -> None:
+    stack = project / "stacks" / "Pulumi.dev.yaml"
+    stack.write_text(stack.read_text().replace("maxCount: 2", "maxCount: 5"))
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("maxCount: 16", "maxCount: 24"))
+    result = runner.invoke(app, ["render", "--check"])
+    assert result.exit_code == 1
+    assert "Fix: run `aksgpu render prod` and commit" in result.output
+    assert "`aksgpu render dev --force`" in result.output and "aksgpu render dev prod" not in result.output
+
+
+def test_ci_summary_of_an_unknown_environment_is_bad_input(project: Path) -> None:
+    result = runner.invoke(app, ["ci", "summary", "qa"])
+    assert result.exit_code == 2 and 'no environment "qa"' in result.output
