@@ -12,7 +12,7 @@ from pulumi_azure_native import containerservice, managedidentity
 
 from components.pool_profile import pool_properties
 from components.roles import assign_role
-from components.spec import ClusterSpec
+from components.spec import ClusterSpec, names
 from components.spec.control_plane import MAINTENANCE_CONFIG_NAMES
 
 
@@ -48,9 +48,9 @@ class Cluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         identity_common = {"resource_group_name": args.resource_group_name, "location": spec.location, "tags": spec.tags}
         control_plane_identity = managedidentity.UserAssignedIdentity(
-            f"{name}-control-plane", resource_name_=f"{spec.name}-control-plane", **identity_common, opts=child)
+            f"{name}-control-plane", resource_name_=names.identity(spec.name, "control-plane"), **identity_common, opts=child)
         kubelet_identity = managedidentity.UserAssignedIdentity(
-            f"{name}-kubelet", resource_name_=f"{spec.name}-kubelet", **identity_common, opts=child)
+            f"{name}-kubelet", resource_name_=names.identity(spec.name, "kubelet"), **identity_common, opts=child)
         # AKS checks at creation that the control-plane identity may assign the kubelet identity
         # and manage the subnets it will place nodes and the API server in.
         grants = [assign_role(
@@ -100,7 +100,7 @@ class Cluster(pulumi.ComponentResource):
             security_profile={"workload_identity": {"enabled": spec.access.workload_identity}},
             addon_profiles=_addon_profiles(spec, args.workspace_id),
             azure_monitor_profile=_azure_monitor_profile(args.prometheus_enabled),
-            node_resource_group=f"{spec.resource_group.name}-{spec.name}-nodes"[:80],
+            node_resource_group=names.node_resource_group(spec.resource_group.name, spec.name),
             tags=spec.tags,
             opts=pulumi.ResourceOptions(
                 parent=self,

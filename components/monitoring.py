@@ -13,6 +13,7 @@ import pulumi
 from pulumi_azure_native import monitor, operationalinsights
 
 from components.spec import Monitoring as MonitoringSpec
+from components.spec import names
 
 CONTAINER_INSIGHTS_STREAM = "Microsoft-ContainerInsights-Group-Default"
 PROMETHEUS_STREAM = "Microsoft-PrometheusMetrics"
@@ -43,7 +44,7 @@ class Monitoring(pulumi.ComponentResource):
         if spec.mode == "create":
             workspace = operationalinsights.Workspace(
                 f"{name}-logs",
-                workspace_name=spec.name or f"{args.cluster_name}-logs",
+                workspace_name=spec.name or names.log_analytics_workspace(args.cluster_name),
                 resource_group_name=args.resource_group_name,
                 location=args.location,
                 sku={"name": "PerGB2018"},
@@ -57,7 +58,7 @@ class Monitoring(pulumi.ComponentResource):
         if args.spec.managed_prometheus:
             prometheus = monitor.AzureMonitorWorkspace(
                 f"{name}-prometheus",
-                azure_monitor_workspace_name=f"{args.cluster_name}-prometheus",
+                azure_monitor_workspace_name=names.prometheus_workspace(args.cluster_name),
                 resource_group_name=args.resource_group_name,
                 location=args.location,
                 tags=args.tags,
@@ -102,7 +103,7 @@ class ClusterMonitoring(pulumi.ComponentResource):
         if args.workspace_id is not None and spec.container_insights:
             rule = monitor.DataCollectionRule(
                 f"{name}-insights",
-                data_collection_rule_name=f"MSCI-{args.location}-{args.cluster_name}",
+                data_collection_rule_name=names.container_insights_rule(args.location, args.cluster_name),
                 resource_group_name=args.resource_group_name,
                 location=args.location,
                 kind="Linux",
@@ -133,7 +134,7 @@ class ClusterMonitoring(pulumi.ComponentResource):
         if args.prometheus_workspace_id is not None:
             endpoint = monitor.DataCollectionEndpoint(
                 f"{name}-prometheus-endpoint",
-                data_collection_endpoint_name=f"MSProm-{args.location}-{args.cluster_name}",
+                data_collection_endpoint_name=names.prometheus_endpoint(args.location, args.cluster_name),
                 resource_group_name=args.resource_group_name,
                 location=args.location,
                 kind="Linux",
@@ -142,7 +143,7 @@ class ClusterMonitoring(pulumi.ComponentResource):
             )
             rule = monitor.DataCollectionRule(
                 f"{name}-prometheus",
-                data_collection_rule_name=f"MSProm-{args.location}-{args.cluster_name}",
+                data_collection_rule_name=names.prometheus_rule(args.location, args.cluster_name),
                 resource_group_name=args.resource_group_name,
                 location=args.location,
                 kind="Linux",
@@ -156,7 +157,7 @@ class ClusterMonitoring(pulumi.ComponentResource):
             )
             monitor.DataCollectionRuleAssociation(
                 f"{name}-prometheus-link",
-                association_name=f"MSProm-{args.location}-{args.cluster_name}",
+                association_name=names.prometheus_rule(args.location, args.cluster_name),
                 resource_uri=args.cluster_id,
                 data_collection_rule_id=rule.id,
                 description="Managed Prometheus for this cluster; deleting it stops the collection.",

@@ -9,6 +9,7 @@ import pulumi
 from pulumi_azure_native import network as azure_network
 
 from components.spec import Network as NetworkSpec
+from components.spec import names
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Network(pulumi.ComponentResource):
     def _create(self, name: str, args: NetworkArgs) -> None:
         vnet_spec = args.spec.vnet
         child = pulumi.ResourceOptions(parent=self)
-        vnet_name = vnet_spec.name or f"{args.cluster_name}-vnet"
+        vnet_name = vnet_spec.name or names.vnet(args.cluster_name)
         virtual_network = azure_network.VirtualNetwork(
             f"{name}-vnet",
             virtual_network_name=vnet_name,
@@ -86,7 +87,7 @@ class Network(pulumi.ComponentResource):
         addresses = [
             azure_network.PublicIPAddress(
                 f"{name}-nat-ip-{index}",
-                public_ip_address_name=f"{args.cluster_name}-nat-ip-{index}",
+                public_ip_address_name=names.nat_public_ip(args.cluster_name, index),
                 resource_group_name=args.resource_group_name,
                 location=args.location,
                 sku={"name": "Standard", "tier": "Regional"},
@@ -99,7 +100,7 @@ class Network(pulumi.ComponentResource):
         ]
         return azure_network.NatGateway(
             f"{name}-nat",
-            nat_gateway_name=f"{args.cluster_name}-nat",
+            nat_gateway_name=names.nat_gateway(args.cluster_name),
             resource_group_name=args.resource_group_name,
             location=args.location,
             sku={"name": "Standard"},

@@ -22,6 +22,13 @@ SUBNETS_CREATE = {
 ERRORS = [
     ("cluster name", [("name", "gpu_dev!")], "name", "letters, digits, '-' or '_'"),
     ("location", [("location", "East US")], "location", "Azure region name"),
+    ("derived workspace name", [("name", "gpu_prod")], "name", "Log Analytics workspace name aksgpu derives"),
+    ("derived vnet name", [("name", "g" * 60), ("monitoring.logAnalytics.name", "logs"),
+                           ("network.vnet", SUBNETS_CREATE)], "name", "virtual network name aksgpu derives"),
+    ("derived node resource group", [("resourceGroup.name", "r" + "." * 85 + "x")], "resourceGroup.name",
+     "node resource group name aksgpu derives"),
+    ("derived monitor workspace", [("name", "gpu_prod"), ("monitoring.logAnalytics.name", "logs"),
+                                   ("monitoring.managedPrometheus", True)], "name", "Azure Monitor workspace name"),
     ("unknown key", [("nodePoolz", [])], "nodePoolz", "is not a field"),
     ("enum", [("controlPlane.tier", "Basic")], "controlPlane.tier", "must be one of"),
     ("missing", [("resourceGroup", REMOVE)], "resourceGroup", "is required"),

@@ -22,6 +22,7 @@ from .control_plane import ApiServer, Autoscaler, ControlPlane, MaintenanceWindo
 from .gpu_health import GpuHealth, check_gpu_health
 from .in_cluster import GpuSoftware, InCluster, check_in_cluster
 from .monitoring import LogAnalytics, Monitoring, check_monitoring
+from .names import check_derived_names
 from .network import Network, Subnet, Vnet, check_network
 from .pools import GpuSettings, NodePool, PoolBase, SpotSettings, SystemPool, ZonePool, check_pools
 from .registry import Registry, check_registry, default_registry_name
@@ -137,8 +138,9 @@ class ClusterSpec(SpecModel):
     def issues(self) -> list[Issue]:
         """Every rule violation and warning of this spec, in a stable order."""
         found: list[Issue] = []
-        for check in (_check_cluster, check_control_plane, check_pools, check_network, check_access,
-                      check_registry, check_monitoring, check_in_cluster, check_gpu_health, check_scheduling):
+        for check in (_check_cluster, check_derived_names, check_control_plane, check_pools, check_network,
+                      check_access, check_registry, check_monitoring, check_in_cluster, check_gpu_health,
+                      check_scheduling):
             found.extend(check(self))
         return found
 
