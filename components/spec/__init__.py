@@ -8,6 +8,7 @@ that span them.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -146,6 +147,7 @@ class ClusterSpec(SpecModel):
 
 
 def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
+    yield from _check_location(spec.location)
     pools = spec.agent_pool_count
     if pools > data.limit("maxNodePools"):
         yield Issue("nodePools", pools, f"AKS allows at most {data.limit('maxNodePools')} node pools per cluster "
@@ -162,6 +164,21 @@ def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
         if len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
             yield Issue(f"tags.{key}", value, "tag names are at most 512 characters without <>%&\\?/, values at most 256",
                         "shorten or rename the tag")
+
+
+def _check_location(location: str) -> Iterator[Issue]:
+    table = data.load("azure_regions")
+    if location in table["regions"] or location in table["restricted"]:
+        return
+    close = difflib.get_close_matches(location, table["regions"], n=1, cutoff=0.8)
+    if close:
+        yield Issue("location", location, "is not an Azure region, but is close to one",
+                    f'did you mean "{close[0]}"? (regions: `az account list-locations -o table`)')
+        return
+    yield Issue("location", location, "is not in aksgpu's table of Azure public-cloud regions "
+                "(components/data/azure_regions.yaml)",
+                "check the name with `az account list-locations -o table`; if it is a new region, add it to the table",
+                "warning")
 
 
 def parse_cluster_spec(raw: Any, source: str = "aksgpu:cluster") -> tuple[ClusterSpec, list[Issue]]:

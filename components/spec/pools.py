@@ -5,6 +5,7 @@ Field shapes are checked by pydantic; the rules that span fields are in `check_p
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -296,11 +297,49 @@ class NodePool(PoolBase):
 # --- rules that span fields -----------------------------------------------------------------
 
 
+# Azure VM size names: Standard_<family and vCPUs><features>[_v<n>], e.g. Standard_ND96isr_H100_v5;
+# constrained-vCPU sizes add -<active vCPUs> (Standard_E4-2ds_v4).
+VM_SIZE_NAME = re.compile(r"^Standard_[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$")
+# The vCPU count is the first number in the name (Standard_D2s_v3: 2 vCPUs; Standard_A1_v2: 1).
+_NAMED_VCPUS = re.compile(r"^Standard_[A-Za-z]+(\d+)")
+
+
+def _check_vm_size(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
+    """The size's name; for a size missing from aksgpu's table, which checks could not run."""
+    known = list(data.load("vm_sizes")["sizes"])
+    close = difflib.get_close_matches(pool.vm_size, known, n=1, cutoff=0.85)
+    guess = f'did you mean "{close[0]}"? ' if close else ""
+    if not VM_SIZE_NAME.fullmatch(pool.vm_size):
+        yield Issue(f"{path}.vmSize", pool.vm_size, "is not an Azure VM size name (Standard_ followed by the "
+                    "family, vCPUs and features, e.g. Standard_D8ds_v5)",
+                    f"{guess}use the name `az vm list-sizes -l REGION` shows")
+        return
+    if pool.size is not None:
+        return
+    if system:
+        vcpus = _NAMED_VCPUS.match(pool.vm_size)
+        if re.match(r"^Standard_B\d", pool.vm_size, re.IGNORECASE):
+            yield Issue(f"{path}.vmSize", pool.vm_size, "B-series sizes are not supported for system pools",
+                        'use a size with local SSD such as "Standard_D8ds_v5"')
+        elif vcpus is not None and int(vcpus.group(1)) < 2:
+            yield Issue(f"{path}.vmSize", pool.vm_size, "system pools need at least 2 vCPUs and 4 GiB of memory, "
+                        f"and the name says {vcpus.group(1)} vCPU", 'use "Standard_D8ds_v5" or larger')
+        skipped = "memory, GPUs and local temp disk (for ephemeral OS and kubelet disks)"
+    elif pool.kind == "gpu":
+        skipped = "GPU count and vendor, MIG support and temp disk"
+    else:
+        skipped = "whether it has GPUs, and its temp disk"
+    yield Issue(f"{path}.vmSize", pool.vm_size,
+                f"is not in aksgpu's VM size table (components/data/vm_sizes.yaml), so these checks did not run: "
+                f"{skipped}", f"{guess}check the name; if it is right, add the size to the table", "warning")
+
+
 def check_pools(spec: ClusterSpec) -> Iterator[Issue]:
     yield from _check_system_pool(spec.system_pool)
     seen: dict[str, str] = {spec.system_pool.name: "systemPool.name"}
     for index, pool in enumerate(spec.node_pools):
         path = f"nodePools[{index}]"
+        yield from _check_vm_size(pool, path, system=False)
         yield from _check_counts(pool, path, system=False)
         yield from _check_disks(pool, path)
         yield from _check_node_pool(pool, path, spec)
@@ -319,6 +358,7 @@ def check_pools(spec: ClusterSpec) -> Iterator[Issue]:
 
 def _check_system_pool(pool: SystemPool) -> Iterator[Issue]:
     path = "systemPool"
+    yield from _check_vm_size(pool, path, system=True)
     yield from _check_counts(pool, path, system=True)
     yield from _check_disks(pool, path)
     size = pool.size
@@ -440,10 +480,7 @@ def _check_gpu(pool: NodePool, path: str) -> Iterator[Issue]:
         return
     settings = pool.gpu_settings
     assert settings is not None
-    if size is None:
-        yield Issue(f"{path}.vmSize", pool.vm_size,
-                    "is not in aksgpu's VM size table, so its GPUs, MIG support and disks are not checked",
-                    "check the size name, or add it to components/data/vm_sizes.yaml", "warning")
+    if size is None:  # _check_vm_size says which checks could not run
         return
     if not gpus:
         yield Issue(f"{path}.vmSize", pool.vm_size, "kind: gpu needs a GPU VM size; this size has no GPUs",
