@@ -160,6 +160,12 @@ def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
     elif nodes > data.limit("freeTierMaxNodes") and spec.control_plane.tier == "Free":
         yield Issue("controlPlane.tier", "Free", f"the Free tier supports up to {data.limit('freeTierMaxNodes')} "
                     f"nodes and this cluster can reach {nodes}", "set controlPlane.tier: Standard or Premium")
+    switches = data.limit("featureSwitchTags")
+    for key in spec.tags:
+        replacement = next((switches[name] for name in switches if name.lower() == key.lower()), None)
+        if replacement is not None:
+            yield Issue(f"tags.{key}", spec.tags[key], "aksgpu puts its tags on every node pool, and AKS has read this "
+                        "node pool tag as a feature switch", f"remove the tag and use {replacement}", "warning")
     for key, value in spec.tags.items():
         if len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
             yield Issue(f"tags.{key}", value, "tag names are at most 512 characters without <>%&\\?/, values at most 256",

@@ -390,8 +390,9 @@ def _check_system_pool(pool: SystemPool) -> Iterator[Issue]:
                     "a system pool in fewer than two zones stops the cluster's add-ons when that zone fails",
                     'spread it: zones: ["1", "2", "3"]', "warning")
     if pool.min_nodes < 2:
-        yield Issue(f"{path}.count", pool.count, "AKS recommends at least two (ideally three) system nodes",
-                    "set count: 3 (or minCount: 3)", "warning")
+        field, value = ("minCount", pool.min_count) if pool.autoscale else ("count", pool.count)
+        yield Issue(f"{path}.{field}", value, "AKS recommends at least two (ideally three) system nodes",
+                    f"set {field}: 3", "warning")
 
 
 def _check_counts(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
@@ -414,6 +415,12 @@ def _check_counts(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
             yield Issue(f"{path}.count", pool.count,
                         f"must lie between minCount ({pool.min_count}) and maxCount ({pool.max_count})",
                         "change count, or leave it out to start at minCount")
+    limit = data.limit("maxNodesPerPool")
+    if pool.max_nodes == limit:
+        field = "maxCount" if pool.autoscale else "count"
+        yield Issue(f"{path}.{field}", limit, f"{limit} is AKS's most nodes per pool, so an upgrade has no room for "
+                    "surge nodes and a scale-up has none to go to", f"stay below {limit}, or split the pool "
+                    "(perZone, or a second pool)", "warning")
     if pool.max_pods is not None and pool.max_pods < 30 and not system:
         if pool.max_pods * max(pool.max_nodes, 1) < data.limit("minPodsPerPool"):
             yield Issue(f"{path}.maxPods", pool.max_pods,
@@ -465,6 +472,9 @@ def _check_node_pool(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[I
 
 
 def _check_gpu(pool: NodePool, path: str) -> Iterator[Issue]:
+    if pool.kind == "gpu" and pool.os_sku.startswith("AzureLinux"):
+        yield Issue(f"{path}.osSku", pool.os_sku, "AKS applies no automatic security patches to Azure Linux GPU "
+                    "nodes", "use Ubuntu for GPU pools, or plan node image upgrades yourself", "warning")
     size = pool.size
     gpus = size.get("gpus", 0) if size else None
     if size and size.get("retired"):
