@@ -4,12 +4,13 @@ dependencies and its options, exactly as `pulumi up` would register them."""
 from __future__ import annotations
 
 import json
+import os
 
 from cli.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
 from cli.report import plan_document
 from components.node_pools import REPLACE_ON_CHANGES
 from components.spec import parse_cluster_spec
-from tests.helpers import base_spec, edit, plan_spec
+from tests.helpers import REPO, base_spec, edit, plan_spec
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
@@ -284,3 +285,20 @@ def test_plan_values_read_the_same_whatever_order_the_engine_hands_keys_over() -
     second = {"metadata": {"labels": {"p": "2", "q": "1"}, "name": "n"}, "spec": {"a": [{"y": 2.0, "z": "x"}], "b": 1.0}}
     assert json.dumps(_to_plan_value(first)) == json.dumps(_to_plan_value(second))
     assert list(_to_plan_value(first)["spec"]["a"][0]) == ["y", "z"]
+
+
+def test_plan_json_is_byte_identical_across_processes() -> None:
+    # Key order inside the engine's Structs and Python's set order vary with the hash seed; the
+    # plan document must not, so that plans can be diffed and cached.
+    import subprocess
+    import sys
+
+    outputs = []
+    for seed in ("1", "2"):
+        result = subprocess.run([sys.executable, "-c", "from cli.app import main; main()", "plan", "dev", "--json"],
+                                cwd=REPO, capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed},
+                                timeout=300, check=False)
+        assert result.returncode == 0, result.stderr.decode()
+        outputs.append(result.stdout)
+    assert outputs[0] == outputs[1]
+    assert b'"inputs"' in outputs[0]
