@@ -48,7 +48,10 @@ class AksGpuCluster(pulumi.ComponentResource):
         node_subnets = sorted({pool.subnet or vnet.node_subnet for _, pool in spec.all_pools})
         self.network = Network(f"{name}-network", NetworkArgs(
             spec=spec.network, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
-            node_subnets=node_subnets, api_server_subnet=spec.control_plane.api_server.subnet, tags=tags), child)
+            node_subnets=node_subnets, api_server_subnet=spec.control_plane.api_server.subnet,
+            pod_subnets=sorted({subnet for _, pool in spec.all_pools
+                                if (subnet := pool.pod_subnet or vnet.pod_subnet) is not None}),
+            tags=tags), child)
         self.monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
             spec=spec.monitoring, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
             protect=spec.protect, tags=tags), child)

@@ -11,6 +11,8 @@ from pulumi_azure_native import network as azure_network
 from components.spec import Network as NetworkSpec
 from components.spec import names
 
+AKS_DELEGATION = "Microsoft.ContainerService/managedClusters"
+
 
 @dataclass
 class NetworkArgs:
@@ -18,9 +20,11 @@ class NetworkArgs:
     cluster_name: str
     location: str
     resource_group_name: pulumi.Input[str]
-    # Subnets that hold nodes (they get the NAT gateway) and the API server subnet (delegated).
+    # Subnets that hold nodes (they get the NAT gateway); the API server subnet and the pod subnets
+    # (delegated to AKS).
     node_subnets: list[str] = field(default_factory=list)
     api_server_subnet: str | None = None
+    pod_subnets: list[str] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -63,10 +67,14 @@ class Network(pulumi.ComponentResource):
         previous: pulumi.Resource | None = None
         for subnet in vnet_spec.subnets:
             props: dict[str, Any] = {}
+            # AKS requires the API server subnet delegated to it, and adds the same delegation to a
+            # pod subnet itself when the cluster starts using it; stated here, a refresh finds nothing
+            # to change and the next `up` does not try to remove it (MicrosoftDocs/azure-docs#103167,
+            # Azure/ARO-HCP#471: Microsoft's own AKS infrastructure declares it up front).
             if subnet.name == args.api_server_subnet:
-                props["delegations"] = [
-                    {"name": "aks-apiserver", "service_name": "Microsoft.ContainerService/managedClusters"}
-                ]
+                props["delegations"] = [{"name": "aks-apiserver", "service_name": AKS_DELEGATION}]
+            elif subnet.name in args.pod_subnets:
+                props["delegations"] = [{"name": "aks-pods", "service_name": AKS_DELEGATION}]
             if nat_gateway is not None and subnet.name in args.node_subnets:
                 props["nat_gateway"] = {"id": nat_gateway.id}
             created = azure_network.Subnet(

@@ -26,7 +26,7 @@ def pool_properties(
         "os_type": "Linux",
         "os_sku": pool.os_sku,
         "os_disk_type": pool.os_disk_type,
-        "os_disk_size_gb": pool.os_disk_size_gb,
+        "os_disk_size_gb": pool.effective_os_disk_size_gb,
         "kubelet_disk_type": pool.kubelet_disk_type,
         "type": "VirtualMachineScaleSets",
         "orchestrator_version": spec.control_plane.kubernetes_version,
@@ -41,7 +41,8 @@ def pool_properties(
         "node_soak_duration_in_minutes": pool.upgrade.node_soak_minutes,
     }
     upgrade = {key: value for key, value in upgrade.items() if value is not None}
-    if upgrade:
+    # AKS rejects upgrade settings on spot pools (the spec refuses them there too).
+    if upgrade and not pool.is_spot:
         props["upgrade_settings"] = upgrade
     vnet = spec.network.vnet
     if vnet.mode != "managed":

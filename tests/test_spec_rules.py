@@ -22,6 +22,8 @@ SUBNETS_CREATE = {
 ERRORS = [
     ("cluster name", [("name", "gpu_dev!")], "name", "letters, digits, '-' or '_'"),
     ("location", [("location", "East US")], "location", "Azure region name"),
+    ("kubelet on the temp disk, OS disk left to AKS", [(f"{GPU_POOL}.kubeletDisk", "Temporary")],
+     f"{GPU_POOL}.kubeletDisk", "with osDiskType unset"),
     ("region one edit away", [("location", "eastus22")], "location", "close to one"),
     ("size not a size name", [(f"{GPU_POOL}.vmSize", "ND96isr_H100_v5")], f"{GPU_POOL}.vmSize",
      "not an Azure VM size name"),
@@ -91,7 +93,7 @@ ERRORS = [
      f"{GPU_POOL}.upgrade.maxSurge", "no surge"),
     ("taint syntax", [(f"{GPU_POOL}.taints", ["dedicated:NoSchedule"])], f"{GPU_POOL}.taints[0]", "key=value:Effect"),
     ("spot taint declared", [(f"{GPU_POOL}.taints", ["kubernetes.azure.com/scalesetpriority=spot:NoSchedule"])],
-     f"{GPU_POOL}.taints[0]", "adds the spot taint"),
+     f"{GPU_POOL}.taints[0]", "declares the spot taint on spot pools itself"),
     ("label name", [(f"{GPU_POOL}.labels", {"-bad": "x"})], f"{GPU_POOL}.labels.-bad", "label names"),
     ("label value", [(f"{GPU_POOL}.labels", {"tier": "a b"})], f"{GPU_POOL}.labels.tier", "label values"),
     ("reserved label prefix", [(f"{GPU_POOL}.labels", {"kubernetes.azure.com/mode": "x"})],

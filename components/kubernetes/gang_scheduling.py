@@ -30,7 +30,6 @@ from components.kubernetes.objects import (
     AGENT_POOL_LABEL,
     INSTANCE_TYPE_LABEL,
     KUEUE_NAMESPACE,
-    SPOT_TAINT,
     metadata,
     system_pool_placement,
     tolerations,
@@ -65,9 +64,7 @@ def resource_flavor(flavor: GpuFlavor) -> dict[str, Any]:
         node_labels[TEAM_KEY] = flavor.team
     if flavor.infiniband_pool:
         node_labels[AGENT_POOL_LABEL] = flavor.infiniband_pool
-    taints = [taint for pool in flavor.pools for taint in pool.node_taints]
-    if flavor.spot:
-        taints.append(SPOT_TAINT)
+    taints = [taint for pool in flavor.pools for taint in pool.node_taints]  # a spot pool's include the spot taint
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": metadata(flavor.name),
             "spec": {"nodeLabels": node_labels, "tolerations": tolerations(taints)}}
 

@@ -22,7 +22,6 @@ KUEUE_NAMESPACE = "kueue-system"
 # What AKS puts on its nodes (components/data/aks_limits.yaml, with sources).
 AGENT_POOL_LABEL = data.limit("aksNode")["agentPoolLabel"]
 MODE_LABEL = data.limit("aksNode")["modeLabel"]
-SPOT_TAINT = data.limit("aksNode")["spotTaint"]  # AKS adds it to every spot node
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 # The GPU node gate (components/kubernetes/gpu_health.py): a startup taint, so the cluster
@@ -85,9 +84,7 @@ def pool_targets(spec: ClusterSpec, where: Callable[[NodePool], bool]) -> list[P
     for pool in spec.node_pools:
         if not where(pool):
             continue
-        taints = list(pool.node_taints)
-        if pool.priority == "spot":
-            taints.append(SPOT_TAINT)
+        taints = list(pool.node_taints)  # a spot pool's include the spot taint
         for zone_pool in pool.agent_pools():
             targets.append(PoolTarget(zone_pool.name, pool, tuple(taints)))
     return targets

@@ -39,6 +39,9 @@ TEAM_KEY = "aksgpu.io/team"
 POOL_KIND_LABEL = "aksgpu.io/pool-kind"
 CRITICAL_ADDONS_TAINT = "CriticalAddonsOnly=true:NoSchedule"
 SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
+SPOT_TAINT = data.limit("aksNode")["spotTaint"]  # AKS puts it on every spot node
+# The ephemeral OS disk size aksgpu states when a pool sets none (see effective_os_disk_size_gb).
+DEFAULT_EPHEMERAL_OS_DISK_GIB = 128
 
 PoolName = Annotated[
     str,
@@ -93,7 +96,7 @@ class PoolBase(SpecModel):
     os_disk_size_gb: int | None = Field(default=None, ge=30, le=2048)
     """OS disk size in GiB, 30-2048. None: AKS's default for the VM size. An ephemeral OS disk must fit on the VM's temp disk. Changing it replaces the pool."""
     kubelet_disk: Literal["auto", "OS", "Temporary"] = "auto"
-    """Where kubelet data (container images, emptyDir volumes) lives: OS (the OS disk) or Temporary (the VM's temp disk). auto: Temporary when at least 64 GiB of the temp disk is left after an ephemeral OS disk, otherwise AKS's default. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
+    """Where kubelet data (container images, emptyDir volumes) lives: OS (the OS disk) or Temporary (the VM's temp disk). auto: Temporary when osDiskType is set and at least 64 GiB of the temp disk is left after an ephemeral OS disk, otherwise AKS's default. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     subnet: str | None = None
     """Name of the subnet in network.vnet.subnets for the nodes. None: network.vnet.nodeSubnet. Not with an AKS-managed VNet. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     pod_subnet: str | None = None
@@ -136,9 +139,13 @@ class PoolBase(SpecModel):
 
     @property
     def kubelet_disk_type(self) -> Literal["OS", "Temporary"] | None:
-        """Where kubelet data lives: the temp disk when the VM size leaves room on it."""
+        """Where kubelet data lives: the temp disk when the VM size leaves room on it. With osDiskType
+        unset, AKS may give an ephemeral OS disk the whole temp disk, so auto keeps kubelet data on
+        the OS disk then."""
         if self.kubelet_disk != "auto":
             return self.kubelet_disk
+        if self.os_disk_type is None:
+            return None
         free = self.free_temp_disk_gib
         # Below this much free temp disk, images and emptyDirs are safer on the OS disk.
         return "Temporary" if free is not None and free >= 64 else None
@@ -149,8 +156,21 @@ class PoolBase(SpecModel):
         size = self.size
         if size is None:
             return None
-        used = (self.os_disk_size_gb or 128) if self.os_disk_type == "Ephemeral" else 0
+        used = (self.effective_os_disk_size_gb or 0) if self.os_disk_type == "Ephemeral" else 0
         return size["tempDiskGib"] - used
+
+    @property
+    def effective_os_disk_size_gb(self) -> int | None:
+        """The OS disk size aksgpu sends. An ephemeral OS disk left unsized would take the VM's whole
+        temp disk (AKS, pools created since March 2025: azure-aks-docs concepts-storage.md), leaving
+        none for kubelet data; aksgpu states 128 GiB instead. None: a managed disk AKS sizes by vCPUs."""
+        if self.os_disk_size_gb is not None:
+            return self.os_disk_size_gb
+        return DEFAULT_EPHEMERAL_OS_DISK_GIB if self.os_disk_type == "Ephemeral" else None
+
+    @property
+    def is_spot(self) -> bool:
+        return False
 
 
 class SystemPool(PoolBase):
@@ -217,13 +237,13 @@ class NodePool(PoolBase):
     kind: Literal["cpu", "gpu"] = "cpu"
     """cpu or gpu. gpu needs a GPU VM size and taints the nodes nvidia.com/gpu=present:NoSchedule (unless you declare an nvidia.com/gpu taint); a GPU size needs kind: gpu. Nodes get the label aksgpu.io/pool-kind."""
     priority: Literal["regular", "spot"] = "regular"
-    """regular: on-demand VMs; spot: cheaper VMs Azure can evict at any time (AKS adds the spot taint itself). Back a spot GPU pool with a regular pool of the same size. Changing it replaces the pool."""
+    """regular: on-demand VMs; spot: cheaper VMs Azure can evict at any time (their nodes carry the taint kubernetes.azure.com/scalesetpriority=spot:NoSchedule, which AKS adds and aksgpu declares). Back a spot GPU pool with a regular pool of the same size. Changing it replaces the pool."""
     spot: SpotSettings | None = None
     """Spot settings, only with priority: spot. None: evictionPolicy Delete and maxPrice -1."""
     per_zone: bool = False
     """Create one AKS pool per zone, named <name><zone> (so name has at most 11 characters), instead of one pool across all zones; needs at least two zones."""
     taints: list[str] = Field(default_factory=list)
-    """Extra node taints, key=value:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute. Leave out the spot taint (AKS adds it) and aksgpu.io/team (set team instead)."""
+    """Extra node taints, key=value:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute. Leave out the spot taint (aksgpu declares it on spot pools) and aksgpu.io/team (set team instead)."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra node labels. The kubernetes.azure.com prefix is reserved for AKS, and aksgpu sets aksgpu.io/team and aksgpu.io/pool-kind itself."""
     team: str | None = None
@@ -248,9 +268,17 @@ class NodePool(PoolBase):
         return self.gpu or GpuSettings()
 
     @property
+    def is_spot(self) -> bool:
+        return self.priority == "spot"
+
+    @property
     def node_taints(self) -> list[str]:
-        """The taints AKS puts on the nodes (AKS adds the spot taint itself)."""
+        """The taints the pool declares. For a spot pool that includes the taint AKS adds to spot nodes
+        anyway: an update that leaves it out is refused ("Changing property 'properties.nodeTaints' is
+        not allowed", pulumi-azure-native#959), and stated it can never differ from what AKS has."""
         taints = list(self.taints)
+        if self.is_spot:
+            taints.append(SPOT_TAINT)
         if self.kind == "gpu" and not any(t.startswith("nvidia.com/gpu=") for t in taints):
             taints.append(GPU_TAINT)
         if self.team:
@@ -432,24 +460,28 @@ def _check_counts(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
 
 
 def _check_disks(pool: PoolBase, path: str) -> Iterator[Issue]:
+    if pool.kubelet_disk == "Temporary" and pool.os_disk_type is None:
+        yield Issue(f"{path}.kubeletDisk", "Temporary", "with osDiskType unset, AKS may give an ephemeral OS disk "
+                    "the VM's whole temp disk (pools created since March 2025), leaving none for kubelet data",
+                    "set osDiskType: Ephemeral (with osDiskSizeGb) or Managed")
     size = pool.size
     if size is None:
         return
     temp = size["tempDiskGib"]
     if pool.os_disk_type == "Ephemeral":
-        needed = pool.os_disk_size_gb or 128
+        needed = pool.effective_os_disk_size_gb or DEFAULT_EPHEMERAL_OS_DISK_GIB
         if temp < needed:
             yield Issue(f"{path}.osDiskType", "Ephemeral",
                         f"an ephemeral OS disk of {needed} GiB needs a temp disk at least that large; "
                         f"{pool.vm_size} has {temp} GiB",
                         f"set osDiskSizeGb to {temp} or less, use osDiskType: Managed, or a size with a larger temp disk"
                         if temp >= 30 else "use osDiskType: Managed, or a size with a local temp disk")
-    if pool.kubelet_disk == "Temporary":
+    if pool.kubelet_disk == "Temporary" and pool.os_disk_type is not None:
         free = pool.free_temp_disk_gib or 0
         if free <= 0:
             yield Issue(f"{path}.kubeletDisk", "Temporary",
                         f"{pool.vm_size} has no temp disk space left for kubelet data "
-                        f"({temp} GiB temp disk, OS disk {pool.os_disk_size_gb or 128} GiB on it)",
+                        f"({temp} GiB temp disk, OS disk {pool.effective_os_disk_size_gb} GiB on it)",
                         "use kubeletDisk: OS, or a smaller ephemeral OS disk")
 
 
@@ -522,9 +554,12 @@ def _check_spot(pool: NodePool, path: str) -> Iterator[Issue]:
     elif -price.as_tuple().exponent > 5:
         yield Issue(f"{path}.spot.maxPrice", settings.max_price, "may have at most 5 decimal places",
                     "round it to 5 decimal places")
-    if pool.upgrade.max_surge is not None:
-        yield Issue(f"{path}.upgrade.maxSurge", pool.upgrade.max_surge,
-                    "spot pools get no surge nodes during upgrades", "remove upgrade.maxSurge")
+    for field, value in pool.upgrade.model_dump(by_alias=True).items():
+        if value is not None:
+            # AKS rejects maxSurge and maxUnavailable on spot pools ("Spot pools can't set max surge",
+            # terraform-provider-azurerm#19355, #29318), so aksgpu sends no upgrade settings for them.
+            yield Issue(f"{path}.upgrade.{field}", value, "spot pools take no upgrade settings: AKS gives them no "
+                        "surge nodes and rejects maxSurge and maxUnavailable", f"remove upgrade.{field}")
 
 
 def _check_taints_and_labels(pool: NodePool, path: str) -> Iterator[Issue]:
@@ -534,8 +569,8 @@ def _check_taints_and_labels(pool: NodePool, path: str) -> Iterator[Issue]:
             yield Issue(where, taint, "must be key=value:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute",
                         'write it like "dedicated=training:NoSchedule"')
         elif taint.startswith(SPOT_TAINT_KEY + "="):
-            yield Issue(where, taint, "AKS adds the spot taint to spot pools itself; declaring it makes every "
-                        "preview show a change", "remove it")
+            yield Issue(where, taint, "aksgpu declares the spot taint on spot pools itself (priority: spot)",
+                        "remove it")
         elif taint.split("=")[0] == TEAM_KEY:
             yield Issue(where, taint, f"{TEAM_KEY} is set from the pool's team", "set team instead")
     for key, value in pool.labels.items():
