@@ -373,7 +373,7 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
         value = parse_yaml(value_text) if value_text.strip() else ""
     except YamlProblem as problem:
         raise UserError(f"--set {text}: the value is not valid YAML: {problem.rule}. "
-                        f"Fix: {problem.fix}; or quote it, e.g. --set 'tags.team=\"ml\"'.") from None
+                        f"Fix: {problem.fix} (a text value in quotes: --set 'tags.team=\"ml\"').") from None
     return segments, value
 
 
