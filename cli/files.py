@@ -20,10 +20,20 @@ _NEW_FILE_MODE = 0o666
 def write_text_atomically(path: Path, text: str, mode: int | None = None) -> None:
     """Replace (or create) `path` with `text`, UTF-8, all or nothing.
 
-    `mode`: the file's permissions (default: an existing file's, else 0666 less the umask).
+    `mode`: the file's permissions (default: an existing file's, else 0666 less the umask). A
+    symbolic link is followed (the file it points to is replaced, the link stays). What is not a
+    regular file (/dev/null, a pipe, /dev/stdout) is written to as it is: renaming over it would
+    replace the device itself.
     """
     temporary: str | None = None
     try:
+        path = path.resolve() if path.is_symlink() else path
+        if path.exists() and not path.is_file():
+            if path.is_dir():
+                raise IsADirectoryError(21, "it is a folder", str(path))
+            with path.open("w", encoding="utf-8", newline="") as stream:
+                stream.write(text)
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         if mode is None:
             mode = path.stat().st_mode & 0o7777 if path.exists() else _NEW_FILE_MODE & ~_current_umask()

@@ -121,3 +121,21 @@ def test_new_files_get_the_umask_mode(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "new.yaml").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_device_is_written_to_not_replaced(tmp_path: Path) -> None:
+    write_text_atomically(Path("/dev/null"), "x")
+    assert Path("/dev/null").is_char_device()
+
+
+def test_a_symbolic_link_keeps_pointing_at_the_replaced_file(tmp_path: Path) -> None:
+    (tmp_path / "real.yaml").write_text("old\n")
+    (tmp_path / "link.yaml").symlink_to("real.yaml")
+    write_text_atomically(tmp_path / "link.yaml", "new\n")
+    assert (tmp_path / "link.yaml").is_symlink() and (tmp_path / "real.yaml").read_text() == "new\n"
+
+
+def test_a_folder_where_the_file_should_be_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "out.yaml").mkdir()
+    with pytest.raises(UserError, match="cannot write .*out.yaml: it is a folder"):
+        write_text_atomically(tmp_path / "out.yaml", "x")
