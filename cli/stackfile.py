@@ -63,8 +63,16 @@ def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
 
 
 def stack_config_dir(project_dir: Path) -> str:
+    """The folder of the project's stack files, relative to it (Pulumi.yaml's stackConfigDir)."""
     project = load_yaml(project_dir / "Pulumi.yaml")
-    return (project or {}).get("stackConfigDir", ".") if isinstance(project, dict) else "."
+    if not isinstance(project, dict):
+        raise UserError(f"{project_dir / 'Pulumi.yaml'} must be a YAML mapping (name:, runtime:, ...). "
+                        "Fix: see the Pulumi.yaml of aksgpu's repository.")
+    folder = project.get("stackConfigDir", ".")
+    if not isinstance(folder, str) or not folder.strip():
+        raise UserError(f"Pulumi.yaml: stackConfigDir = {folder!r}: must be a folder name. "
+                        "Fix: write stackConfigDir: stacks (or remove it to keep stack files beside Pulumi.yaml).")
+    return folder
 
 
 def _read_config(path: Path) -> dict[str, Any]:

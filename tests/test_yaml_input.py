@@ -113,3 +113,13 @@ def test_cli_reports_broken_environments_file_without_traceback(tmp_path: Path, 
         assert result.exit_code == 2, (command, result.output)
         assert "environments.yaml is not valid YAML: line" in result.output and result.exception is not None
         assert isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("project_file", ["name: x\nruntime: python\nstackConfigDir: 5\n", "[a, b]\n", ""])
+def test_a_broken_pulumi_yaml_is_one_message(tmp_path: Path, project_file: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _project(tmp_path, b"environments: {}\n")
+    (project / "Pulumi.yaml").write_text(project_file)
+    monkeypatch.chdir(project)
+    result = runner.invoke(app, ["validate"])
+    assert result.exit_code == 2 and "Pulumi.yaml" in result.output and "Fix:" in result.output
