@@ -6,7 +6,11 @@ from components.aks_gpu_cluster import AksGpuCluster
 from components.spec import SpecError, parse_cluster_spec
 
 config = pulumi.Config("aksgpu")
-raw_spec = config.get_object("cluster")
+try:
+    raw_spec = config.get_object("cluster")
+except (ValueError, RecursionError) as error:  # the engine hands structured config over as JSON
+    raise pulumi.RunError(f"aksgpu:cluster in this stack's config cannot be read ({type(error).__name__}). "
+                          "Fix: check it with `aksgpu validate STACK`, which names the line.") from None
 if raw_spec is None:
     raise pulumi.RunError(
         "aksgpu:cluster is not set in this stack's config. Fix: add an aksgpu:cluster mapping "

@@ -265,3 +265,13 @@ def test_spec_that_is_not_a_mapping() -> None:
     with pytest.raises(SpecError) as raised:
         parse_cluster_spec(["not", "a", "mapping"])
     assert "must be a mapping" in str(raised.value)
+
+
+def test_a_value_nested_too_deeply_is_reported_not_a_recursion_error() -> None:
+    # The Pulumi program reads config the engine parsed, not aksgpu's YAML reader with its depth limit.
+    deep: object = "x"
+    for _ in range(3000):
+        deep = [deep]
+    with pytest.raises(SpecError) as raised:
+        parse_cluster_spec(edit(base_spec(), "tags", deep))
+    assert "tags = (a value nested too deeply to show): input should be a valid dictionary" in str(raised.value)

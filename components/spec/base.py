@@ -80,6 +80,8 @@ def render_value(value: Any) -> str:
         text = json.dumps(value, default=str)
     except (TypeError, ValueError):
         text = repr(value)
+    except RecursionError:
+        text = "(a value nested too deeply to show)"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
