@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import click
 import typer
+import typer.core
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
@@ -30,14 +30,23 @@ EXIT_INTERNAL_ERROR = 70
 EXIT_INTERRUPTED = 130
 
 
+# The click Typer runs on: its own copy (typer._click) since Typer 0.20-something, click before.
+_CLICK = getattr(typer.core, "_click", None) or typer.core.click  # type: ignore[attr-defined]
+# Exceptions that are Typer's and click's own way to end a command: usage errors (exit 2),
+# typer.Exit and aborts. They pass through to Typer, which prints and exits as documented.
+_COMMAND_ENDINGS = (typer.Exit, typer.Abort, *(getattr(_CLICK.exceptions, name) for name in
+                                                ("ClickException", "Exit", "Abort")
+                                                if hasattr(_CLICK.exceptions, name)))
+
+
 class _Commands(TyperGroup):
     """The top-level command group: whatever happens inside a command ends in one line on
     stderr and a documented exit code, never a traceback (AKSGPU_DEBUG=1 shows it for bugs)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        except _COMMAND_ENDINGS:
             raise
         except KeyboardInterrupt:
             typer.echo("interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete.",

@@ -139,3 +139,20 @@ def test_a_folder_where_the_file_should_be_is_a_user_error(tmp_path: Path) -> No
     (tmp_path / "out.yaml").mkdir()
     with pytest.raises(UserError, match="cannot write .*out.yaml: it is a folder"):
         write_text_atomically(tmp_path / "out.yaml", "x")
+
+
+@pytest.mark.parametrize("args", [["plan", "dev", "--bogus"], ["plan"], ["nosuchcommand"], ["ci", "nosuch"]])
+def test_usage_errors_exit_2_not_as_internal_errors(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "internal error" not in result.output, result.output
+
+
+def test_the_cli_starts_without_click_installed() -> None:
+    # click is not a dependency of aksgpu (Typer brings its own copy); the CLI must not import it.
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['click'] = None; "
+            "from typer.testing import CliRunner; from cli.app import app; "
+            "result = CliRunner().invoke(app, ['presets', 'list']); sys.exit(result.exit_code)")
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=120).returncode == 0
