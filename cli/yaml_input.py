@@ -2,10 +2,11 @@
 
 PyYAML's safe loader accepts more than a cluster spec can mean and loses things silently: a
 second `prod:` key replaces the first, `.nan` and `.inf` are numbers, `!!set`, `!!binary` and
-timestamps build types no field expects, a double-quoted "\\ud800" is a string that cannot be
-written back, a thousand nested brackets exhaust Python's recursion limit, and a few aliases
-can stand for billions of values. `parse_yaml` turns each of these into a `YamlProblem` with the
-line and column where it starts, the rule it breaks and the fix.
+`!!null 5` build types no field expects or turn text into something else, a double-quoted
+"\\ud800" is a string that cannot be written back, a thousand nested brackets exhaust Python's
+recursion limit, and a few aliases can stand for billions of values or for themselves.
+`parse_yaml` turns each of these into a `YamlProblem` with the line and column where it starts,
+the rule it breaks and the fix. Dates stay text.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 MAX_DEPTH = 64
 # Values after expanding aliases; a spec with a hundred pools has a few thousand.
 MAX_VALUES = 200_000
-# Tags of the YAML core schema; anything else (!!set, !!binary, !!omap, !!python/..., !custom)
-# builds a type that no spec field takes.
+# An explicit tag either builds a type no spec field takes (!!set, !!binary, !!python/..., !custom)
+# or turns text into something else (!!null 5 is null); only !!str, which keeps text text, is read.
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-ALLOWED_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
+_STR_TAG = "tag:yaml.org,2002:str"
 
 
 class YamlProblem(Exception):
@@ -43,6 +44,11 @@ class _StrictConstructor(SafeConstructor):
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, Node] = {}
+        merges = [key_node for key_node, _ in node.value if key_node.tag == _MERGE_TAG]
+        if len(merges) > 1:
+            mark = merges[1].start_mark
+            raise YamlProblem(mark.line + 1, mark.column + 1, "a second merge key (<<) in one mapping; YAML keeps "
+                              "only one", "merge both into one: <<: [*first, *second]")
         for key_node, _ in node.value:
             if key_node.tag == _MERGE_TAG:
                 continue
@@ -60,11 +66,12 @@ class _StrictConstructor(SafeConstructor):
         return super().construct_mapping(node, deep=deep)
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
-        if node.tag not in ALLOWED_TAGS and node.tag != _MERGE_TAG and node.tag != "tag:yaml.org,2002:timestamp":
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, KeyError, TypeError) as error:  # a guard: _check_events refuses explicit tags
             raise YamlProblem(node.start_mark.line + 1, node.start_mark.column + 1,
-                              f"the tag {_short_tag(node.tag)} builds a value no spec field takes",
-                              "remove the tag and write a plain string, number, list or mapping")
-        return super().construct_object(node, deep=deep)
+                              f"the value cannot be read as {_short_tag(node.tag)} ({error})",
+                              "write a plain string, number, list or mapping") from None
 
     def construct_yaml_float(self, node: ScalarNode) -> float:
         value = SafeConstructor.construct_yaml_float(self, node)
@@ -144,12 +151,21 @@ class _StrictLoader(_Parser, _StrictConstructor, yaml.resolver.Resolver):
         yaml.resolver.Resolver.__init__(self)
 
 
-def _check_depth(text: str) -> None:
-    """Refuse nesting deeper than MAX_DEPTH before composing: the composer recurses per level."""
+def _check_events(text: str) -> Any:
+    """Refuse, before anything is built, nesting deeper than MAX_DEPTH (the composer recurses per
+    level) and explicit tags other than !!str. Returns the mark of the first alias, if any."""
     parser = _Parser(text)
     depth = 0
+    first_alias = None
     try:
         while (event := parser.get_event()) is not None:
+            tag = getattr(event, "tag", None)
+            if tag not in (None, "!", _STR_TAG) and not isinstance(event, yaml.CollectionEndEvent):
+                mark = event.start_mark
+                raise YamlProblem(mark.line + 1, mark.column + 1,
+                                  f"the tag {_short_tag(tag)} is not read here: a spec takes plain strings, "
+                                  "numbers, lists and mappings (!!str, which makes a value text, is the one tag "
+                                  "allowed)", "remove the tag; quote the value if you mean text")
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -159,15 +175,26 @@ def _check_depth(text: str) -> None:
                                       "a cluster spec is a few levels deep; check for runaway brackets or indentation")
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
+            elif isinstance(event, yaml.AliasEvent) and first_alias is None:
+                first_alias = event.start_mark
     finally:
         parser.dispose()
+    return first_alias
 
 
 def parse_yaml(text: str) -> Any:
     """The one YAML document in `text`, strictly (see the module docstring); raises YamlProblem."""
-    loader = None
     try:
-        _check_depth(text)
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        line = text.count("\n", 0, error.start) + 1
+        column = error.start - (text.rfind("\n", 0, error.start) + 1) + 1
+        raise YamlProblem(line, column, f"the text holds {ascii(text[error.start])}, which is not a character "
+                          "(bytes that were not UTF-8)", "write it as UTF-8 text") from None
+    loader = None
+    first_alias = None
+    try:
+        first_alias = _check_events(text)
         loader = _StrictLoader(text)
         document = loader.get_single_data()
     except YamlProblem:
@@ -182,7 +209,7 @@ def parse_yaml(text: str) -> Any:
     finally:
         if loader is not None:
             loader.dispose()
-    _check_size(document)
+    _check_expanded(document, first_alias)
     return document
 
 
@@ -216,21 +243,34 @@ def _syntax_fix(error: yaml.YAMLError) -> str:
     return "correct the indentation or quoting there"
 
 
-def _check_size(document: Any) -> None:
-    """Refuse documents whose aliases expand to more than MAX_VALUES values ("billion laughs")."""
-    sizes: dict[int, int] = {}
+def _check_expanded(document: Any, first_alias: Any) -> None:
+    """Refuse what aliases (*name) make of a document: a value that contains itself, nesting past
+    MAX_DEPTH, or more than MAX_VALUES values ("billion laughs"); reported at the first alias."""
+    line, column = (first_alias.line + 1, first_alias.column + 1) if first_alias is not None else (1, 1)
+    fix = "write the values out instead of the aliases (*name)"
+    measured: dict[int, tuple[int, int]] = {}  # id -> (values, levels below)
+    open_ids: set[int] = set()
 
-    def size(value: Any) -> int:
+    def measure(value: Any, depth: int) -> tuple[int, int]:
         if not isinstance(value, dict | list):
-            return 1
-        known = sizes.get(id(value))
-        if known is not None:
-            return known
-        items = list(value.keys()) + list(value.values()) if isinstance(value, dict) else value
-        total = 1 + sum(size(item) for item in items)
-        sizes[id(value)] = total
-        return total
+            return 1, 0
+        known = measured.get(id(value))
+        if known is None:
+            if id(value) in open_ids:
+                raise YamlProblem(line, column, "an alias refers to a value that contains it", fix)
+            if depth > MAX_DEPTH:
+                raise YamlProblem(line, column, f"once aliases are expanded, values are nested more than "
+                                  f"{MAX_DEPTH} levels deep", fix)
+            open_ids.add(id(value))
+            items = list(value.keys()) + list(value.values()) if isinstance(value, dict) else value
+            parts = [measure(item, depth + 1) for item in items]
+            open_ids.discard(id(value))
+            known = (1 + sum(count for count, _ in parts), 1 + max((levels for _, levels in parts), default=0))
+            measured[id(value)] = known
+        if depth + known[1] > MAX_DEPTH:
+            raise YamlProblem(line, column, f"once aliases are expanded, values are nested more than {MAX_DEPTH} "
+                              "levels deep", fix)
+        return known
 
-    if size(document) > MAX_VALUES:
-        raise YamlProblem(1, 1, f"its aliases (*name) expand to more than {MAX_VALUES:,} values",
-                          "write the values out, or use fewer nested aliases")
+    if measure(document, 0)[0] > MAX_VALUES:
+        raise YamlProblem(line, column, f"its aliases (*name) expand to more than {MAX_VALUES:,} values", fix)

@@ -44,14 +44,36 @@ def test_quoted_nan_is_text() -> None:
 
 
 @pytest.mark.parametrize("tag", ["!!set {a}", "!!binary aGk=", "!!omap [{a: 1}]", "!!pairs [{a: 1}]",
-                                 "!!python/object/apply:os.system [echo]", "!custom x"])
-def test_tags_outside_the_core_schema(tag: str) -> None:
-    problem = _problem(f"tags: {tag}\n")
-    assert "builds a value no spec field takes" in problem.rule and problem.line == 1
+                                 "!!python/object/apply:os.system [echo]", "!custom x", "!!null 5", "!!bool maybe",
+                                 "!!float abc", "!!map [a]", "!!int '2'", "!!timestamp 2025-01-01"])
+def test_explicit_tags_other_than_str_are_refused_where_written(tag: str) -> None:
+    problem = _problem(f"a: 1\ntags: {tag}\n")
+    assert f"the tag {tag.split()[0]} is not read here" in problem.rule and (problem.line, problem.column) == (2, 7)
 
 
-def test_core_tags_are_fine() -> None:
-    assert parse_yaml("a: !!str 1\nb: !!int '2'") == {"a": "1", "b": 2}
+def test_the_str_tag_keeps_text_text() -> None:
+    assert parse_yaml("a: !!str 1\nb: !!str true") == {"a": "1", "b": "true"}
+
+
+def test_a_second_merge_key_in_one_mapping() -> None:
+    problem = _problem("x: &x {a: 1}\ny: &y {b: 2}\nz:\n  <<: *x\n  <<: *y\n")
+    assert "second merge key" in problem.rule and problem.line == 5
+
+
+def test_an_alias_inside_its_own_anchor() -> None:
+    problem = _problem("a: &a [1, *a]\n")
+    assert "refers to a value that contains it" in problem.rule and (problem.line, problem.column) == (1, 11)
+
+
+def test_aliases_that_nest_past_the_limit() -> None:
+    lines = ["a0: &a0 [x]"] + [f"a{i}: &a{i} [*a{i - 1}]" for i in range(1, 80)]
+    assert "once aliases are expanded, values are nested more than" in _problem("\n".join(lines)).rule
+
+
+def test_text_that_is_not_characters() -> None:
+    # What Python makes of bytes that are not UTF-8 in a command-line argument (--set).
+    problem = _problem("tier: Prem\udcffium")
+    assert (problem.line, problem.column) == (1, 11) and "not a character" in problem.rule
 
 
 def test_timestamps_stay_text() -> None:
