@@ -167,7 +167,8 @@ def merge(base: Any, override: Any) -> Any:
     if isinstance(base, dict) and isinstance(override, dict):
         merged = dict(base)
         for key, value in override.items():
-            merged[key] = merge(base[key], value) if key in base else _strip_removals(value)
+            if key != REMOVE_KEY:
+                merged[key] = merge(base[key], value) if key in base else _strip_removals(value)
         return merged
     item_key = list_item_key(base)
     if item_key is not None and list_item_key(override) == item_key:
@@ -200,7 +201,7 @@ def list_item_key(value: Any) -> str | None:
 
 def _strip_removals(value: Any) -> Any:
     """A value with removal markers dropped: removing what the base does not have is a no-op."""
-    if isinstance(value, dict):
+    if isinstance(value, dict):  # `_remove: false` keeps an item: the marker goes either way
         return {key: _strip_removals(item) for key, item in value.items() if key != REMOVE_KEY}
     if isinstance(value, list):
         return [_strip_removals(item) for item in value
@@ -273,9 +274,19 @@ def check_override_items(base: Any, overrides: Any, where: str) -> list[Issue]:
                 issues += check_override_items(base_map.get(key), value, f"{where}.{key}")
         return issues
     item_key = list_item_key(overrides)
+    base_key = list_item_key(base)
+    if item_key is None and base_key is not None and isinstance(overrides, list):
+        # A list of named items in which one item has no name replaces the base's whole list.
+        for index, item in enumerate(overrides):
+            if isinstance(item, dict) and not isinstance(item.get(base_key), str):
+                issues.append(Issue(f"{where}[{index}].{base_key}", item.get(base_key),
+                                    f"every item of this list needs a {base_key} (text) that says which item it "
+                                    "changes, adds or removes; a list with an unnamed item would replace the "
+                                    "preset's whole list", f"add {base_key}: to the item, quoted if it is a number"))
+        return issues
     if item_key is None:
         return issues
-    base_items = {item[item_key]: item for item in base} if list_item_key(base) == item_key else {}
+    base_items = {item[item_key]: item for item in base} if base_key == item_key else {}
     seen: dict[str, int] = {}
     for index, item in enumerate(overrides):
         name = item[item_key]
@@ -286,7 +297,7 @@ def check_override_items(base: Any, overrides: Any, where: str) -> list[Issue]:
             continue
         seen[name] = index
         remove = item.get(REMOVE_KEY, False)
-        if remove not in (True, False):
+        if not isinstance(remove, bool):
             issues.append(Issue(f"{path}.{REMOVE_KEY}", remove, f"{REMOVE_KEY} is true or absent",
                                 f"write {REMOVE_KEY}: true to drop the item, or delete the key"))
         elif remove and name not in base_items:

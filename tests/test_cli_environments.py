@@ -234,6 +234,11 @@ def _set_prod_pools(project: Path, pools: str) -> None:
      "_remove is true or absent"),
     ("        - {name: a100, maxCount: 2000}\n", "environments.prod.overrides.nodePools[name=a100].maxCount",
      "= 2000"),
+    ("        - {name: 1, _remove: true}\n", "environments.prod.overrides.nodePools[0].name",
+     "would replace the preset's whole list"),
+    ("        - {_remove: true}\n", "environments.prod.overrides.nodePools[0].name", "needs a name (text)"),
+    ("        - {name: a100, _remove: 1}\n", "environments.prod.overrides.nodePools[name=a100]._remove",
+     "_remove is true or absent"),
 ])
 def test_overrides_that_name_nothing_or_break_a_rule_are_reported_where_written(
         project: Path, pools: str, path: str, message: str) -> None:
@@ -315,3 +320,11 @@ def test_render_check_advises_force_only_for_hand_edited_files(project: Path) ->
 def test_ci_summary_of_an_unknown_environment_is_bad_input(project: Path) -> None:
     result = runner.invoke(app, ["ci", "summary", "qa"])
     assert result.exit_code == 2 and 'no environment "qa"' in result.output
+
+
+def test_remove_false_keeps_the_item_and_is_not_a_field(project: Path) -> None:
+    _set_prod_pools(project, "        - {name: a100, minCount: 0, _remove: false}\n")
+    assert "environment prod: valid" in _ok(["validate", "prod"])
+    _ok(["render", "prod"])
+    stack = yaml.safe_load((project / "stacks" / "Pulumi.prod.yaml").read_text())
+    assert [p["minCount"] for p in stack["config"]["aksgpu:cluster"]["nodePools"] if p["name"] == "a100"] == [0]
