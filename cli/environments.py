@@ -316,19 +316,56 @@ def check_override_items(base: Any, overrides: Any, where: str) -> list[Issue]:
 _PATH_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
-def user_path(path: str, merged: Any, layers: list[tuple[str, Any]]) -> str:
+def user_path(path: str, merged: Any, layers: list[tuple[str, Any]], missing: bool = False) -> str:
     """Where the user wrote the value at `path` of the merged spec (`nodePools[2].maxCount`):
     the first layer (prefix, overrides), most specific first, that sets it, as
     `<prefix>.nodePools[name=a100].maxCount`. A value no layer sets comes from the preset or
-    the spec's defaults: its path, with list items by name."""
-    segments: list[str | int] = [name if name else int(number) for name, number in _PATH_SEGMENT.findall(path)]
+    the spec's defaults: its path, with list items by name. A `missing` value (a required field
+    left out) belongs to the innermost list item a layer wrote, if any."""
+    segments = _segments(path, merged)
     if not segments:
         return path
     for prefix, overrides in layers:
         located = _locate(segments, merged, overrides)
         if located is not None:
             return f"{prefix}.{located}"
+    if missing:
+        for cut in range(len(segments) - 1, 0, -1):
+            if not isinstance(segments[cut - 1], int):
+                continue
+            for prefix, overrides in layers:
+                located = _locate(segments[:cut], merged, overrides)
+                if located is not None:
+                    tail = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in segments[cut:])
+                    return f"{prefix}.{located}{tail}"
     return _locate(segments, merged, None) or path
+
+
+def _segments(path: str, merged: Any) -> list[str | int]:
+    """`a.b[0].c` as ['a', 'b', 0, 'c'], keeping keys that hold dots (tags.example.com/team)
+    whole where the merged spec has them."""
+    tokens: list[str | int] = [name if name else int(number) for name, number in _PATH_SEGMENT.findall(path)]
+    segments: list[str | int] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if isinstance(token, str) and isinstance(merged, dict):
+            end = index + 1
+            for stop in range(len(tokens), index + 1, -1):
+                words = tokens[index:stop]
+                if all(isinstance(word, str) for word in words) and ".".join(map(str, words)) in merged:
+                    end = stop
+                    break
+            key = ".".join(map(str, tokens[index:end]))
+            segments.append(key)
+            merged = merged.get(key)
+            index = end
+            continue
+        segments.append(token)
+        merged = merged[token] if isinstance(merged, list) and isinstance(token, int) and token < len(merged) \
+            else None
+        index += 1
+    return segments
 
 
 def _locate(segments: list[str | int], merged: Any, overrides: Any) -> str | None:
@@ -367,8 +404,6 @@ def _locate(segments: list[str | int], merged: Any, overrides: Any) -> str | Non
 
 
 # --- `--set path=value` ----------------------------------------------------------------------
-
-_SET_SEGMENT = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 
 def parse_assignment(text: str) -> tuple[list[str], Any]:

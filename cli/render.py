@@ -118,7 +118,9 @@ def _where_written(issue: Issue, raw: dict[str, Any], layers: list[tuple[str, An
     """The issue, at the path where the user wrote the value (see environments.user_path)."""
     from dataclasses import replace
 
-    return replace(issue, path=user_path(issue.path, raw, layers))
+    from components.spec.base import is_missing
+
+    return replace(issue, path=user_path(issue.path, raw, layers, missing=is_missing(issue.value)))
 
 
 def spec_config(spec: ClusterSpec) -> dict[str, Any]:
@@ -346,7 +348,8 @@ class EnvironmentNotRendered(UserError):
 def render_state(stack_file: StackFile) -> RenderedStack | None:
     """How a stack file compares with what its environment renders; None when it belongs to no
     environment of the project's environments.yaml. Raises EnvironmentNotRendered when
-    environments.yaml is unreadable or the environment has errors."""
+    environments.yaml is unreadable, the environment has errors, or the stack file was rendered
+    from an environment environments.yaml no longer defines."""
     from cli.environments import load_environments
     from components.spec import SpecError
 
@@ -355,11 +358,21 @@ def render_state(stack_file: StackFile) -> RenderedStack | None:
            f"until then {stack_file.path.name} may not be what the environment says.")
     try:
         environments = load_environments(stack_file.project_dir)
-        if name not in environments.names or stack_file.path.parent != environments.path.parent:
+        if stack_file.path.parent != environments.path.parent:
+            return None
+        if name not in environments.names:
+            if environments.exists and DIGEST_KEY in stack_file.config:
+                raise EnvironmentNotRendered(
+                    f"{stack_file.path.name} was rendered from environment {name}, which "
+                    f"{environments.relative_path} no longer defines. Fix: add the environment back (`aksgpu "
+                    f"init {name} --preset NAME`), or, if it is gone for good, `aksgpu destroy {name}` and delete "
+                    "the stack file.", 2)
             return None
         return plan_render(environments, name)
     except SpecError as error:
         raise EnvironmentNotRendered(f"environments.yaml has errors for environment {name}:\n{error}\n{fix}", 1) \
             from None
+    except EnvironmentNotRendered:
+        raise
     except UserError as error:
         raise EnvironmentNotRendered(f"{error}\n{fix}", 2) from None

@@ -328,3 +328,28 @@ def test_remove_false_keeps_the_item_and_is_not_a_field(project: Path) -> None:
     _ok(["render", "prod"])
     stack = yaml.safe_load((project / "stacks" / "Pulumi.prod.yaml").read_text())
     assert [p["minCount"] for p in stack["config"]["aksgpu:cluster"]["nodePools"] if p["name"] == "a100"] == [0]
+
+
+@pytest.mark.parametrize("content", ["environments: {}\n", "environments:\n  prod: {preset: inference}\n"])
+def test_plan_refuses_a_stack_rendered_from_an_environment_that_is_gone(project: Path, content: str) -> None:
+    (project / "stacks" / "environments.yaml").write_text(content)
+    result = runner.invoke(app, ["plan", "dev"])
+    assert result.exit_code == 2
+    assert "Pulumi.dev.yaml was rendered from environment dev, which stacks/environments.yaml no longer defines" \
+        in result.output
+
+
+def test_a_field_missing_from_a_pool_the_user_added_is_reported_at_that_pool(project: Path) -> None:
+    _set_prod_pools(project, "        - {name: h200, kind: gpu, minCount: 0, maxCount: 2}\n")
+    result = runner.invoke(app, ["validate", "prod"])
+    assert result.exit_code == 1
+    assert "  - environments.prod.overrides.nodePools[name=h200].vmSize = (not set): is required" in result.output
+
+
+def test_a_tag_key_with_dots_keeps_its_place(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("tags: {env: prod, cost-center: ml-platform}",
+                                             "tags: {env: prod, example.com/owner: " + "x" * 300 + "}"))
+    result = runner.invoke(app, ["validate", "prod"])
+    assert result.exit_code == 1
+    assert "  - environments.prod.overrides.tags.example.com/owner = " in result.output, result.output

@@ -12,6 +12,7 @@ from cli.environments import (
     describe_overrides,
     load_environments,
     merge,
+    user_path,
 )
 from cli.stackfile import UserError
 
@@ -125,3 +126,18 @@ def test_bad_yaml_in_environments_yaml_names_the_line(tmp_path: Path) -> None:
     project = _project(tmp_path, "environments:\n  dev:\n    preset: [dev\n")
     with pytest.raises(UserError, match=r"environments.yaml is not valid YAML: line 3, column 13"):
         load_environments(project)
+
+
+def test_user_path_names_the_layer_and_item_that_wrote_a_value() -> None:
+    preset = {"nodePools": [{"name": "a", "maxCount": 4, "zones": ["1"]}], "tags": {"x.y/z": "1"}}
+    shared = {"tags": {"x.y/z": "2"}}
+    own = {"nodePools": [{"name": "b", "kind": "gpu"}, {"name": "a", "zones": ["1", "9"]}]}
+    merged = merge(merge(preset, shared), own)
+    layers = [("environments.prod.overrides", own), ("defaults.overrides", shared)]
+    assert user_path("nodePools[0].zones[1]", merged, layers) == "environments.prod.overrides.nodePools[name=a].zones[1]"
+    assert user_path("nodePools[0].maxCount", merged, layers) == "nodePools[name=a].maxCount"  # the preset's
+    assert user_path("tags.x.y/z", merged, layers) == "defaults.overrides.tags.x.y/z"
+    assert user_path("nodePools[1].vmSize", merged, layers) == "nodePools[name=b].vmSize"
+    assert user_path("nodePools[1].vmSize", merged, layers, missing=True) == \
+        "environments.prod.overrides.nodePools[name=b].vmSize"
+    assert user_path("nodePools[7].name", merged, layers) == "nodePools[7].name"  # no such item: as given

@@ -93,6 +93,11 @@ class _Missing:
 _MISSING = _Missing()
 
 
+def is_missing(value: Any) -> bool:
+    """Whether an issue's value stands for a field the spec leaves out."""
+    return value is _MISSING
+
+
 def rule_error(rule: str, fix: str) -> PydanticCustomError:
     """An error for a field-level rule; `issues_from_validation_error` keeps rule and fix."""
     return PydanticCustomError("aksgpu_rule", "{rule}", {"rule": rule, "fix": fix})
