@@ -55,7 +55,8 @@ class _Commands(TyperGroup):
         except Exception as error:
             if os.environ.get("AKSGPU_DEBUG"):
                 raise
-            typer.echo(f"error: internal error ({type(error).__name__}: {error}). This is a bug in aksgpu. "
+            first_line = (str(error).splitlines() or [""])[0]
+            typer.echo(f"error: internal error ({type(error).__name__}: {first_line}). This is a bug in aksgpu. "
                        "Fix: report it with the command and the input files; AKSGPU_DEBUG=1 prints the traceback.",
                        err=True)
             raise typer.Exit(EXIT_INTERNAL_ERROR) from None
@@ -248,12 +249,10 @@ def render(
         _fail(f"{env_file.relative_path} defines no environments, so there is nothing to render. "
               "Fix: add one under environments: (or with `aksgpu init ENV --preset NAME`).")
     names = environments or env_file.names
-    for name in names:
-        if name not in env_file.names:
-            try:
-                env_file.get(name)  # raises, and the message lists the known environments
-            except UserError as error:
-                _fail(str(error))
+    try:
+        env_file.require(names)
+    except UserError as error:
+        _fail(str(error))
     rendered_stacks = []
     failed: list[str] = []
     bad_input = False

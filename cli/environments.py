@@ -7,7 +7,6 @@ to stacks/Pulumi.<env>.yaml; nothing else in the chain reads environments.yaml b
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from cli.stackfile import UserError, find_project_dir, load_yaml, stack_config_dir
-from components.spec.base import Issue, checked, issues_from_validation_error
+from components.spec.base import Issue, checked, did_you_mean, fields_by_alias, issues_from_validation_error
 
 ENVIRONMENTS_FILE = "environments.yaml"
 SCHEMA_FILE = "environments.schema.json"
@@ -101,14 +100,18 @@ class EnvironmentsFile:
     def names(self) -> list[str]:
         return list(self.document.environments)
 
+    def require(self, names: list[str]) -> None:
+        """Raise the UserError of `get` for the first of `names` the file does not define."""
+        for name in names:
+            if name not in self.document.environments:
+                self.get(name)
+
     def get(self, name: str) -> Environment:
         settings = self.document.environments.get(name)
         if settings is None:
             known = ", ".join(self.names) or "(none yet)"
-            hint = difflib.get_close_matches(name, self.names, n=1)
-            guess = f'did you mean "{hint[0]}"? ' if hint else ""
-            raise UserError(f'no environment "{name}" in {self.relative_path}. Fix: {guess}use one of: {known}, '
-                            f"or add it with `aksgpu init {name} --preset NAME`.")
+            raise UserError(f'no environment "{name}" in {self.relative_path}. Fix: {did_you_mean(name, self.names)}'
+                            f"use one of: {known}, or add it with `aksgpu init {name} --preset NAME`.")
         defaults = self.document.defaults
         return Environment(
             name=name,
@@ -235,14 +238,13 @@ def check_override_keys(overrides: Any, where: str) -> list[Issue]:
 def _walk_keys(value: Any, model: type[BaseModel], path: str, issues: list[Issue]) -> None:
     from components.spec.base import _model_in
 
-    fields = {(info.alias or name): info for name, info in model.model_fields.items()}
+    fields = fields_by_alias(model)
     for key, item in value.items():
         if key == REMOVE_KEY:
             continue
         info = fields.get(key)
         if info is None:
-            guess = difflib.get_close_matches(str(key), list(fields), n=1)
-            fix = (f'did you mean "{guess[0]}"? ' if guess else "") + "use one of: " + ", ".join(fields)
+            fix = did_you_mean(str(key), fields) + "use one of: " + ", ".join(fields)
             issues.append(Issue(f"{path}.{key}", item, f"is not a field of {model.__name__}", fix))
             continue
         inner = _model_in(info.annotation)
@@ -308,8 +310,7 @@ def check_override_items(base: Any, overrides: Any, where: str) -> list[Issue]:
                                 f"keep only {item_key} and {REMOVE_KEY}, or drop {REMOVE_KEY} to change the item"))
         else:
             rest = {k: v for k, v in item.items() if k not in (item_key, REMOVE_KEY)}
-            issues += [issue for issue in check_override_items(base_items.get(name), rest, path)
-                       if not issue.path.endswith(f"{path}.{REMOVE_KEY}")]
+            issues += check_override_items(base_items.get(name), rest, path)
     return issues
 
 
@@ -442,18 +443,19 @@ def assignment_overrides(assignments: list[str], base: dict[str, Any] | None = N
         while index < len(segments):
             key = segments[index]
             last = index == len(segments) - 1
-            fields = {(info.alias or name): info for name, info in model.model_fields.items()} if model else {}
+            fields = fields_by_alias(model) if model else {}
             info = fields.get(key) if model else None
             if model is not None and info is None:
-                guess = difflib.get_close_matches(key, list(fields), n=1)
                 prefix = ".".join(segments[:index]) or "(top level)"
                 raise UserError(f'--set {text}: "{key}" is not a field at {prefix}. '
-                                f"Fix: {'did you mean ' + repr(guess[0]) + '? ' if guess else ''}"
-                                f"use one of: {', '.join(fields)}.")
+                                f"Fix: {did_you_mean(key, fields)}use one of: {', '.join(fields)}.")
             inner = _model_in(info.annotation) if info is not None else None
             item_key = next((k for k in LIST_ITEM_KEYS if inner is not None and k in inner.model_fields), None)
             is_named_list = item_key is not None and _annotation_is_list(info)
             if last:
+                if key in node:
+                    raise UserError(f"--set {text}: {'.'.join(segments)} is already set by an earlier --set. "
+                                    "Fix: set it once.")
                 node[key] = value
                 break
             if is_named_list:
@@ -487,9 +489,7 @@ def assignment_overrides(assignments: list[str], base: dict[str, Any] | None = N
 
 def _did_you_mean(name: str, names: list[Any]) -> str:
     known = [str(n) for n in names]
-    guess = difflib.get_close_matches(name, known, n=1)
-    listed = f"use one of: {', '.join(known)}" if known else "there are none yet"
-    return (f'did you mean "{guess[0]}"? ' if guess else "") + listed
+    return did_you_mean(name, known) + (f"use one of: {', '.join(known)}" if known else "there are none yet")
 
 
 def _annotation_is_list(info: Any) -> bool:

@@ -128,9 +128,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
     from components.spec import SpecError, parse_cluster_spec
 
     environments = load_environments()
-    for name in names or []:
-        if name not in environments.names:
-            environments.get(name)  # raises UserError (bad input, exit 2), listing the known ones
+    environments.require(names or [])  # an unknown name is bad input (exit 2)
     if not (names or environments.names):
         raise UserError(f"{environments.relative_path} defines no environments, so there is nothing to plan. "
                         "Fix: add one with `aksgpu init ENV --preset NAME`.")

@@ -12,6 +12,7 @@ the rule it breaks and the fix. Dates stay text.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import yaml
@@ -58,8 +59,9 @@ class _StrictConstructor(SafeConstructor):
             except TypeError:
                 continue  # unhashable keys are reported by SafeConstructor below
             if first is not None:
+                written = key_node.value if isinstance(key_node, ScalarNode) else key
                 raise YamlProblem(key_node.start_mark.line + 1, key_node.start_mark.column + 1,
-                                  f'the key "{key}" appears twice in one mapping (first at line '
+                                  f'the key "{written}" appears twice in one mapping (first at line '
                                   f"{first.start_mark.line + 1}); YAML keeps only the second",
                                   "merge the two into one, or delete the one you do not mean")
             seen[key] = key_node
@@ -191,6 +193,13 @@ def parse_yaml(text: str) -> Any:
         column = error.start - (text.rfind("\n", 0, error.start) + 1) + 1
         raise YamlProblem(line, column, f"the text holds {ascii(text[error.start])}, which is not a character "
                           "(bytes that were not UTF-8)", "write it as UTF-8 text") from None
+    unprintable = _UNPRINTABLE.search(text)
+    if unprintable is not None:
+        start = unprintable.start()
+        line = text.count("\n", 0, start) + 1
+        column = start - (text.rfind("\n", 0, start) + 1) + 1
+        raise YamlProblem(line, column, f"U+{ord(unprintable.group()):04X} is a control character, which YAML does "
+                          "not allow", "remove it (in a double-quoted string, write it as an escape such as \\t)")
     loader = None
     first_alias = None
     try:
@@ -213,6 +222,10 @@ def parse_yaml(text: str) -> Any:
     return document
 
 
+# Characters YAML 1.1 does not allow in a stream (PyYAML's Reader.NON_PRINTABLE; a BOM is fine).
+_UNPRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+
+
 def _problem(error: yaml.YAMLError, fix: str) -> YamlProblem:
     """A located problem from PyYAML's error, placed where the problem starts.
 
@@ -224,6 +237,10 @@ def _problem(error: yaml.YAMLError, fix: str) -> YamlProblem:
     problem = getattr(error, "problem", None) or str(error)
     problem_mark = getattr(error, "problem_mark", None)
     mark = context_mark or problem_mark
+    if "single document" in (context or "") + problem and problem_mark is not None:
+        return YamlProblem(problem_mark.line + 1, problem_mark.column + 1,
+                           "a second YAML document (---) starts here; aksgpu reads one document per file",
+                           "remove the --- and what follows it, or merge the two documents")
     if mark is None:
         return YamlProblem(1, 1, problem, fix)
     rule = f"{context}, {problem}" if context else problem
@@ -236,6 +253,8 @@ def _syntax_fix(error: yaml.YAMLError) -> str:
     context = getattr(error, "context", None) or ""
     if "escape" in (getattr(error, "problem", None) or ""):
         return "remove that \\ escape, or write the character itself"
+    if "incompatible YAML document" in (getattr(error, "problem", None) or ""):
+        return "remove the %YAML line (aksgpu reads YAML 1.1 and 1.2)"
     if "quoted scalar" in context:
         return "close the quote that opens here"
     if "flow" in context:

@@ -95,7 +95,7 @@ def test_init_appends_and_keeps_every_comment_of_the_authored_file(project: Path
 @pytest.mark.parametrize(("args", "code", "message"), [
     (["init", "dev", "--preset", "dev"], 2, 'environment "dev" already exists'),
     (["init", "x", "--preset", "nope"], 2, 'no preset "nope"'),
-    (["init", "x", "--preset", "dev", "--set", "controlPlane.teir=Free"], 2, "did you mean 'tier'"),
+    (["init", "x", "--preset", "dev", "--set", "controlPlane.teir=Free"], 2, 'did you mean "tier"'),
     (["init", "x", "--preset", "dev", "--set", "controlPlane.tier=Gold"], 1, 'controlPlane.tier = "Gold"'),
     (["init", "bad name", "--preset", "dev"], 2, "Pulumi stack name"),
 ])

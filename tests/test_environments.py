@@ -68,7 +68,7 @@ def test_set_assignments_become_overrides_with_list_items_by_name() -> None:
 
 
 @pytest.mark.parametrize(("assignment", "message"), [
-    ("controlPlane.teir=Premium", "did you mean 'tier'"),
+    ("controlPlane.teir=Premium", 'did you mean "tier"'),
     ("controlPlane.tier", "must be PATH=VALUE"),
     ("nodePools.a100=3", "name a field of nodePools item 'a100'"),
     ("bogus=1", '"bogus" is not a field at (top level)'),
@@ -77,6 +77,11 @@ def test_bad_set_assignments_are_one_clear_message(assignment: str, message: str
     with pytest.raises(UserError, match="Fix:") as caught:
         assignment_overrides([assignment])
     assert message in str(caught.value)
+
+
+def test_the_same_field_set_twice_is_refused() -> None:
+    with pytest.raises(UserError, match="nodePools.a100.maxCount is already set by an earlier --set"):
+        assignment_overrides(["nodePools.a100.maxCount=1", "nodePools.a100.maxCount=2"])
 
 
 def test_describe_overrides_says_what_is_added_and_removed() -> None:

@@ -39,7 +39,7 @@ def test_every_rule_has_a_source_and_a_plan_input() -> None:
 
 
 def test_the_longest_valid_names_plan_only_names_azure_accepts() -> None:
-    # The longest cluster name with a 44-character region, and every derived resource switched on.
+    # A long cluster name with a long region name, and every derived resource switched on.
     spec = edit(base_spec(), "name", "c" * 56)
     spec = edit(spec, "location", "southcentralusstg")
     spec = edit(spec, "monitoring.managedPrometheus", True)

@@ -145,3 +145,13 @@ def test_a_broken_pulumi_yaml_is_one_message(tmp_path: Path, project_file: str,
     monkeypatch.chdir(project)
     result = runner.invoke(app, ["validate"])
     assert result.exit_code == 2 and "Pulumi.yaml" in result.output and "Fix:" in result.output
+
+
+def test_a_second_document_is_reported_where_it_starts() -> None:
+    problem = _problem("a: 1\n---\nb: 2\n")
+    assert problem.line == 2 and "second YAML document" in problem.rule
+
+
+def test_a_control_character_is_located() -> None:
+    problem = _problem("x: 1\nname: gpu\x00prod\n")
+    assert (problem.line, problem.column) == (2, 10) and "U+0000 is a control character" in problem.rule

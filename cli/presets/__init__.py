@@ -3,14 +3,13 @@ explain their choices. An environment starts from one (stacks/environments.yaml)
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli.yaml_input import parse_yaml
-
 from cli.stackfile import UserError
+from cli.yaml_input import parse_yaml
+from components.spec.base import did_you_mean
 
 PRESETS_DIR = Path(__file__).resolve().parent
 
@@ -32,9 +31,8 @@ def load_preset(name: str) -> Preset:
     path = PRESETS_DIR / f"{name}.yaml"
     names = preset_names()
     if name not in names:
-        guess = difflib.get_close_matches(name, names, n=1)
-        hint = f'did you mean "{guess[0]}"? ' if guess else ""
-        raise UserError(f'no preset "{name}". Fix: {hint}use one of: {", ".join(names)} (aksgpu presets list).')
+        raise UserError(f'no preset "{name}". Fix: {did_you_mean(name, names)}use one of: {", ".join(names)} '
+                        "(aksgpu presets list).")
     document = parse_yaml(path.read_text(encoding="utf-8"))
     return Preset(name, document["description"], document.get("spec") or {}, path)
 

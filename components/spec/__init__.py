@@ -8,7 +8,6 @@ that span them.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -18,7 +17,7 @@ from pydantic import Field, ValidationError
 from components import data
 
 from .access import Aad, Access, Team, TeamQuota, check_access, team_gpu_quota
-from .base import Issue, SpecError, SpecModel, checked, issues_from_validation_error
+from .base import Issue, SpecError, SpecModel, checked, did_you_mean, issues_from_validation_error
 from .control_plane import ApiServer, Autoscaler, ControlPlane, MaintenanceWindow, check_control_plane
 from .gpu_health import GpuHealth, check_gpu_health
 from .in_cluster import GpuSoftware, InCluster, check_in_cluster
@@ -176,10 +175,10 @@ def _check_location(location: str) -> Iterator[Issue]:
     table = data.load("azure_regions")
     if location in table["regions"] or location in table["restricted"]:
         return
-    close = difflib.get_close_matches(location, table["regions"], n=1, cutoff=0.8)
-    if close:
+    guess = did_you_mean(location, table["regions"], cutoff=0.8)
+    if guess:
         yield Issue("location", location, "is not an Azure region, but is close to one",
-                    f'did you mean "{close[0]}"? (regions: `az account list-locations -o table`)')
+                    f"{guess}(regions: `az account list-locations -o table`)")
         return
     yield Issue("location", location, "is not in aksgpu's table of Azure public-cloud regions "
                 "(components/data/azure_regions.yaml)",

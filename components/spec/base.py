@@ -85,6 +85,17 @@ def render_value(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def did_you_mean(name: str, known: typing.Iterable[str], cutoff: float = 0.6) -> str:
+    """'did you mean "X"? ' for the closest of `known` to a misspelt `name`, or "" when none is close."""
+    guess = difflib.get_close_matches(str(name), list(known), n=1, cutoff=cutoff)
+    return f'did you mean "{guess[0]}"? ' if guess else ""
+
+
+def fields_by_alias(model: type[BaseModel]) -> dict[str, typing.Any]:
+    """A model's fields by the name a user writes (camelCase)."""
+    return {(info.alias or name): info for name, info in model.model_fields.items()}
+
+
 class _Missing:
     def __repr__(self) -> str:
         return "(not set)"
@@ -210,9 +221,7 @@ def issues_from_validation_error(
         elif kind == "extra_forbidden":
             allowed = _fields_at(model, loc[:-1])
             rule = "is not a field aksgpu knows here"
-            guess = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-            fix = f'did you mean "{guess[0]}"? ' if guess else ""
-            fix += "remove it, or use one of: " + ", ".join(allowed)
+            fix = did_you_mean(str(loc[-1]), allowed) + "remove it, or use one of: " + ", ".join(allowed)
         elif kind == "missing":
             rule, fix = "is required", "add it"
         elif kind in ("literal_error", "enum"):

@@ -5,7 +5,6 @@ Field shapes are checked by pydantic; the rules that span fields are in `check_p
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from pydantic import Field
 
 from components import data
 
-from .base import Issue, SpecModel, checked, surge_nodes
+from .base import Issue, SpecModel, checked, did_you_mean, surge_nodes
 
 if TYPE_CHECKING:
     from . import ClusterSpec
@@ -334,15 +333,13 @@ _NAMED_VCPUS = re.compile(r"^Standard_[A-Za-z]+(\d+)")
 
 def _check_vm_size(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
     """The size's name; for a size missing from aksgpu's table, which checks could not run."""
-    known = list(data.load("vm_sizes")["sizes"])
-    close = difflib.get_close_matches(pool.vm_size, known, n=1, cutoff=0.85)
-    guess = f'did you mean "{close[0]}"? ' if close else ""
+    if VM_SIZE_NAME.fullmatch(pool.vm_size) and pool.size is not None:
+        return
+    guess = did_you_mean(pool.vm_size, data.load("vm_sizes")["sizes"], cutoff=0.85)
     if not VM_SIZE_NAME.fullmatch(pool.vm_size):
         yield Issue(f"{path}.vmSize", pool.vm_size, "is not an Azure VM size name (Standard_ followed by the "
                     "family, vCPUs and features, e.g. Standard_D8ds_v5)",
                     f"{guess}use the name `az vm list-sizes -l REGION` shows")
-        return
-    if pool.size is not None:
         return
     if system:
         vcpus = _NAMED_VCPUS.match(pool.vm_size)
@@ -555,11 +552,14 @@ def _check_spot(pool: NodePool, path: str) -> Iterator[Issue]:
         yield Issue(f"{path}.spot.maxPrice", settings.max_price, "may have at most 5 decimal places",
                     "round it to 5 decimal places")
     for field, value in pool.upgrade.model_dump(by_alias=True).items():
-        if value is not None:
-            # AKS rejects maxSurge and maxUnavailable on spot pools ("Spot pools can't set max surge",
-            # terraform-provider-azurerm#19355, #29318), so aksgpu sends no upgrade settings for them.
-            yield Issue(f"{path}.upgrade.{field}", value, "spot pools take no upgrade settings: AKS gives them no "
-                        "surge nodes and rejects maxSurge and maxUnavailable", f"remove upgrade.{field}")
+        if value is None:
+            continue
+        # AKS rejects maxSurge and maxUnavailable on spot pools ("Spot pools can't set max surge",
+        # terraform-provider-azurerm#19355, #29318), so aksgpu sends no upgrade settings for them.
+        rule = ("AKS rejects it on spot pools, which get no surge nodes" if field in ("maxSurge", "maxUnavailable")
+                else "aksgpu sends no upgrade settings for spot pools (AKS rejects maxSurge and maxUnavailable "
+                     "there), so it would not take effect")
+        yield Issue(f"{path}.upgrade.{field}", value, rule, f"remove upgrade.{field}")
 
 
 def _check_taints_and_labels(pool: NodePool, path: str) -> Iterator[Issue]:
