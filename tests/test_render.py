@@ -111,3 +111,17 @@ def test_pool_comments_say_what_each_pool_becomes() -> None:
             "0-20 nodes each; on-demand.") in text
     assert "h100: Standard_ND96isr_H100_v5, 8 x H100 SXM each; zones 1; 0-16 nodes; on-demand, team research." \
         in text
+
+
+@pytest.mark.parametrize("description", ["Dev cluster.\nOwned by team ML.\n", "line1\nconfig:\n  evil: 1",
+                                         "a\rb", "\x1b[31mred", "x\x85y\u2028z\u2029w"])
+def test_a_description_cannot_break_or_inject_into_the_stack_file(project: Path, description: str) -> None:
+    path = project / "stacks" / "environments.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["environments"]["dev"]["description"] = description
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    environments = load_environments(project)
+    write_rendered(plan_render(environments, "dev"))
+    text = (project / "stacks" / "Pulumi.dev.yaml").read_text()
+    assert list(yaml.safe_load(text)) == ["config"], "one top-level key: nothing leaked out of a comment"
+    assert plan_render(load_environments(project), "dev").state == "current"
