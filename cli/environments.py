@@ -136,6 +136,9 @@ def load_environments(project_dir: Path | None = None) -> EnvironmentsFile:
     """Read and check environments.yaml; a missing file is an empty one."""
     project_dir = project_dir or find_project_dir(Path.cwd().resolve())
     path = environments_path(project_dir)
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path} is a folder, not the environments file. Fix: move it away; aksgpu keeps the "
+                        "environments in a file of that name.")
     if not path.is_file():
         return EnvironmentsFile(project_dir, path, EnvironmentsDocument(), exists=False)
     raw = load_yaml(path)

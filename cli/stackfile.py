@@ -69,9 +69,16 @@ def stack_config_dir(project_dir: Path) -> str:
         raise UserError(f"{project_dir / 'Pulumi.yaml'} must be a YAML mapping (name:, runtime:, ...). "
                         "Fix: see the Pulumi.yaml of aksgpu's repository.")
     folder = project.get("stackConfigDir", ".")
-    if not isinstance(folder, str) or not folder.strip():
-        raise UserError(f"Pulumi.yaml: stackConfigDir = {folder!r}: must be a folder name. "
-                        "Fix: write stackConfigDir: stacks (or remove it to keep stack files beside Pulumi.yaml).")
+    fix = "Fix: write stackConfigDir: stacks (or remove it to keep stack files beside Pulumi.yaml)."
+    if not isinstance(folder, str) or not folder.strip() or "\0" in folder:
+        raise UserError(f"Pulumi.yaml: stackConfigDir = {folder!r}: must be a folder name. {fix}")
+    resolved = (project_dir / folder).resolve()
+    if Path(folder).is_absolute() or not resolved.is_relative_to(project_dir.resolve()):
+        raise UserError(f"Pulumi.yaml: stackConfigDir = {folder!r}: aksgpu keeps stack files in a folder inside "
+                        f"the project ({project_dir}), where it renders and finds them. {fix}")
+    if resolved.exists() and not resolved.is_dir():
+        raise UserError(f"Pulumi.yaml: stackConfigDir = {folder!r}: {resolved} is a file, not a folder. "
+                        "Fix: move the file away, or point stackConfigDir at a folder.")
     return folder
 
 

@@ -155,3 +155,27 @@ def test_a_second_document_is_reported_where_it_starts() -> None:
 def test_a_control_character_is_located() -> None:
     problem = _problem("x: 1\nname: gpu\x00prod\n")
     assert (problem.line, problem.column) == (2, 10) and "U+0000 is a control character" in problem.rule
+
+
+@pytest.mark.parametrize(("config_dir", "message"), [
+    ("/etc", "a folder inside the project"), ("../outside", "a folder inside the project"),
+    ('"a\\0b"', "must be a folder name"), ("Pulumi.yaml", "is a file, not a folder"),
+])
+def test_a_stack_config_dir_aksgpu_cannot_use_is_one_message(tmp_path: Path, config_dir: str, message: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _project(tmp_path, b"environments: {}\n")
+    (project / "Pulumi.yaml").write_text(f"name: x\nruntime: python\nstackConfigDir: {config_dir}\n")
+    monkeypatch.chdir(project)
+    for command in (["validate"], ["render"], ["plan", "dev"], ["init", "qa", "--preset", "dev", "--location", "eastus2"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2 and message in result.output, (command, result.output)
+    assert not (tmp_path.parent / "outside").exists()
+
+
+def test_a_folder_where_environments_yaml_should_be(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _project(tmp_path, b"")
+    (project / "stacks" / "environments.yaml").unlink()
+    (project / "stacks" / "environments.yaml").mkdir()
+    monkeypatch.chdir(project)
+    result = runner.invoke(app, ["validate"])
+    assert result.exit_code == 2 and "is a folder, not the environments file" in result.output
