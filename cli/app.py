@@ -414,7 +414,8 @@ def schema(
     kind: Annotated[str, typer.Argument(help="cluster (the aksgpu:cluster value of a stack file) or environments "
                                              "(stacks/environments.yaml).")] = "cluster",
     output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write to this file instead of printing.")] = None,
+        "--output", "-o", help="Write to this file instead of printing (- prints); an existing file is "
+                               "replaced only if it is a JSON Schema.")] = None,
 ) -> None:
     """Print the JSON Schema of the cluster spec or of environments.yaml, for editors and CI.
 
@@ -427,17 +428,30 @@ def schema(
     if kind not in builders:
         _fail(f'no schema "{kind}". Fix: use one of: {", ".join(builders)}.')
     text = json.dumps(builders[kind](), indent=2) + "\n"
-    if output is None:
+    if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
-    from cli.files import write_text_atomically
+    from cli.files import read_text_if_exists, write_text_atomically
     from cli.stackfile import UserError
 
     try:
+        existing = read_text_if_exists(output)
+        if existing is not None and not _is_json_schema(existing):
+            _fail(f"{output} exists and is not a JSON Schema, so writing the schema there would lose it. "
+                  "Fix: name another file, or move that one away.")
         write_text_atomically(output, text)
     except UserError as error:
         _fail(str(error))
     typer.echo(f"wrote {output}")
+
+
+def _is_json_schema(text: str) -> bool:
+    """Whether `text` is a JSON Schema document (one `aksgpu schema -o` may replace)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and "$schema" in document
 
 
 @presets_app.command("list")

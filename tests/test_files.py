@@ -156,3 +156,15 @@ def test_the_cli_starts_without_click_installed() -> None:
             "from typer.testing import CliRunner; from cli.app import app; "
             "result = CliRunner().invoke(app, ['presets', 'list']); sys.exit(result.exit_code)")
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=120).returncode == 0
+
+
+def test_schema_output_never_replaces_a_file_that_is_not_a_schema(project: Path) -> None:
+    environments = project / "stacks" / "environments.yaml"
+    before = environments.read_bytes()
+    result = runner.invoke(app, ["schema", "environments", "-o", str(environments)])
+    assert result.exit_code == 2 and "is not a JSON Schema" in result.output
+    assert environments.read_bytes() == before
+    schema = project / "stacks" / "environments.schema.json"
+    assert runner.invoke(app, ["schema", "environments", "-o", str(schema)]).exit_code == 0
+    assert runner.invoke(app, ["schema", "cluster", "-o", "-"]).output.startswith("{")
+    assert not (project / "-").exists()
