@@ -5,11 +5,13 @@ receive (one file per object, `<namespace or _cluster>/<kind>-<name>.yaml`), and
 release as its chart, version, repository, namespace and values (`helm/<release>.yaml`), so users
 and their own tools (kubectl --dry-run, kubeconform, policy engines) can inspect them. DIR is
 aksgpu's: it must be empty, absent, or written by an earlier `--manifests` run (it holds
-MARKER_FILE), whose files are replaced; anything else is refused, so nothing a user wrote is lost.
+MARKER_FILE, which lists each file it wrote with its digest), whose files are replaced; a folder
+with anything else in it, or with a file changed since, is refused, so nothing a user wrote is lost.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -70,6 +72,33 @@ def manifest_files(plan: Plan) -> dict[str, str]:
     return dict(sorted(files.items()))
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _check_replaceable(directory: Path) -> None:
+    """Refuse a non-empty folder unless an earlier run wrote every file in it, unchanged since."""
+    marker = directory / MARKER_FILE
+    if not marker.is_file():
+        raise UserError(f"{directory} is not empty and was not written by `aksgpu plan --manifests`, so its "
+                        "files would be lost. Fix: name an empty or new folder.")
+    written = {}
+    for line in marker.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            digest, _, relative = line.partition("  ")
+            written[relative] = digest
+    present = sorted(str(path.relative_to(directory)) for path in directory.rglob("*")
+                     if not path.is_dir() and path != marker)
+    foreign = [relative for relative in present if relative not in written]
+    changed = [relative for relative in present if relative in written
+               and _digest((directory / relative).read_text(encoding="utf-8", errors="replace")) != written[relative]]
+    if foreign or changed:
+        listed = ", ".join((foreign + changed)[:5]) + (" ..." if len(foreign + changed) > 5 else "")
+        raise UserError(f"{directory} holds files an earlier `--manifests` run did not write, or changed since "
+                        f"({listed}); replacing the folder would lose them. Fix: move them out, or name another "
+                        "folder.")
+
+
 def write_manifests(plan: Plan, directory: Path) -> list[Path]:
     """Write the plan's manifests into `directory` (see the module docstring); returns the files."""
     files = manifest_files(plan)
@@ -77,9 +106,8 @@ def write_manifests(plan: Plan, directory: Path) -> list[Path]:
     try:
         if directory.exists() and not directory.is_dir():
             raise UserError(f"{directory} is a file, and --manifests needs a folder. Fix: name a new folder.")
-        if directory.is_dir() and any(directory.iterdir()) and not (directory / MARKER_FILE).exists():
-            raise UserError(f"{directory} is not empty and was not written by `aksgpu plan --manifests`, so its "
-                            "files would be lost. Fix: name an empty or new folder.")
+        if directory.is_dir() and any(directory.iterdir()):
+            _check_replaceable(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)
         # Written beside the target and swapped in whole: an interrupted run leaves the old folder.
         staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
@@ -87,9 +115,10 @@ def write_manifests(plan: Plan, directory: Path) -> list[Path]:
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+        listing = "".join(f"{_digest(text)}  {relative}\n" for relative, text in files.items())
         (staging / MARKER_FILE).write_text(
-            f"Written by `aksgpu plan --manifests` for stack {plan.stack}; the next run replaces this folder.\n",
-            encoding="utf-8")
+            f"# Written by `aksgpu plan --manifests` for stack {plan.stack}; the next run replaces this folder\n"
+            f"# as long as it holds only these files, unchanged (sha256, path):\n{listing}", encoding="utf-8")
         if directory.exists():
             retired = directory.with_name(f".{directory.name}.old")
             shutil.rmtree(retired, ignore_errors=True)

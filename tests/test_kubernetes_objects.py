@@ -243,3 +243,17 @@ def test_plan_refuses_to_write_manifests_over_a_users_files(project: Path) -> No
     assert (project / "mine" / "notes.txt").read_text() == "keep me"
     (project / "afile").write_text("x")
     assert runner.invoke(app, ["plan", "dev", "--manifests", "afile"]).exit_code == 2
+
+
+def test_a_second_manifests_run_keeps_files_the_user_added_or_changed(project: Path) -> None:
+    assert runner.invoke(app, ["plan", "dev", "--manifests", "out"]).exit_code == 0
+    written = sorted(p for p in (project / "out").rglob("*.yaml"))
+    (project / "out" / "mine.txt").write_text("my notes")
+    result = runner.invoke(app, ["plan", "dev", "--manifests", "out"])
+    assert result.exit_code == 2 and "mine.txt" in result.output
+    assert (project / "out" / "mine.txt").read_text() == "my notes"
+    (project / "out" / "mine.txt").unlink()
+    written[0].write_text(written[0].read_text() + "# my edit\n")
+    result = runner.invoke(app, ["plan", "dev", "--manifests", "out"])
+    assert result.exit_code == 2 and str(written[0].relative_to(project / "out")) in result.output
+    assert written[0].read_text().endswith("# my edit\n")
