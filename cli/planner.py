@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import copy
 import gc
 import logging
+import os
 import runpy
+import signal
+import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,11 +227,40 @@ def plan_stack(stack_file: StackFile, project: str = "aksgpu") -> Plan:
     # cost about a third of the plan time while freeing almost nothing (tests/benchmark_plan.py).
     collecting = gc.isenabled()
     gc.disable()
+    with _interrupt_ends_the_process():
+        try:
+            return contextvars.Context().run(_plan_in_context, stack_file, project)
+        finally:
+            if collecting:
+                gc.enable()
+
+
+EXIT_INTERRUPTED = 130
+
+
+@contextlib.contextmanager
+def _interrupt_ends_the_process() -> Iterator[None]:
+    """Ctrl-C while the program runs ends the process at once, with one line and exit 130.
+
+    Pulumi's runtime runs the program on an asyncio loop with gRPC threads: a KeyboardInterrupt
+    raised into it can be swallowed (the plan then finishes and exits 0), break an import half
+    way, or leave the loop waiting forever. An offline plan writes nothing, so stopping the
+    process outright loses nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(_signal: int, _frame: object) -> None:
+        sys.stderr.write("interrupted: the offline plan stopped; nothing was written.\n")
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, stop)
     try:
-        return contextvars.Context().run(_plan_in_context, stack_file, project)
+        yield
     finally:
-        if collecting:
-            gc.enable()
+        signal.signal(signal.SIGINT, previous)
 
 
 def _plan_in_context(stack_file: StackFile, project: str) -> Plan:

@@ -305,3 +305,20 @@ def test_plan_json_is_byte_identical_across_processes() -> None:
         outputs.append(result.stdout)
     assert outputs[0] == outputs[1]
     assert b'"inputs"' in outputs[0]
+
+
+def test_ctrl_c_while_the_program_runs_ends_the_plan_with_one_line_and_130() -> None:
+    # Pulumi's runtime can swallow a KeyboardInterrupt or hang on it; the plan stops the process instead.
+    import subprocess
+    import sys
+
+    code = ("import os, signal, time\n"
+            "from cli.planner import _interrupt_ends_the_process\n"
+            "with _interrupt_ends_the_process():\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(5)\n"
+            "print('not reached')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 130 and result.stdout == ""
+    assert result.stderr == "interrupted: the offline plan stopped; nothing was written.\n"
