@@ -20,8 +20,9 @@ from components.spec.base import Issue, checked, did_you_mean, fields_by_alias, 
 
 ENVIRONMENTS_FILE = "environments.yaml"
 SCHEMA_FILE = "environments.schema.json"
-# Pulumi stack names allow letters, digits, '-', '_' and '.'; the name is also a file name part.
-ENVIRONMENT_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$")
+# Pulumi stack names allow letters, digits, '-', '_' and '.'; the name is also part of a file
+# name (Pulumi.<env>.yaml), so it may not end in '.' or in .yaml (then it reads as a path).
+ENVIRONMENT_NAME = re.compile(r"^(?![\s\S]*\.ya?ml$)[a-zA-Z0-9](?:[a-zA-Z0-9_.-]{0,62}[a-zA-Z0-9_-])?$")
 # In a list of named items (nodePools, teams, subnets), an override item with this key set to
 # true removes the preset's item of that name instead of merging into it.
 REMOVE_KEY = "_remove"
@@ -29,7 +30,8 @@ REMOVE_KEY = "_remove"
 EnvironmentName = Annotated[
     str,
     checked(ENVIRONMENT_NAME.fullmatch,
-            "must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit (a Pulumi stack name)",
+            "must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit, not ending in '.' "
+            "or .yaml (a Pulumi stack name, and part of a file name)",
             'rename it, e.g. "prod"'),
 ]
 
@@ -152,6 +154,12 @@ def load_environments(project_dir: Path | None = None) -> EnvironmentsFile:
     except ValidationError as error:
         issues = issues_from_validation_error(error, raw, EnvironmentsDocument)
         raise UserError(_issues_text(path.name, issues)) from None
+    first_by_folded: dict[str, str] = {}
+    for name in document.environments:
+        first = first_by_folded.setdefault(name.casefold(), name)
+        if first != name:
+            raise UserError(f'{path.name}: environments "{first}" and "{name}" differ only in case, and their stack '
+                            "files would be one file on macOS and Windows. Fix: rename one of them.")
     return EnvironmentsFile(project_dir, path, document, exists=True)
 
 

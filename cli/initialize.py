@@ -63,9 +63,12 @@ def add_environment(request: InitRequest, project_dir: Path | None = None) -> In
     env = request.environment
     if not ENVIRONMENT_NAME.fullmatch(env):
         raise UserError(f'environment name "{env}" must be 1-64 letters, digits, "-", "_" or ".", starting with a '
-                        'letter or digit (it is also the Pulumi stack name). Fix: choose a name like "staging".')
-    if env in environments.names:
-        raise UserError(f'environment "{env}" already exists in {environments.relative_path}. '
+                        'letter or digit and not ending in "." or .yaml (it is also the Pulumi stack name and part '
+                        'of a file name). Fix: choose a name like "staging".')
+    existing = next((name for name in environments.names if name.casefold() == env.casefold()), None)
+    if existing is not None:
+        same = "already exists" if existing == env else f'differs only in case from "{existing}", which exists'
+        raise UserError(f'environment "{env}" {same} in {environments.relative_path}. '
                         "Fix: edit it there and run `aksgpu render`, or choose another name.")
     load_preset(request.preset)  # an unknown preset fails here, with the known ones listed
     settings = EnvironmentSettings(preset=request.preset, description=request.description,

@@ -353,3 +353,17 @@ def test_a_tag_key_with_dots_keeps_its_place(project: Path) -> None:
     result = runner.invoke(app, ["validate", "prod"])
     assert result.exit_code == 1
     assert "  - environments.prod.overrides.tags.example.com/owner = " in result.output, result.output
+
+
+@pytest.mark.parametrize(("name", "message"), [("DEV", 'differs only in case from "dev"'),
+                                               ("dev.yaml", "not ending in"), ("x.", "not ending in")])
+def test_init_refuses_names_that_would_collide_or_read_as_paths(project: Path, name: str, message: str) -> None:
+    result = runner.invoke(app, ["init", name, "--preset", "dev"])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_environments_that_differ_only_in_case_are_refused(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text() + "  DEV:\n    preset: dev\n")
+    result = runner.invoke(app, ["validate"])
+    assert result.exit_code == 2 and 'environments "dev" and "DEV" differ only in case' in result.output
