@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from cli.files import read_text_if_exists, write_text_atomically
@@ -24,21 +25,26 @@ def _blanked(text: str) -> str:
     return _STAMP_LINE.sub(lambda m: m.group("lead") + STAMP_PREFIX, text, count=1)
 
 
-def stamp(text: str) -> str:
-    """`text` with its stamp line carrying the digest of the text (taken with the stamp blanked)."""
-    digest = hashlib.sha256(_blanked(text).encode()).hexdigest()
+def stamp(text: str, owned: Callable[[str], str] | None = None) -> str:
+    """`text` with its stamp line carrying the digest of the text (taken with the stamp blanked).
+
+    `owned` picks the part of the text aksgpu answers for (in a stack file, not the keys Pulumi
+    adds); the digest covers that part only.
+    """
+    blanked = _blanked(text)
+    digest = hashlib.sha256((owned(blanked) if owned else blanked).encode()).hexdigest()
     stamped, count = _STAMP_LINE.subn(lambda m: m.group("lead") + STAMP_PREFIX + digest, text, count=1)
     if count != 1:
         raise ValueError("the template has no stamp line")  # a programming error, not user input
     return stamped
 
 
-def stamp_state(text: str) -> str:
+def stamp_state(text: str, owned: Callable[[str], str] | None = None) -> str:
     """'intact' (stamped and unchanged since), 'edited' (stamped, then changed) or 'unstamped'."""
     match = _STAMP_LINE.search(text)
     if match is None or match.group("digest") is None:
         return "unstamped"
-    return "intact" if stamp(text) == text else "edited"
+    return "intact" if stamp(text, owned) == text else "edited"
 
 
 def free_backup_path(path: Path) -> Path:

@@ -274,7 +274,42 @@ def render_text(effective: EffectiveEnvironment, environments_file: str,
         value_digest=value_digest(config),
         kept_config=to_yaml(kept_config) if kept_config else "",
     )
-    return stamp(text)
+    return stamp(text, owned=aksgpu_text)
+
+
+# A top-level key, or an entry of config: (its keys hold a colon: aksgpu:cluster, azure-native:location).
+_TOP_LEVEL_KEY = re.compile(r"^(?P<key>[^\s#-][^\s]*?):(\s|$)")
+_CONFIG_KEY = re.compile(r"^  (?P<key>[^\s#][^\s]*?):(\s|$)")
+
+
+def aksgpu_text(text: str) -> str:
+    """The part of a stack file aksgpu answers for: its comments and the aksgpu:cluster and
+    aksgpu:renderDigest entries of config, without blank lines. The keys Pulumi adds or changes
+    (encryptionsalt, secretsprovider, `pulumi config set` values) are left out, so they do not
+    make the file count as edited by hand; render keeps them."""
+    kept: list[str] = []
+    skip_deeper_than: int | None = None
+    in_config = False
+    for line in text.splitlines(keepends=True):
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if skip_deeper_than is not None:
+            if indent > skip_deeper_than:
+                continue
+            skip_deeper_than = None
+        top = _TOP_LEVEL_KEY.match(line)
+        if top is not None:
+            in_config = top.group("key") == "config"
+            if not in_config:
+                skip_deeper_than = 0
+                continue
+        entry = _CONFIG_KEY.match(line) if in_config else None
+        if entry is not None and entry.group("key") not in (CLUSTER_KEY, DIGEST_KEY):
+            skip_deeper_than = 2
+            continue
+        kept.append(line)
+    return "".join(kept)
 
 
 # --- comparing with what is on disk ----------------------------------------------------------
@@ -322,7 +357,7 @@ def _existing_state(text: str, document: Any, problem: str) -> tuple[State, str]
     if value_digest(config.get(CLUSTER_KEY)) != config[DIGEST_KEY]:
         return "hand-edited", "its aksgpu:cluster values were changed after it was rendered"
     # No stamp: Pulumi rewrote the file (it drops comments); the values are as rendered.
-    if stamp_state(text) == "edited":
+    if stamp_state(text, owned=aksgpu_text) == "edited":
         return "hand-edited", "its text (comments or layout) was changed after it was rendered"
     return "stale", ""
 

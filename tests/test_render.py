@@ -125,3 +125,25 @@ def test_a_description_cannot_break_or_inject_into_the_stack_file(project: Path,
     text = (project / "stacks" / "Pulumi.dev.yaml").read_text()
     assert list(yaml.safe_load(text)) == ["config"], "one top-level key: nothing leaked out of a comment"
     assert plan_render(load_environments(project), "dev").state == "current"
+
+
+def test_keys_pulumi_adds_do_not_make_a_stack_file_hand_edited(project: Path) -> None:
+    stack = project / "stacks" / "Pulumi.dev.yaml"
+    text = stack.read_text()
+    # What `pulumi stack init` and `pulumi config set --secret` add, comments kept (yaml.v3 keeps them).
+    text = "secretsprovider: passphrase\nencryptionsalt: v1:abc:def\n" + text.replace(
+        "config:\n", "config:\n  azure-native:location: westus2\n  aksgpu:token:\n    secure: v1:xyz\n", 1)
+    stack.write_text(text)
+    environments = load_environments(project)
+    assert plan_render(environments, "dev").state in ("current", "stale")  # not "hand-edited"
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
+    rendered = plan_render(load_environments(project), "dev")
+    assert rendered.state == "stale"
+    write_rendered(rendered)
+    after = yaml.safe_load(stack.read_text())
+    assert after["encryptionsalt"] == "v1:abc:def" and after["config"]["aksgpu:token"] == {"secure": "v1:xyz"}
+    assert after["config"]["azure-native:location"] == "westus2"
+    # A comment the user changes is still a hand edit.
+    stack.write_text(stack.read_text().replace("# Pulumi stack", "# My stack", 1))
+    assert plan_render(load_environments(project), "dev").state == "hand-edited"
