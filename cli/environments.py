@@ -37,7 +37,7 @@ EnvironmentName = Annotated[
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True,
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True, strict=True,
                               use_attribute_docstrings=True, populate_by_name=True)
 
 

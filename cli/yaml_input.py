@@ -54,6 +54,14 @@ class _StrictConstructor(SafeConstructor):
             if key_node.tag == _MERGE_TAG:
                 continue
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                written = key_node.value if isinstance(key_node, ScalarNode) else "(a list or mapping)"
+                kind = {bool: "true or false", int: "a number", float: "a number", type(None): "null"}.get(
+                    type(key), "a list or mapping")
+                raise YamlProblem(key_node.start_mark.line + 1, key_node.start_mark.column + 1,
+                                  f"the key {written} reads as {kind}, but every key here is a name (text)",
+                                  f'quote it: "{written}"' if isinstance(key_node, ScalarNode) else
+                                  "use a plain name as the key")
             try:
                 first = seen.get(key)
             except TypeError:
@@ -84,8 +92,11 @@ class _StrictConstructor(SafeConstructor):
         return value
 
     def construct_yaml_int(self, node: ScalarNode) -> int:
+        text = str(node.value)
         try:
-            return SafeConstructor.construct_yaml_int(self, node)
+            if text.startswith(("0o", "0x")):
+                return int(text[2:], 8 if text[1] == "o" else 16)
+            return int(text, 10)  # YAML 1.2: 010 is ten, not YAML 1.1's octal eight
         except ValueError:  # Python refuses to convert integers of more than 4300 digits
             raise YamlProblem(node.start_mark.line + 1, node.start_mark.column + 1,
                               f"{node.value[:20]}... is a number too long to read",
@@ -102,15 +113,10 @@ class _StrictConstructor(SafeConstructor):
                               "remove that \\u escape, or write the character itself") from None
         return value
 
-    def construct_yaml_timestamp(self, node: ScalarNode) -> str:
-        # YAML 1.1 reads 2025-01-31 as a date; no spec field is a date, so keep the text as written.
-        return str(node.value)
-
 
 _StrictConstructor.add_constructor("tag:yaml.org,2002:float", _StrictConstructor.construct_yaml_float)
 _StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.construct_yaml_int)
 _StrictConstructor.add_constructor("tag:yaml.org,2002:str", _StrictConstructor.construct_yaml_str)
-_StrictConstructor.add_constructor("tag:yaml.org,2002:timestamp", _StrictConstructor.construct_yaml_timestamp)
 
 
 def _short_tag(tag: str) -> str:
@@ -146,11 +152,28 @@ except ImportError:  # pragma: no cover - pure-Python PyYAML
             Composer.__init__(self)
 
 
-class _StrictLoader(_Parser, _StrictConstructor, yaml.resolver.Resolver):
+class _CoreResolver(yaml.resolver.BaseResolver):
+    """Plain scalars read as YAML 1.2's core schema, as Pulumi's own YAML reader (Go yaml.v3) reads
+    stack files: only true/false are booleans (yes, no, on and off stay text), 1:30 is text (not
+    YAML 1.1's base-60 90), dates are text, and numbers have no underscores."""
+
+
+for _tag, _pattern, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    ("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+     "-+0123456789."),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("merge", r"^(?:<<)$", "<"),
+):
+    _CoreResolver.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first))
+
+
+class _StrictLoader(_Parser, _StrictConstructor, _CoreResolver):
     def __init__(self, stream: str) -> None:
         _Parser.__init__(self, stream)
         _StrictConstructor.__init__(self)
-        yaml.resolver.Resolver.__init__(self)
+        _CoreResolver.__init__(self)
 
 
 def _check_events(text: str) -> Any:

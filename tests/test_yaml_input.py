@@ -179,3 +179,15 @@ def test_a_folder_where_environments_yaml_should_be(tmp_path: Path, monkeypatch:
     monkeypatch.chdir(project)
     result = runner.invoke(app, ["validate"])
     assert result.exit_code == 2 and "is a folder, not the environments file" in result.output
+
+
+@pytest.mark.parametrize(("text", "written"), [("true: 1", "true"), ("5: x", "5"), ("~: x", "~"), ("1.5: x", "1.5")])
+def test_keys_are_names(text: str, written: str) -> None:
+    problem = _problem(f"tags:\n  {text}\n")
+    assert f"the key {written} reads as" in problem.rule and (problem.line, problem.column) == (2, 3)
+    assert f'quote it: "{written}"' == problem.fix
+
+
+def test_plain_scalars_read_as_yaml_1_2_like_pulumi_reads_them() -> None:
+    document = parse_yaml("a: yes\nb: off\nc: 1:30\nd: 010\ne: 0x1F\nf: 1e3\ng: 1_000\nh: True\n")
+    assert document == {"a": "yes", "b": "off", "c": "1:30", "d": 10, "e": 31, "f": 1000.0, "g": "1_000", "h": True}

@@ -33,6 +33,8 @@ class SpecModel(BaseModel):
         alias_generator=to_camel,
         frozen=True,
         validate_default=True,
+        # No silent conversions: "yes" is not true, 2.0 is not 2, "8" is not 8.
+        strict=True,
         # The string under each field is its description (JSON Schema, `aksgpu presets show`).
         use_attribute_docstrings=True,
     )
