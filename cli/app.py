@@ -201,7 +201,7 @@ def validate(
 
     An environment is checked as environments.yaml defines it (preset + overrides) and as its
     rendered stack file says; a stack file out of date with environments.yaml is a warning.
-    Exit codes: 0 valid (warnings may be printed), 1 errors, 2 bad input.
+    Exit codes: 0 valid (warnings may be printed), 1 errors, 2 bad input (a target that cannot be read).
     """
     from cli.validation import validate_targets
 
@@ -218,6 +218,8 @@ def validate(
     else:
         for report in reports:
             typer.echo(report.text())
+    if any(report.failed for report in reports):
+        raise typer.Exit(2)  # a target could not be read: bad input, as in every other command
     if any(report.errors for report in reports):
         raise typer.Exit(1)
 
@@ -242,6 +244,8 @@ def render(
     from cli.stackfile import UserError
     from components.spec import SpecError
 
+    if check and force:
+        _fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
     env_file = _environments()
     if not env_file.exists:
         _fail(f"{env_file.relative_path} does not exist. Fix: create it with `aksgpu init ENV --preset NAME`.")

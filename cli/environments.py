@@ -112,8 +112,9 @@ class EnvironmentsFile:
         settings = self.document.environments.get(name)
         if settings is None:
             known = ", ".join(self.names) or "(none yet)"
+            add = f"`aksgpu init {name} --preset NAME`" if ENVIRONMENT_NAME.fullmatch(name) else "`aksgpu init`"
             raise UserError(f'no environment "{name}" in {self.relative_path}. Fix: {did_you_mean(name, self.names)}'
-                            f"use one of: {known}, or add it with `aksgpu init {name} --preset NAME`.")
+                            f"use one of: {known}, or add it with {add}.")
         defaults = self.document.defaults
         return Environment(
             name=name,
@@ -260,6 +261,10 @@ def _walk_keys(value: Any, model: type[BaseModel], path: str, issues: list[Issue
             continue
         inner = _model_in(info.annotation)
         if inner is None:
+            continue
+        if isinstance(item, dict) and _annotation_is_list(info):
+            issues.append(Issue(f"{path}.{key}", item, f"{key} is a list, each item a mapping with its name",
+                                f"write it as a list: {key}: [{{name: ..., ...}}]"))
             continue
         if isinstance(item, dict):
             _walk_keys(item, inner, f"{path}.{key}", issues)

@@ -105,7 +105,8 @@ def add_environment(request: InitRequest, project_dir: Path | None = None) -> In
 
 
 def _overrides(request: InitRequest, environments: EnvironmentsFile) -> dict[str, Any]:
-    cluster_name = request.name or f"gpu-{request.environment}"
+    # An environment name may hold '.', which cluster names may not; and the name is at most 63.
+    cluster_name = request.name or f"gpu-{re.sub(r'[^a-zA-Z0-9_-]', '-', request.environment)}"[:63].rstrip("-_")
     overrides: dict[str, Any] = {
         "name": cluster_name,
         "resourceGroup": {"name": request.resource_group or f"rg-{cluster_name}"},
@@ -129,7 +130,8 @@ def _environments_text(environments: EnvironmentsFile, env: str, settings: Envir
     if not entry.get("overrides"):
         entry.pop("overrides", None)
     if not environments.exists:
-        body = yaml.safe_dump({"environments": {env: entry}}, sort_keys=False, default_flow_style=False)
+        body = yaml.safe_dump({"environments": {env: entry}}, sort_keys=False, default_flow_style=False,
+                              allow_unicode=True)
         text = NEW_FILE_HEADER.format(schema=SCHEMA_FILE) + "\n" + body
     else:
         text = _append_environment(read_text_if_exists(environments.path) or "", env, entry)
@@ -139,22 +141,30 @@ def _environments_text(environments: EnvironmentsFile, env: str, settings: Envir
 
 
 def _append_environment(old: str, env: str, entry: dict[str, Any]) -> str:
-    """Append `env` under the `environments:` mapping, which must be the file's last block."""
+    """Append `env` under the `environments:` mapping, which must be the file's last block. The
+    file's line endings (LF or CRLF) are kept; an empty inline `environments: {}` becomes a block."""
+    newline = "\r\n" if "\r\n" in old else "\n"
     lines = old.splitlines()
     top_level = [i for i, line in enumerate(lines) if re.match(r"^[A-Za-z_][\w-]*\s*:", line)]
+    empty = next((i for i in top_level if re.match(r"^environments\s*:\s*\{\s*\}\s*(#.*)?$", lines[i])), None)
+    if empty is not None and empty == top_level[-1]:
+        lines[empty] = "environments:"
+        old = newline.join(lines) + newline
     env_line = next((i for i in top_level if re.match(r"^environments\s*:\s*(#.*)?$", lines[i])), None)
     if env_line is None and not any(re.match(r"^environments\s*:", lines[i]) for i in top_level):
-        block = yaml.safe_dump({"environments": {env: entry}}, sort_keys=False, default_flow_style=False)
-        return old.rstrip("\n") + "\n\n" + block
+        block = yaml.safe_dump({"environments": {env: entry}}, sort_keys=False, default_flow_style=False,
+                               allow_unicode=True)
+        return old.rstrip("\r\n") + newline * 2 + block.replace("\n", newline)
     if env_line is None or env_line != top_level[-1]:
         raise UserError("init adds environments at the end of the environments: mapping, but in this file it is "
                         "not the last top-level block (or is written inline). Fix: move environments: to the end "
                         "of the file in block style, or add the environment by hand.")
     indent = next((len(line) - len(line.lstrip(" ")) for line in lines[env_line + 1:]
                    if line.strip() and not line.lstrip().startswith("#")), 2)
-    block = yaml.safe_dump({env: entry}, sort_keys=False, default_flow_style=False, indent=indent)
+    block = yaml.safe_dump({env: entry}, sort_keys=False, default_flow_style=False, indent=indent,
+                           allow_unicode=True)
     indented = "".join(" " * indent + line if line.strip() else line for line in block.splitlines(keepends=True))
-    return old.rstrip("\n") + "\n\n" + indented
+    return old.rstrip("\r\n") + newline * 2 + indented.replace("\n", newline)
 
 
 def _check_round_trip(text: str, expected: dict[str, EnvironmentSettings], environments: EnvironmentsFile) -> None:

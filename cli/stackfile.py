@@ -41,6 +41,9 @@ def find_project_dir(start: Path) -> Path:
 def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
     """`target` is an environment name (stacks/Pulumi.<env>.yaml) or a path to a stack file."""
     cwd = cwd or Path.cwd()
+    if not target.strip() or target.strip(".") == "":
+        raise UserError(f'"{target}" names no stack. Fix: pass an environment name (e.g. dev) or a stack file '
+                        "(stacks/Pulumi.dev.yaml).")
     candidate = Path(target)
     if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
         path = (cwd / candidate).resolve()
@@ -53,9 +56,14 @@ def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
         path = stacks_dir / f"Pulumi.{target}.yaml"
         if not path.is_file():
             known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
-            raise UserError(f'no stack "{target}": {path.relative_to(project_dir)} does not exist. '
-                            f"Fix: use one of: {', '.join(known) or '(no stack files yet)'}.")
+            fix = (f"use one of: {', '.join(known)}" if known else
+                   "create it with `aksgpu init ENV --preset NAME`, or `aksgpu render` if environments.yaml has it")
+            raise UserError(f'no stack "{target}": {path.relative_to(project_dir)} does not exist. Fix: {fix}.')
     name = path.name
+    if name in ("Pulumi.yaml", "Pulumi.yml", "environments.yaml"):
+        what = "the Pulumi project file" if name.startswith("Pulumi") else "the environments file"
+        raise UserError(f"{target} is {what}, not a stack file. Fix: pass an environment name or a "
+                        "stacks/Pulumi.<env>.yaml file (`aksgpu validate` with no argument checks everything).")
     if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
         raise UserError(f"{path.name} is not named like a stack file. Fix: name it Pulumi.<stack>.yaml.")
     stack = name[len("Pulumi."):].rsplit(".", 1)[0]
@@ -87,13 +95,15 @@ def _read_config(path: Path) -> dict[str, Any]:
     if document is None:
         document = {}
     if not isinstance(document, dict):
-        raise UserError(f"{path.name}: a stack file is a YAML mapping with a config: key. Fix: see stacks/Pulumi.dev.yaml.")
+        raise UserError(f"{path.name}: a stack file is a YAML mapping with a config: key. Fix: render it from "
+                        "environments.yaml (`aksgpu render ENV`), or start one with `aksgpu init ENV --preset dev`.")
     config = document.get("config") or {}
     if not isinstance(config, dict):
-        raise UserError(f"{path.name}: config must be a mapping of keys to values. Fix: see stacks/Pulumi.dev.yaml.")
+        raise UserError(f"{path.name}: config must be a mapping of keys to values. Fix: render it from "
+                        "environments.yaml (`aksgpu render ENV`).")
     if "aksgpu:cluster" not in config:
-        raise UserError(f"{path.name} has no aksgpu:cluster in its config. "
-                        "Fix: add the cluster spec under config: aksgpu:cluster: (see stacks/Pulumi.dev.yaml).")
+        raise UserError(f"{path.name} has no aksgpu:cluster in its config. Fix: render it from environments.yaml "
+                        "(`aksgpu render ENV`), or add the cluster spec under config: aksgpu:cluster:.")
     return config
 
 

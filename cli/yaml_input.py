@@ -315,4 +315,7 @@ def _check_expanded(document: Any, first_alias: Any) -> None:
         return known
 
     if measure(document, 0)[0] > MAX_VALUES:
+        if first_alias is None:
+            raise YamlProblem(1, 1, f"the document holds more than {MAX_VALUES:,} values, far more than any "
+                              "cluster spec", "check that this is the file you meant")
         raise YamlProblem(line, column, f"its aliases (*name) expand to more than {MAX_VALUES:,} values", fix)

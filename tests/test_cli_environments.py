@@ -15,6 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.app import app
+from cli.environments import load_environments
 from cli.presets import preset_names
 from cli.schema import environments_schema
 from tests.helpers import REPO
@@ -367,3 +368,51 @@ def test_environments_that_differ_only_in_case_are_refused(project: Path) -> Non
     path.write_text(path.read_text() + "  DEV:\n    preset: dev\n")
     result = runner.invoke(app, ["validate"])
     assert result.exit_code == 2 and 'environments "dev" and "DEV" differ only in case' in result.output
+
+
+def test_small_input_mistakes_get_a_message_that_fits(project: Path) -> None:
+    assert runner.invoke(app, ["render", "--check", "--force"]).exit_code == 2
+    for target in ("", "."):
+        result = runner.invoke(app, ["plan", target])
+        assert result.exit_code == 2 and "names no stack" in result.output
+    result = runner.invoke(app, ["validate", "stacks/environments.yaml"])
+    assert result.exit_code == 2 and "is the environments file, not a stack file" in result.output
+    (project / "stacks" / "Pulumi.broken.yaml").write_bytes(b"config:\n  aksgpu:cluster: {name: caf\xe9}\n")
+    result = runner.invoke(app, ["validate", "stacks/Pulumi.broken.yaml"])
+    assert result.exit_code == 2 and "not UTF-8" in result.output  # as unreadable as it is for plan
+
+
+def test_init_derives_a_valid_cluster_name_from_any_environment_name(project: Path) -> None:
+    _ok(["init", "qa.eu", "--preset", "dev"])
+    stack = yaml.safe_load((project / "stacks" / "Pulumi.qa.eu.yaml").read_text())
+    assert stack["config"]["aksgpu:cluster"]["name"] == "gpu-qa-eu"
+
+
+def test_init_keeps_the_file_readable_and_its_line_endings(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    _ok(["init", "qa", "--preset", "dev", "--description", "Équipe données"])
+    data = path.read_bytes()
+    assert b"\r\n" in data and b"\n" not in data.replace(b"\r\n", b"")
+    assert "Équipe données" in data.decode("utf-8")
+
+
+def test_init_extends_an_empty_inline_environments_mapping(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    text = path.read_text()
+    path.write_text(text[:text.index("environments:")] + "environments: {}\n")
+    _ok(["init", "qa", "--preset", "dev"])
+    assert load_environments(project).names == ["qa"]
+
+
+def test_override_shapes_get_the_real_problem(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    original = path.read_text()
+    start = original.index("      nodePools:\n        # An on-demand T4")
+    end = original.index("\n\n", start)
+    path.write_text(original[:start] + "      nodePools: {t4: {maxCount: 3}}" + original[end:])
+    result = runner.invoke(app, ["validate", "dev"])
+    assert result.exit_code == 1 and "nodePools is a list, each item a mapping with its name" in result.output
+    path.write_text(original.replace("tags: {env: dev}", 'tags: {"": x}'))
+    result = runner.invoke(app, ["validate", "dev"])
+    assert result.exit_code == 1 and "tag names are 1-512 characters" in result.output, result.output

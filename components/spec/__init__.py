@@ -86,7 +86,7 @@ class ClusterSpec(SpecModel):
     resource_group: ResourceGroup
     """The resource group that holds the cluster and its companions (VNet, registry, workspaces, identities)."""
     tags: dict[str, str] = Field(default_factory=dict)
-    """Azure tags for every resource aksgpu creates; aksgpu adds managed-by: aksgpu. Tag names are at most 512 characters without <>%&\\?/, values at most 256."""
+    """Azure tags for every resource aksgpu creates; aksgpu adds managed-by: aksgpu. Tag names are 1-512 characters without <>%&\\?/, values at most 256."""
     protect: bool = False
     """Protect the cluster, registry, workspaces and resource group (when aksgpu creates them) from `pulumi destroy`."""
     dns_prefix: DnsPrefix | None = None
@@ -166,8 +166,8 @@ def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
             yield Issue(f"tags.{key}", spec.tags[key], "aksgpu puts its tags on every node pool, and AKS has read this "
                         "node pool tag as a feature switch", f"remove the tag and use {replacement}", "warning")
     for key, value in spec.tags.items():
-        if len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
-            yield Issue(f"tags.{key}", value, "tag names are at most 512 characters without <>%&\\?/, values at most 256",
+        if not key or len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
+            yield Issue(f"tags.{key}", value, "tag names are 1-512 characters without <>%&\\?/, values at most 256",
                         "shorten or rename the tag")
 
 

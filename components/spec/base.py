@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 Severity = Literal["error", "warning"]
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class SpecModel(BaseModel):
@@ -51,7 +52,9 @@ class Issue:
     severity: Severity = "error"
 
     def __str__(self) -> str:
-        return f"{self.path} = {render_value(self.value)}: {self.rule}. Fix: {self.fix}"
+        # A path holds the user's keys, which may hold line breaks: escaped, one issue stays one line.
+        path = _UNPRINTABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", self.path)
+        return f"{path} = {render_value(self.value)}: {self.rule}. Fix: {self.fix}"
 
 
 class SpecError(Exception):
