@@ -79,7 +79,33 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
         if not targets:
             raise UserError("nothing to validate: no environments and no stack files. "
                             "Fix: add one with `aksgpu init dev --preset dev`.")
-    return [_validate_one(target, environments, cwd) for target in targets]
+    reports = [_validate_one(target, environments, cwd) for target in targets]
+    _note_shared_clusters(reports, [t for t in targets if t in environments.names], environments)
+    return reports
+
+
+def _note_shared_clusters(reports: list[Report], names: list[str], environments: EnvironmentsFile) -> None:
+    """Warn when two environments declare the same cluster (resource group and name): in one
+    subscription, two Pulumi stacks would then manage one cluster and undo each other."""
+    from cli.render import effective_environment
+    from components.spec import SpecError
+
+    declared: dict[tuple[str, str], list[str]] = {}
+    for name in names:
+        try:
+            spec = effective_environment(environments, name).spec
+        except (SpecError, UserError):
+            continue  # its own report has the errors
+        key = (spec.resource_group.name.casefold(), spec.name.casefold())
+        declared.setdefault(key, []).append(name)
+    by_target = {report.target: report for report in reports}
+    for (group, cluster), sharing in declared.items():
+        for name in sharing[1:]:
+            others = ", ".join(other for other in sharing if other != name)
+            by_target[f"environment {name}"].notes.append(
+                f"warning: environment {name} declares cluster {cluster} in resource group {group}, as {others} does; "
+                "in one subscription two stacks would manage one cluster and undo each other's changes. Fix: give "
+                "each environment its own name or resourceGroup.name (or subscriptions you keep apart).")
 
 
 def _validate_one(target: str, environments: EnvironmentsFile, cwd: Path | None) -> Report:

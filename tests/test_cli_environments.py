@@ -416,3 +416,11 @@ def test_override_shapes_get_the_real_problem(project: Path) -> None:
     path.write_text(original.replace("tags: {env: dev}", 'tags: {"": x}'))
     result = runner.invoke(app, ["validate", "dev"])
     assert result.exit_code == 1 and "tag names are 1-512 characters" in result.output, result.output
+
+
+def test_two_environments_declaring_one_cluster_are_warned_about(project: Path) -> None:
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text() + "  dev2:\n    preset: dev\n    overrides:\n      name: gpu-dev\n"
+                    "      resourceGroup: {name: rg-gpu-dev}\n")
+    output = _ok(["validate"])
+    assert "environment dev2 declares cluster gpu-dev in resource group rg-gpu-dev, as dev does" in output
