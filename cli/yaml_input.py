@@ -41,7 +41,7 @@ class YamlProblem(Exception):
 
 
 class _StrictConstructor(SafeConstructor):
-    """SafeConstructor with duplicate-key errors and only the core schema's types."""
+    """SafeConstructor with text keys written once, finite numbers and text that is characters."""
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, Node] = {}
@@ -62,14 +62,10 @@ class _StrictConstructor(SafeConstructor):
                                   f"the key {written} reads as {kind}, but every key here is a name (text)",
                                   f'quote it: "{written}"' if isinstance(key_node, ScalarNode) else
                                   "use a plain name as the key")
-            try:
-                first = seen.get(key)
-            except TypeError:
-                continue  # unhashable keys are reported by SafeConstructor below
+            first = seen.get(key)
             if first is not None:
-                written = key_node.value if isinstance(key_node, ScalarNode) else key
                 raise YamlProblem(key_node.start_mark.line + 1, key_node.start_mark.column + 1,
-                                  f'the key "{written}" appears twice in one mapping (first at line '
+                                  f'the key "{key_node.value}" appears twice in one mapping (first at line '
                                   f"{first.start_mark.line + 1}); YAML keeps only the second",
                                   "merge the two into one, or delete the one you do not mean")
             seen[key] = key_node
