@@ -30,7 +30,7 @@ EXIT_INTERNAL_ERROR = 70
 EXIT_INTERRUPTED = 130
 
 
-# The click Typer runs on: its own copy (typer._click) since Typer 0.20-something, click before.
+# The click Typer runs on: its own copy (typer._click) in recent Typer releases, click itself in older ones.
 _CLICK = getattr(typer.core, "_click", None) or typer.core.click  # type: ignore[attr-defined]
 # Exceptions that are Typer's and click's own way to end a command: usage errors (exit 2),
 # typer.Exit and aborts. They pass through to Typer, which prints and exits as documented.
