@@ -20,6 +20,8 @@ import typer
 import typer.core
 from typer.core import TyperGroup
 
+from cli.arguments import CONTEXT_SETTINGS, EnvironmentArg, EnvironmentsArg, PresetArg, PresetOption, StackArg
+
 if TYPE_CHECKING:
     from cli.environments import EnvironmentsFile
     from cli.stackfile import StackFile
@@ -71,18 +73,31 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=CONTEXT_SETTINGS,
 )
-presets_app = typer.Typer(help="The presets environments start from.", no_args_is_help=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"aksgpu {version('aksgpu')}")
+        except PackageNotFoundError:
+            typer.echo("aksgpu (not installed as a package; run `pip install -e .` in its repository)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                               help="Print aksgpu's version and exit.")] = False,
+) -> None:
+    """Options that come before any command (--version)."""
+presets_app = typer.Typer(help="The presets environments start from.", no_args_is_help=True,
+                          context_settings=CONTEXT_SETTINGS)
 app.add_typer(presets_app, name="presets")
 
-StackArg = Annotated[
-    str,
-    typer.Argument(help="An environment name (stacks/Pulumi.<env>.yaml) or the path of a stack file."),
-]
-EnvironmentsArg = Annotated[
-    list[str] | None,
-    typer.Argument(help="Environments in stacks/environments.yaml (default: all of them).", show_default=False),
-]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
@@ -322,7 +337,7 @@ def _render_check(rendered_stacks: list[Any], project: Path, failed: list[str]) 
 @app.command()
 def init(
     environment: Annotated[str, typer.Argument(help="The new environment's name (also its Pulumi stack).")],
-    preset: Annotated[str, typer.Option("--preset", "-p", metavar="PRESET", help="The preset to start from (aksgpu presets list).")],
+    preset: PresetOption,
     location: Annotated[str | None, typer.Option(metavar="REGION", help="Azure region, e.g. eastus2.")] = None,
     name: Annotated[str | None, typer.Option(metavar="NAME", help="Cluster name (default: gpu-ENV).")] = None,
     resource_group: Annotated[str | None, typer.Option(
@@ -361,8 +376,8 @@ def init(
 
 @app.command()
 def diff(
-    environment_a: Annotated[str, typer.Argument(help="An environment.")],
-    environment_b: Annotated[str, typer.Argument(help="Another environment.")],
+    environment_a: EnvironmentArg,
+    environment_b: EnvironmentArg,
     as_json: JsonOption = False,
 ) -> None:
     """Show how two environments' effective specs differ, field by field.
@@ -474,7 +489,7 @@ def presets_list(as_json: JsonOption = False) -> None:
 
 @presets_app.command("show")
 def presets_show(
-    name: Annotated[str, typer.Argument(help="A preset (aksgpu presets list).")],
+    name: PresetArg,
     as_json: JsonOption = False,
 ) -> None:
     """Show a preset's effective spec: every field, its value, where it comes from and what it does.
@@ -500,7 +515,7 @@ def presets_show(
     table = Table("field", "value", "from", "what it does", box=None, show_lines=False)
     for row in rows:
         table.add_row(*(Text(text) for text in (row.path, _show(row.value), row.source, row.description)))
-    Console(width=_width() or 200).print(table)
+    Console(width=_width()).print(table)
 
 
 def _register_workflow() -> None:

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from cli.arguments import CONTEXT_SETTINGS, EnvironmentsArg
+
 if TYPE_CHECKING:
     from cli.ci import CiSettings
 
 ci_app = typer.Typer(help="CI for pull requests: offline checks, previews, gated deploys, drift checks.",
-                     no_args_is_help=True)
+                     no_args_is_help=True, context_settings=CONTEXT_SETTINGS)
 
 BranchOption = Annotated[str, typer.Option(help="The default branch: deploys run on merges to it.")]
 CheckOption = Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 and show a diff when a "
@@ -108,8 +110,7 @@ def github(
 
 @ci_app.command()
 def summary(
-    environments: Annotated[list[str] | None, typer.Argument(
-        help="Environments (default: all of them).", show_default=False)] = None,
+    environments: EnvironmentsArg = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the markdown here.")] = None,
     commit: Annotated[str | None, typer.Option(help="The commit the summary is for (shown in it).")] = None,
 ) -> None:

@@ -56,7 +56,9 @@ def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
         path = stacks_dir / f"Pulumi.{target}.yaml"
         if not path.is_file():
             known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
-            fix = (f"use one of: {', '.join(known)}" if known else
+            from components.spec.base import did_you_mean
+
+            fix = (f"{did_you_mean(target, known)}use one of: {', '.join(known)}" if known else
                    "create it with `aksgpu init ENV --preset NAME`, or `aksgpu render` if environments.yaml has it")
             raise UserError(f'no stack "{target}": {path.relative_to(project_dir)} does not exist. Fix: {fix}.')
     name = path.name

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from cli.arguments import CONTEXT_SETTINGS, StackArg
+
 if TYPE_CHECKING:
     from pulumi.automation import Stack
 
@@ -870,8 +872,6 @@ def run_bootstrap(settings: BootstrapSettings, *, run: Callable[..., subprocess.
 
 # --- the commands ----------------------------------------------------------------------------
 
-StackArg = Annotated[str, typer.Argument(
-    help="An environment name (stacks/Pulumi.<env>.yaml) or the path of a stack file.")]
 BackendOption = Annotated[str | None, typer.Option(
     "--backend", metavar="URL",
     help="Pulumi state backend: file://<folder>, azblob://<container>?storage_account=<account>, or "
@@ -1189,6 +1189,6 @@ def register(app: typer.Typer) -> None:
     for command in (preview, up, destroy, refresh, outputs, kubeconfig):
         app.command()(command)
     backend_app = typer.Typer(name="backend", help="Pulumi state backends: set up a team backend on Azure.",
-                              no_args_is_help=True)
+                              no_args_is_help=True, context_settings=CONTEXT_SETTINGS)
     backend_app.command()(bootstrap)
     app.add_typer(backend_app, name="backend")

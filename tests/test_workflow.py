@@ -603,7 +603,7 @@ def test_registering_imports_neither_pulumi_nor_the_spec() -> None:
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'yaml', 'pydantic', 'components', "
             "'rich', 'jinja2'}), sorted(m for m in sys.modules if m.startswith('cli.')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[] ['cli.workflow']"
+    assert result.stdout.strip() == "[] ['cli.arguments', 'cli.workflow']"
 
 
 def test_up_refuses_a_stack_file_out_of_date_with_environments_yaml(app: typer.Typer, tmp_path: Path,
