@@ -2,8 +2,8 @@
 
 import pulumi
 
-from components.aks_gpu_cluster import AksGpuCluster
-from components.spec import SpecError, parse_cluster_spec
+from aksgpu.components.aks_gpu_cluster import AksGpuCluster
+from aksgpu.components.spec import SpecError, parse_cluster_spec
 
 config = pulumi.Config("aksgpu")
 try:

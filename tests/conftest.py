@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.planner import Plan, plan_stack
-from cli.stackfile import resolve_stack
+from aksgpu.cli.planner import Plan, plan_stack
+from aksgpu.cli.stackfile import resolve_stack
 from tests.helpers import EXAMPLES, REPO
 
 

@@ -16,11 +16,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.app import app
-from cli.ci import changed_environments, ci_settings, render_azure_devops, render_github
-from cli.ci_comment import post_or_update
-from cli.stackfile import UserError
-from cli.summary import MARKER, EnvironmentResult, summary_markdown
+from aksgpu.cli.app import app
+from aksgpu.cli.ci import changed_environments, ci_settings, render_azure_devops, render_github
+from aksgpu.cli.ci_comment import post_or_update
+from aksgpu.cli.stackfile import UserError
+from aksgpu.cli.summary import MARKER, EnvironmentResult, summary_markdown
 
 runner = CliRunner()
 GOLDEN = Path(__file__).resolve().parent / "golden" / "ci"
@@ -215,7 +215,7 @@ def test_a_stack_file_change_touches_its_environment_and_a_program_change_all() 
     names = ["dev", "staging", "prod"]
     assert changed_environments(["stacks/Pulumi.prod.yaml", "README.md"], names) == ["prod"]
     assert changed_environments(["stacks/environments.yaml"], names) == []
-    assert changed_environments(["components/node_pools.py"], names) == names
+    assert changed_environments(["aksgpu/components/node_pools.py"], names) == names
     assert changed_environments(["pyproject.toml"], names) == names
     assert changed_environments(["componentsX/notes.md"], names) == []
 
@@ -273,7 +273,7 @@ def test_the_summary_reports_an_environment_with_errors_and_exits_1(project: Pat
 
 
 def test_new_kinds_of_finding_slot_in_as_sections() -> None:
-    from cli import summary
+    from aksgpu.cli import summary
 
     result = EnvironmentResult("dev", "stacks/Pulumi.dev.yaml", None, errors=["bad | value <b>"])
     text = summary_markdown([result])

@@ -16,7 +16,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from cli.ci_oidc import (
+from aksgpu.cli.ci_oidc import (
     GITHUB_OIDC_AUDIENCE,
     GITHUB_OIDC_ISSUER,
     GITHUB_VARIABLES,
@@ -38,8 +38,8 @@ from cli.ci_oidc import (
     role_condition,
     run_oidc,
 )
-from cli.stackfile import UserError
-from components import data
+from aksgpu.cli.stackfile import UserError
+from aksgpu.components import data
 from tests.helpers import REPO, typer_app_with
 
 runner = CliRunner()
@@ -416,7 +416,7 @@ def test_the_role_list_matches_what_components_assign() -> None:
     """A new assign_role(...) in components/ must be added to PROGRAM_ASSIGNED_ROLES (or the deploy
     identity's condition refuses it)."""
     found: set[str] = set()
-    for path in (REPO / "components").glob("*.py"):
+    for path in (REPO / "aksgpu" / "components").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
@@ -431,7 +431,7 @@ def test_the_role_list_matches_what_components_assign() -> None:
 def test_plan_can_read_the_cluster_kubeconfig_because_the_program_does() -> None:
     """Reader does not allow listClusterUserCredential; the program calls it in every preview of a
     deployed cluster. When it stops, drop the role from the plan identity."""
-    assert "list_managed_cluster_user_credentials" in (REPO / "components" / "cluster.py").read_text()
+    assert "list_managed_cluster_user_credentials" in (REPO / "aksgpu" / "components" / "cluster.py").read_text()
     assert "Azure Kubernetes Service Cluster User Role" in {grant.role for grant in identities(_settings())[0].grants}
 
 
@@ -524,9 +524,10 @@ def test_script_steps_are_numbered_like_the_steps() -> None:
 
 
 def test_registering_imports_neither_pulumi_nor_the_spec() -> None:
-    """`aksgpu --help` must stay fast: only typer, the standard library and cli.workflow at import time."""
-    code = ("import sys, typer; from cli.ci_oidc import register; register(typer.Typer()); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'yaml', 'pydantic', 'components', "
-            "'rich', 'jinja2'}), sorted(m for m in sys.modules if m.startswith('cli.')))")
+    """`aksgpu --help` must stay fast: only typer, the standard library and aksgpu.cli.workflow at import time."""
+    code = ("import sys, typer; from aksgpu.cli.ci_oidc import register; register(typer.Typer()); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'yaml', 'pydantic', 'rich', 'jinja2'}"
+            " | {m for m in sys.modules if m.startswith('aksgpu.components')}), "
+            "sorted(m for m in sys.modules if m.startswith('aksgpu.cli.')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[] ['cli.arguments', 'cli.ci_oidc', 'cli.workflow']"
+    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.ci_oidc', 'aksgpu.cli.workflow']"

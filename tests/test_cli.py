@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.app import app
+from aksgpu.cli.app import app
 from tests.helpers import base_spec
 
 runner = CliRunner()
@@ -105,8 +105,8 @@ def test_the_program_itself_refuses_a_bad_spec_without_a_traceback(project: Path
     """`pulumi up` runs __main__.py directly: it must give the same message as a RunError."""
     import pulumi
 
-    from cli.planner import plan_stack
-    from cli.stackfile import StackFile
+    from aksgpu.cli.planner import plan_stack
+    from aksgpu.cli.stackfile import StackFile
 
     spec = base_spec()
     spec["controlPlane"]["tier"] = "Gold"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
-from cli.arguments import environment_names, preset_names, stack_targets
+from aksgpu.cli.app import app
+from aksgpu.cli.arguments import environment_names, preset_names, stack_targets
 
 runner = CliRunner()
 

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.app import app
-from cli.environments import load_environments
-from cli.presets import preset_names
-from cli.schema import environments_schema
+from aksgpu.cli.app import app
+from aksgpu.cli.environments import load_environments
+from aksgpu.cli.presets import preset_names
+from aksgpu.cli.schema import environments_schema
 from tests.helpers import REPO
 
 runner = CliRunner()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.environments import (
+from aksgpu.cli.environments import (
     assignment_overrides,
     check_override_keys,
     describe_overrides,
@@ -14,7 +14,7 @@ from cli.environments import (
     merge,
     user_path,
 )
-from cli.stackfile import UserError
+from aksgpu.cli.stackfile import UserError
 
 
 def test_mappings_merge_key_by_key_and_scalars_and_plain_lists_replace() -> None:

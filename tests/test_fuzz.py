@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cli.app import app
+from aksgpu.cli.app import app
 from tests.fuzz import Generator, write_case
 
 runner = CliRunner()

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from components.kubernetes import node_gate, objects
-from components.kubernetes.gpu_health import CHECK_WRAPPER, RECHECK_PRIORITY
+from aksgpu.components.kubernetes import node_gate, objects
+from aksgpu.components.kubernetes.gpu_health import CHECK_WRAPPER, RECHECK_PRIORITY
 from tests.helpers import REPO, base_spec, edit, find_object, kubernetes_manifests, plan_spec
 from tests.oracles.kubernetes import DATA
 
@@ -59,7 +59,7 @@ def _csv_fields(path: Path, commented: bool = False) -> dict[str, str]:
 
 
 def test_the_metric_list_is_the_exporters_own_fields_plus_the_health_ones() -> None:
-    ours = _csv_fields(REPO / "components" / "data" / "dcgm_metrics.csv")
+    ours = _csv_fields(REPO / "aksgpu" / "components" / "data" / "dcgm_metrics.csv")
     upstream = {**_csv_fields(DATA / "dcgm-exporter" / "default-counters.csv", commented=True),
                 **_csv_fields(DATA / "dcgm-exporter" / "dcp-metrics-included.csv", commented=True)}
     assert {name: kind for name, kind in ours.items() if upstream.get(name) != kind} == {}, \
@@ -82,7 +82,7 @@ def test_both_exporters_read_the_list_and_one_pod_monitor_scrapes_them(plan: Any
     assert env["DCGM_EXPORTER_COLLECTORS"].startswith("/etc/dcgm-exporter/aksgpu/")
     assert env["DCGM_EXPORTER_INTERVAL"] == "30000" and env["DCGM_EXPORTER_KUBERNETES"] == "true"
     config = find_object(plan, "ConfigMap", "aksgpu-dcgm-metrics")
-    assert config["data"]["dcgm-metrics.csv"] == (REPO / "components" / "data" / "dcgm_metrics.csv").read_text()
+    assert config["data"]["dcgm-metrics.csv"] == (REPO / "aksgpu" / "components" / "data" / "dcgm_metrics.csv").read_text()
     [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "gpu-operator"]
     operator = release.inputs["values"]["dcgmExporter"]
     assert operator["config"]["data"] == config["data"]["dcgm-metrics.csv"] and operator["config"]["create"] is True
@@ -441,7 +441,7 @@ def test_wait_for_driver(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("hostengine", "diag", "code"), [(0, 0, "0"), (0, 226, "1"), (1, 0, "2")])
 def test_the_default_check_maps_dcgm_onto_the_contract(tmp_path: Path, hostengine: int, diag: int, code: str) -> None:
     """The default command, run by the wrapper with stand-ins for nv-hostengine and dcgmi."""
-    from components.spec.gpu_health import DEFAULT_CHECK_COMMAND
+    from aksgpu.components.spec.gpu_health import DEFAULT_CHECK_COMMAND
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cli.planner import Plan
-from cli.presets import preset_names
-from cli.report import gpu_software_by_pool
-from components.spec import SpecError, parse_cluster_spec
+from aksgpu.cli.planner import Plan
+from aksgpu.cli.presets import preset_names
+from aksgpu.cli.report import gpu_software_by_pool
+from aksgpu.components.spec import SpecError, parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec, preset_spec
 from tests.oracles.kubernetes import DATA
 from tests.oracles.scheduling import Node, fits, plan_nodes

@@ -18,11 +18,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.app import app
-from cli.manifests import MARKER_FILE
-from cli.planner import Plan
-from cli.presets import preset_names
-from components.spec import parse_cluster_spec
+from aksgpu.cli.app import app
+from aksgpu.cli.manifests import MARKER_FILE
+from aksgpu.cli.planner import Plan
+from aksgpu.cli.presets import preset_names
+from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.azure_openapi import AksOpenApi
 from tests.oracles.kubernetes import (
@@ -177,7 +177,7 @@ def test_bundled_prometheus_values_validate_against_the_charts_schema(
 
 # --- alert rules ------------------------------------------------------------------------------
 
-METRICS = {line.split(",")[0].strip() for line in (Path(__file__).resolve().parents[1] / "components" / "data"
+METRICS = {line.split(",")[0].strip() for line in (Path(__file__).resolve().parents[1] / "aksgpu" / "components" / "data"
                                                   / "dcgm_metrics.csv").read_text().splitlines()
            if line.strip() and not line.startswith("#")}
 

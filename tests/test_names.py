@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from components import data
-from components.spec import SpecError, names, parse_cluster_spec
+from aksgpu.components import data
+from aksgpu.components.spec import SpecError, names, parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec
 
 # Where each rule's resource keeps its Azure name in the plan: (Pulumi type, input).

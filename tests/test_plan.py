@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import os
 
-from cli.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
-from cli.report import plan_document
-from components.node_pools import REPLACE_ON_CHANGES
-from components.spec import parse_cluster_spec
+from aksgpu.cli.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
+from aksgpu.cli.report import plan_document
+from aksgpu.components.node_pools import REPLACE_ON_CHANGES
+from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import REPO, base_spec, edit, plan_spec
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -298,7 +298,7 @@ def test_plan_json_is_byte_identical_across_processes() -> None:
 
     outputs = []
     for seed in ("1", "2"):
-        result = subprocess.run([sys.executable, "-c", "from cli.app import main; main()", "plan", "dev", "--json"],
+        result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.app import main; main()", "plan", "dev", "--json"],
                                 cwd=REPO, capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed},
                                 timeout=300, check=False)
         assert result.returncode == 0, result.stderr.decode()
@@ -313,7 +313,7 @@ def test_ctrl_c_while_the_program_runs_ends_the_plan_with_one_line_and_130() -> 
     import sys
 
     code = ("import os, signal, time\n"
-            "from cli.planner import _interrupt_ends_the_process\n"
+            "from aksgpu.cli.planner import _interrupt_ends_the_process\n"
             "with _interrupt_ends_the_process():\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
             "    time.sleep(5)\n"

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli.environments import load_environments
-from cli.presets import preset_names
-from cli.render import plan_render, spec_config, write_rendered
-from cli.stackfile import UserError
-from components.spec import parse_cluster_spec
+from aksgpu.cli.environments import load_environments
+from aksgpu.cli.presets import preset_names
+from aksgpu.cli.render import plan_render, spec_config, write_rendered
+from aksgpu.cli.stackfile import UserError
+from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import REPO
 
 

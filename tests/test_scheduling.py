@@ -8,8 +8,8 @@ import re
 import pytest
 import yaml
 
-from components.spec import SpecError, parse_cluster_spec
-from components.spec.base import quantity
+from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.components.spec.base import quantity
 from tests.helpers import base_spec, edit, find_object, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.scheduling import fits, plan_nodes
 

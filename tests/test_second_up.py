@@ -35,9 +35,9 @@ from typing import Any
 
 import pytest
 
-from cli.planner import Plan, plan_stack
-from cli.stackfile import resolve_stack
-from components.spec import parse_cluster_spec
+from aksgpu.cli.planner import Plan, plan_stack
+from aksgpu.cli.stackfile import resolve_stack
+from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import REPO, base_spec, edit, plan_spec
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"

@@ -7,7 +7,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from components.spec import ClusterSpec
+from aksgpu.components.spec import ClusterSpec
 
 
 def models_in(annotation: Any) -> list[type[BaseModel]]:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.app import app
+from aksgpu.cli.app import app
 from tests.helpers import REPO
 
 runner = CliRunner()

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
-from cli.yaml_input import MAX_DEPTH, YamlProblem, decode_utf8, parse_yaml
+from aksgpu.cli.app import app
+from aksgpu.cli.yaml_input import MAX_DEPTH, YamlProblem, decode_utf8, parse_yaml
 
 runner = CliRunner()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import data
+from aksgpu.components import data
 
 
 @dataclass

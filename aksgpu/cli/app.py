@@ -1,0 +1,538 @@
+"""The aksgpu command line.
+
+Imports of Pulumi, Azure, rich and the spec happen inside the commands, so `aksgpu --help`
+stays fast. Exit codes: 0 success; 1 the spec has errors, or a check found drift; 2 bad input
+(unknown environment or preset, unreadable YAML, bad option, missing tool); 70 a bug in aksgpu
+(one line; AKSGPU_DEBUG=1 for the traceback); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+import typer.core
+from typer.core import TyperGroup
+
+from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentArg, EnvironmentsArg, PresetArg, PresetOption, StackArg
+
+if TYPE_CHECKING:
+    from aksgpu.cli.environments import EnvironmentsFile
+    from aksgpu.cli.stackfile import StackFile
+    from aksgpu.components.spec import Issue
+
+# Exit code for an error aksgpu did not foresee: a bug, reported in one line (BSD's EX_SOFTWARE).
+EXIT_INTERNAL_ERROR = 70
+EXIT_INTERRUPTED = 130
+
+
+# The click Typer runs on: its own copy (typer._click) in recent Typer releases, click itself in older ones.
+_CLICK = getattr(typer.core, "_click", None) or typer.core.click  # type: ignore[attr-defined]
+# Exceptions that are Typer's and click's own way to end a command: usage errors (exit 2),
+# typer.Exit and aborts. They pass through to Typer, which prints and exits as documented.
+_COMMAND_ENDINGS = (typer.Exit, typer.Abort, *(getattr(_CLICK.exceptions, name) for name in
+                                                ("ClickException", "Exit", "Abort")
+                                                if hasattr(_CLICK.exceptions, name)))
+
+
+class _Commands(TyperGroup):
+    """The top-level command group: whatever happens inside a command ends in one line on
+    stderr and a documented exit code, never a traceback (AKSGPU_DEBUG=1 shows it for bugs)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _COMMAND_ENDINGS:
+            raise
+        except KeyboardInterrupt:
+            typer.echo("interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete.",
+                       err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as error:
+            if os.environ.get("AKSGPU_DEBUG"):
+                raise
+            first_line = (str(error).splitlines() or [""])[0]
+            typer.echo(f"error: internal error ({type(error).__name__}: {first_line}). This is a bug in aksgpu. "
+                       "Fix: report it with the command and the input files; AKSGPU_DEBUG=1 prints the traceback.",
+                       err=True)
+            raise typer.Exit(EXIT_INTERNAL_ERROR) from None
+
+
+app = typer.Typer(
+    cls=_Commands,
+    name="aksgpu",
+    help="AKS GPU clusters from one validated spec: presets and environments, rendered Pulumi stacks, "
+         "an offline plan, and the real `pulumi up`.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings=CONTEXT_SETTINGS,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"aksgpu {version('aksgpu')}")
+        except PackageNotFoundError:
+            typer.echo("aksgpu (not installed as a package; run `pip install -e .` in its repository)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                               help="Print aksgpu's version and exit.")] = False,
+) -> None:
+    """Options that come before any command (--version)."""
+presets_app = typer.Typer(help="The presets environments start from.", no_args_is_help=True,
+                          context_settings=CONTEXT_SETTINGS)
+app.add_typer(presets_app, name="presets")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _progress(message: str) -> Iterator[None]:
+    """A spinner on stderr for a long step, only when a person is watching (a terminal)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(message):
+        yield
+
+
+def _echo_json(document: Any) -> None:
+    typer.echo(json.dumps(document, indent=2, default=str))
+
+
+def _load(stack: str) -> tuple[StackFile, list[Issue]]:
+    """The stack file and its spec's warnings; exits 2 on bad input and 1 on spec errors."""
+    from aksgpu.cli.stackfile import UserError, resolve_stack
+    from aksgpu.components.spec import SpecError, parse_cluster_spec
+
+    try:
+        stack_file = resolve_stack(stack)
+    except UserError as error:
+        _fail(str(error))
+    try:
+        _, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    return stack_file, warnings
+
+
+def _environments() -> EnvironmentsFile:
+    from aksgpu.cli.environments import load_environments
+    from aksgpu.cli.stackfile import UserError
+
+    try:
+        return load_environments()
+    except UserError as error:
+        _fail(str(error))
+
+
+def _stale_note(stack_file: StackFile) -> str | None:
+    """A note when the stack file is not what environments.yaml renders (None: current or unknown);
+    exits when environments.yaml cannot render the stack's environment (it may be out of date)."""
+    from aksgpu.cli.render import EnvironmentNotRendered, render_state
+
+    try:
+        rendered = render_state(stack_file)
+    except EnvironmentNotRendered as error:
+        _fail(str(error), error.exit_code)
+    if rendered is None or rendered.state == "current":
+        return None
+    why = rendered.reason or "it is out of date with stacks/environments.yaml"
+    return f"note: {stack_file.path.name} is not what `aksgpu render {stack_file.stack}` would write: {why}."
+
+
+@app.command()
+def plan(
+    stack: StackArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan document (JSON) instead of text.")] = False,
+    manifests: Annotated[Path | None, typer.Option(
+        "--manifests", metavar="DIR",
+        help="Also write every Kubernetes object (and Helm release) of the plan as YAML into DIR: "
+             "a new or empty folder, or one an earlier --manifests run wrote.")] = None,
+) -> None:
+    """Show every resource `pulumi up` would create for a stack, offline.
+
+    Runs the real Pulumi program under Pulumi's mock runtime: no Azure account, no Pulumi CLI,
+    no network. Exit codes: 0 planned, 1 the spec has errors, 2 bad input (stack, YAML, DIR).
+    """
+    stack_file, warnings = _load(stack)
+    note = _stale_note(stack_file)
+
+    from aksgpu.cli.planner import plan_stack
+    from aksgpu.cli.report import plan_document, render_text
+
+    with _progress("Planning offline: running the Pulumi program under the mock engine"):
+        result = plan_stack(stack_file)
+    if manifests is not None:
+        from aksgpu.cli.manifests import write_manifests
+        from aksgpu.cli.stackfile import UserError
+
+        try:
+            written = write_manifests(result, manifests)
+        except UserError as error:
+            _fail(str(error))
+        typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
+    if as_json:
+        typer.echo(json.dumps(plan_document(result, warnings), indent=2, sort_keys=False, default=str))
+        return
+    typer.echo(render_text(result, warnings))
+    if note:
+        typer.echo(note, err=True)
+
+
+@app.command()
+def validate(
+    targets: Annotated[
+        list[str] | None,
+        typer.Argument(help="Environments or stack files (default: every environment and every stack file).",
+                       show_default=False),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check environments and stack files against every spec rule, and print all problems at once.
+
+    An environment is checked as environments.yaml defines it (preset + overrides) and as its
+    rendered stack file says; a stack file out of date with environments.yaml is a warning.
+    Exit codes: 0 valid (warnings may be printed), 1 errors, 2 bad input (a target that cannot be read).
+    """
+    from aksgpu.cli.validation import validate_targets
+
+    try:
+        reports = validate_targets(targets or [])
+    except Exception as error:  # UserError: one clear message
+        from aksgpu.cli.stackfile import UserError
+
+        if isinstance(error, UserError):
+            _fail(str(error))
+        raise
+    if as_json:
+        _echo_json([report.as_json() for report in reports])
+    else:
+        for report in reports:
+            typer.echo(report.text())
+    if any(report.failed for report in reports):
+        raise typer.Exit(2)  # a target could not be read: bad input, as in every other command
+    if any(report.errors for report in reports):
+        raise typer.Exit(1)
+
+
+@app.command()
+def render(
+    environments: EnvironmentsArg = None,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 and show a diff when a stack "
+                                                         "file is out of date (for CI).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite stack files edited by hand "
+                                                         "(each is kept as a .bak file beside it).")] = False,
+) -> None:
+    """Render stacks/Pulumi.<env>.yaml from stacks/environments.yaml through templates/.
+
+    Each file holds the full, effective config: the preset, then defaults.overrides, then the
+    environment's overrides, every field resolved. Same input, same bytes. A stack file edited
+    by hand is never overwritten unless --force. An environment with errors is named and skipped;
+    the others are still written. Exit codes: 0 written or current, 1 --check found a file out of
+    date or an environment has spec errors, 2 bad input or a hand-edited file.
+    """
+    from aksgpu.cli.render import plan_render, write_rendered
+    from aksgpu.cli.stackfile import UserError
+    from aksgpu.components.spec import SpecError
+
+    if check and force:
+        _fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
+    env_file = _environments()
+    if not env_file.exists:
+        _fail(f"{env_file.relative_path} does not exist. Fix: create it with `aksgpu init ENV --preset NAME`.")
+    if not env_file.names:
+        _fail(f"{env_file.relative_path} defines no environments, so there is nothing to render. "
+              "Fix: add one under environments: (or with `aksgpu init ENV --preset NAME`).")
+    names = environments or env_file.names
+    try:
+        env_file.require(names)
+    except UserError as error:
+        _fail(str(error))
+    rendered_stacks = []
+    failed: list[str] = []
+    bad_input = False
+    for name in names:
+        try:
+            rendered_stacks.append(plan_render(env_file, name))
+        except UserError as error:
+            typer.echo(f"error: environment {name}: {error}", err=True)
+            failed.append(name)
+            bad_input = True
+        except SpecError as error:
+            typer.echo(str(error), err=True)
+            failed.append(name)
+    project = env_file.project_dir
+    if check:
+        _render_check(rendered_stacks, project, failed)
+        return
+    for rendered in rendered_stacks:
+        relative = rendered.path.relative_to(project)
+        try:
+            backup = write_rendered(rendered, force=force)
+        except UserError as error:
+            typer.echo(f"error: {error}", err=True)
+            failed.append(rendered.environment)
+            bad_input = True
+            continue
+        verb = {"new": "created", "stale": "updated", "current": "unchanged", "hand-edited": "overwritten"}
+        typer.echo(f"{relative}: {verb[rendered.state]}")
+        if backup is not None:
+            typer.echo(f"  the hand-edited file was kept as {backup.relative_to(project)}")
+    if failed:
+        typer.echo(f"not rendered: {', '.join(failed)} (see above); every other environment was.", err=True)
+        raise typer.Exit(2 if bad_input else 1)
+
+
+def _render_check(rendered_stacks: list[Any], project: Path, failed: list[str]) -> None:
+    """`render --check`: each file's state and diff; exit 1 when any differs or did not render."""
+    out_of_date = [r for r in rendered_stacks if r.state in ("new", "stale")]
+    hand_edited = [r for r in rendered_stacks if r.state == "hand-edited"]
+    for rendered in rendered_stacks:
+        relative = rendered.path.relative_to(project)
+        if rendered.state == "current":
+            typer.echo(f"{relative}: up to date")
+            continue
+        why = {"new": "missing", "stale": "out of date", "hand-edited": f"edited by hand: {rendered.reason}"}
+        typer.echo(f"{relative}: {why[rendered.state]}")
+        typer.echo(rendered.diff(project))
+    if out_of_date:
+        typer.echo(f"{len(out_of_date)} stack file(s) differ from what `aksgpu render` writes. "
+                   f"Fix: run `aksgpu render {' '.join(r.environment for r in out_of_date)}` and commit the result.",
+                   err=True)
+    if hand_edited:
+        typer.echo(f"{len(hand_edited)} stack file(s) were edited by hand, and `aksgpu render` keeps them. Fix: move "
+                   "each change into stacks/environments.yaml, then run "
+                   f"`aksgpu render {' '.join(r.environment for r in hand_edited)} --force` (the edited file is kept "
+                   "as a .bak) and commit the result.", err=True)
+    if failed:
+        typer.echo(f"not checked: {', '.join(failed)} does not render (see above).", err=True)
+    if out_of_date or hand_edited or failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def init(
+    environment: Annotated[str, typer.Argument(help="The new environment's name (also its Pulumi stack).")],
+    preset: PresetOption,
+    location: Annotated[str | None, typer.Option(metavar="REGION", help="Azure region, e.g. eastus2.")] = None,
+    name: Annotated[str | None, typer.Option(metavar="NAME", help="Cluster name (default: gpu-ENV).")] = None,
+    resource_group: Annotated[str | None, typer.Option(
+        metavar="NAME", help="Resource group (default: rg-NAME).")] = None,
+    admin_group: Annotated[list[str] | None, typer.Option(
+        "--admin-group", metavar="OBJECT_ID", help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
+    description: Annotated[str | None, typer.Option(metavar="TEXT", help="What the environment is for.")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="PATH=VALUE", help="Override a spec field: PATH=VALUE, e.g. controlPlane.tier=Premium or "
+                      "nodePools.a100.maxCount=8 (repeatable; values are YAML).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited stack file of the same name "
+                                                         "(kept as a .bak file).")] = False,
+) -> None:
+    """Add an environment to stacks/environments.yaml (creating it if needed) and render its stack.
+
+    Nothing is written unless the new environment's spec is valid.
+    """
+    from aksgpu.cli.initialize import InitRequest, add_environment
+    from aksgpu.cli.stackfile import UserError
+    from aksgpu.components.spec import SpecError
+
+    request = InitRequest(environment=environment, preset=preset, location=location, name=name,
+                          resource_group=resource_group, admin_groups=admin_group or [], description=description,
+                          assignments=set_ or [], force=force)
+    try:
+        outcome = add_environment(request)
+    except UserError as error:
+        _fail(str(error))
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        typer.echo("Nothing was written.", err=True)
+        raise typer.Exit(1) from None
+    for line in outcome.messages:
+        typer.echo(line)
+
+
+@app.command()
+def diff(
+    environment_a: EnvironmentArg,
+    environment_b: EnvironmentArg,
+    as_json: JsonOption = False,
+) -> None:
+    """Show how two environments' effective specs differ, field by field.
+
+    Pools and other keyed list items are matched by name. Exit codes: 0 (whether or not they
+    differ), 1 a spec has errors, 2 bad input.
+    """
+    from aksgpu.cli.fields import field_differences, field_rows
+    from aksgpu.cli.render import effective_environment, spec_config
+    from aksgpu.cli.stackfile import UserError
+    from aksgpu.components.spec import SpecError
+
+    env_file = _environments()
+    rows = {}
+    for env in (environment_a, environment_b):
+        try:
+            effective = effective_environment(env_file, env)
+        except UserError as error:
+            _fail(str(error))
+        except SpecError as error:
+            typer.echo(str(error), err=True)
+            raise typer.Exit(1) from None
+        rows[env] = {row.path: row.value for row in field_rows(spec_config(effective.spec))}
+    differences = field_differences(rows[environment_a], rows[environment_b], environment_a, environment_b)
+    if as_json:
+        _echo_json({"a": environment_a, "b": environment_b, "differences": differences})
+        return
+    if not differences:
+        typer.echo(f"{environment_a} and {environment_b} have the same effective spec.")
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("field", environment_a, environment_b, title=f"{len(differences)} fields differ", box=None,
+                  title_justify="left")
+    for row in differences:
+        table.add_row(*(Text(text) for text in (row["path"], _show(row[environment_a]), _show(row[environment_b]))))
+    Console(width=_width()).print(table)
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _width() -> int | None:
+    # Wide enough for paths and values when not on a terminal (pipes, tests, CI logs).
+    return None if sys.stdout.isatty() else 160
+
+
+@app.command()
+def schema(
+    kind: Annotated[str, typer.Argument(help="cluster (the aksgpu:cluster value of a stack file) or environments "
+                                             "(stacks/environments.yaml).")] = "cluster",
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write to this file instead of printing (- prints); an existing file is "
+                               "replaced only if it is a JSON Schema.")] = None,
+) -> None:
+    """Print the JSON Schema of the cluster spec or of environments.yaml, for editors and CI.
+
+    stacks/environments.yaml starts with a yaml-language-server comment that points editors at
+    stacks/environments.schema.json (`aksgpu schema environments -o stacks/environments.schema.json`).
+    """
+    from aksgpu.cli.schema import cluster_schema, environments_schema
+
+    builders = {"cluster": cluster_schema, "environments": environments_schema}
+    if kind not in builders:
+        _fail(f'no schema "{kind}". Fix: use one of: {", ".join(builders)}.')
+    text = json.dumps(builders[kind](), indent=2) + "\n"
+    if output is None or str(output) == "-":
+        typer.echo(text, nl=False)
+        return
+    from aksgpu.cli.files import read_text_if_exists, write_text_atomically
+    from aksgpu.cli.stackfile import UserError
+
+    try:
+        existing = read_text_if_exists(output)
+        if existing is not None and not _is_json_schema(existing):
+            _fail(f"{output} exists and is not a JSON Schema, so writing the schema there would lose it. "
+                  "Fix: name another file, or move that one away.")
+        write_text_atomically(output, text)
+    except UserError as error:
+        _fail(str(error))
+    typer.echo(f"wrote {output}")
+
+
+def _is_json_schema(text: str) -> bool:
+    """Whether `text` is a JSON Schema document (one `aksgpu schema -o` may replace)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and "$schema" in document
+
+
+@presets_app.command("list")
+def presets_list(as_json: JsonOption = False) -> None:
+    """List the presets with what each is for."""
+    from aksgpu.cli.presets import all_presets
+
+    presets = all_presets()
+    if as_json:
+        _echo_json([{"name": p.name, "description": p.description} for p in presets])
+        return
+    width = max(len(p.name) for p in presets)
+    for preset in presets:
+        typer.echo(f"{preset.name.ljust(width)}  {preset.description}")
+
+
+@presets_app.command("show")
+def presets_show(
+    name: PresetArg,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a preset's effective spec: every field, its value, where it comes from and what it does.
+
+    `preset` marks the values the preset sets; `default` the spec's defaults; `init` the values
+    `aksgpu init` fills in (name, location, resource group).
+    """
+    from aksgpu.cli.presets_view import preset_rows
+    from aksgpu.cli.stackfile import UserError
+
+    try:
+        rows = preset_rows(name)
+    except UserError as error:
+        _fail(str(error))
+    if as_json:
+        _echo_json([{"path": r.path, "value": r.value, "source": r.source, "description": r.description}
+                    for r in rows])
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("field", "value", "from", "what it does", box=None, show_lines=False)
+    for row in rows:
+        table.add_row(*(Text(text) for text in (row.path, _show(row.value), row.source, row.description)))
+    Console(width=_width()).print(table)
+
+
+def _register_workflow() -> None:
+    from aksgpu.cli.ci_app import ci_app
+    from aksgpu.cli.workflow import register
+
+    register(app)
+    app.add_typer(ci_app, name="ci")
+
+
+_register_workflow()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(app())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""The `aksgpu ci` commands: render CI for GitHub Actions or Azure Pipelines, and the helpers
+those pipelines call (the plan summary, the environments a change touches)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentsArg
+
+if TYPE_CHECKING:
+    from aksgpu.cli.ci import CiSettings
+
+ci_app = typer.Typer(help="CI for pull requests: offline checks, previews, gated deploys, drift checks.",
+                     no_args_is_help=True, context_settings=CONTEXT_SETTINGS)
+
+BranchOption = Annotated[str, typer.Option(help="The default branch: deploys run on merges to it.")]
+CheckOption = Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 and show a diff when a "
+                                                           "rendered file is missing or out of date.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Overwrite files edited by hand (kept as .bak).")]
+OutputDirOption = Annotated[Path | None, typer.Option(
+    "--output-dir", help="The repository root to write into (default: the project folder).")]
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool, command: str) -> None:
+    """Write (or with `check`, compare) rendered files; hand-edited ones are refused unless forced."""
+    import difflib
+
+    from aksgpu.cli.files import read_text_if_exists
+    from aksgpu.cli.generated import write_generated
+    from aksgpu.cli.stackfile import UserError
+
+    if check:
+        stale = []
+        for relative, text in files.items():
+            path = root / relative
+            existing = read_text_if_exists(path)
+            if existing == text:
+                typer.echo(f"{relative}: up to date")
+                continue
+            stale.append(relative)
+            typer.echo(f"{relative}: {'missing' if existing is None else 'out of date'}")
+            typer.echo("".join(difflib.unified_diff((existing or "").splitlines(keepends=True),
+                                                    text.splitlines(keepends=True),
+                                                    f"{relative} (on disk)", f"{relative} (rendered)")))
+        if stale:
+            typer.echo(f"{len(stale)} file(s) differ from what `{command}` writes. Fix: run it and commit the "
+                       "result.", err=True)
+            raise typer.Exit(1)
+        return
+    for relative, text in files.items():
+        try:
+            state, backup = write_generated(root / relative, text, force=force,
+                                            fix=f"change the options or templates/ci/ and run `{command}` again")
+        except UserError as error:
+            _fail(str(error))
+        typer.echo(f"{relative}: {state}")
+        if backup is not None:
+            typer.echo(f"  the previous file was kept as {backup.relative_to(root)}")
+
+
+def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, branch: str,
+               output_dir: Path | None, *, check: bool, force: bool) -> CiSettings:
+    """Render CI files for the project in the current folder, then write or check them."""
+    from aksgpu.cli.ci import ci_settings
+    from aksgpu.cli.stackfile import UserError, find_project_dir
+
+    try:
+        project_dir = find_project_dir(Path.cwd().resolve())
+        settings = ci_settings(project_dir, branch=branch)
+        files = renderer(settings)
+    except UserError as error:
+        _fail(str(error))
+    _write_files(files, output_dir or project_dir, check=check, force=force, command=command)
+    return settings
+
+
+@ci_app.command()
+def github(
+    branch: BranchOption = "main",
+    output_dir: OutputDirOption = None,
+    check: CheckOption = False,
+    force: ForceOption = False,
+) -> None:
+    """Render the GitHub Actions workflows into .github/workflows/.
+
+    aksgpu-checks (tests, render --check, validate, offline plans; no cloud credentials) and
+    aksgpu-comment (the plan summary as one pull-request comment, updated) always; for
+    environments with a shared state backend also aksgpu-preview (a real preview per changed
+    environment, with Azure OIDC), aksgpu-deploy (pulumi up per environment behind GitHub
+    environments, protected ones last) and aksgpu-drift (a daily drift check that opens an issue).
+    """
+    from aksgpu.cli.ci import render_github
+
+    settings = _render_ci(render_github, "aksgpu ci github", branch, output_dir, check=check, force=force)
+    if settings.local_only and not check:
+        typer.echo(f"note: {', '.join(settings.local_only)} use the local state backend, so CI checks and plans "
+                   "them offline but does not preview, deploy or drift-check them. Fix: give them a shared "
+                   "backend in stacks/environments.yaml (`aksgpu backend bootstrap`), then run this again.")
+
+
+@ci_app.command()
+def summary(
+    environments: EnvironmentsArg = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the markdown here.")] = None,
+    commit: Annotated[str | None, typer.Option(help="The commit the summary is for (shown in it).")] = None,
+) -> None:
+    """Plan every environment offline and print the pull-request summary (markdown).
+
+    Deterministic: the same stack files give the same bytes. Exit codes: 0 every environment
+    planned, 1 some environment has errors (the summary still lists them), 2 bad input.
+    """
+    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.summary import check_environments, summary_markdown
+
+    try:
+        results = check_environments(environments or [])
+    except UserError as error:
+        _fail(str(error))
+    text = summary_markdown(results, commit=commit)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        from aksgpu.cli.files import write_text_atomically
+
+        try:
+            write_text_atomically(output, text)
+        except UserError as error:
+            _fail(str(error))
+        typer.echo(f"wrote {output}")
+    if any(result.errors for result in results):
+        raise typer.Exit(1)
+
+
+@ci_app.command()
+def changed(
+    base: Annotated[str, typer.Option(help="The commit to compare with (a pull request's base).")],
+    head: Annotated[str, typer.Option(help="The commit with the change.")] = "HEAD",
+    only: Annotated[str | None, typer.Option(
+        help="Consider only these environments (comma-separated).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list (for a CI matrix).")] = False,
+) -> None:
+    """List the environments whose preview a change can alter.
+
+    All of them when the Pulumi program or aksgpu's version changed (__main__.py, Pulumi.yaml,
+    pyproject.toml, requirements.txt, aksgpu/); otherwise those whose stacks/Pulumi.<env>.yaml
+    changed.
+    """
+    from aksgpu.cli.ci import changed_environments, changed_files
+    from aksgpu.cli.environments import load_environments
+    from aksgpu.cli.stackfile import UserError, stack_config_dir
+
+    try:
+        environments = load_environments()
+        names = environments.names
+        if only:
+            wanted = [name.strip() for name in only.split(",") if name.strip()]
+            unknown = [name for name in wanted if name not in names]
+            if unknown:
+                _fail(f"--only names unknown environments: {', '.join(unknown)}. Fix: use some of: {', '.join(names)}.")
+            names = [name for name in names if name in wanted]
+        files = changed_files(environments.project_dir, base, head)
+        result = changed_environments(files, names, stack_config_dir(environments.project_dir))
+    except UserError as error:
+        _fail(str(error))
+    typer.echo(json.dumps(result) if as_json else "\n".join(result))
+
+
+@ci_app.command("azure-devops")
+def azure_devops(
+    branch: BranchOption = "main",
+    output_dir: OutputDirOption = None,
+    check: CheckOption = False,
+    force: ForceOption = False,
+) -> None:
+    """Render the Azure Pipelines file .azure-pipelines/aksgpu.yml.
+
+    The same checks as the GitHub workflows: offline checks and the plan summary on every pull
+    request; for environments with a shared state backend, previews of changed environments on
+    pull requests, deployment stages (Azure DevOps environments with approvals) on merges, and a
+    scheduled drift check. Azure sign-in uses workload-identity-federation service connections
+    named aksgpu-ENV-plan and aksgpu-ENV-deploy.
+    """
+    from aksgpu.cli.ci import render_azure_devops
+
+    _render_ci(render_azure_devops, "aksgpu ci azure-devops", branch, output_dir, check=check, force=force)
+
+
+@ci_app.command("azure-devops-comment")
+def azure_devops_comment(
+    file: Annotated[Path, typer.Argument(help="Markdown whose first line is an aksgpu marker "
+                                              "(aksgpu ci summary writes one).")],
+) -> None:
+    """Post a file as the pull-request comment of an Azure Pipelines run, or update the one a
+    previous run posted (the pipeline calls this; it needs SYSTEM_ACCESSTOKEN)."""
+    import os
+
+    from aksgpu.cli.ci_comment import post_or_update
+    from aksgpu.cli.stackfile import UserError
+
+    from aksgpu.cli.files import read_text_if_exists
+
+    try:
+        body = read_text_if_exists(file)
+    except UserError as error:
+        _fail(str(error))
+    if body is None:
+        _fail(f"cannot read {file}: there is no such file. Fix: pass the file the previous step wrote.")
+    try:
+        typer.echo(f"pull-request comment {post_or_update(body, os.environ)}")
+    except UserError as error:
+        _fail(str(error))
+
+
+def _register_oidc() -> None:
+    from aksgpu.cli.ci_oidc import register
+
+    register(ci_app)
+
+
+_register_oidc()

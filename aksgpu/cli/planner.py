@@ -1,0 +1,330 @@
+"""The offline plan: the real Pulumi program under Pulumi's mock runtime, recorded.
+
+No Azure account, no Pulumi CLI and no network. The program (`__main__.py`) runs unchanged in
+preview mode; a recording resource monitor keeps every registration as the engine would see it:
+type, name, URN, parent, dependencies, the options that matter and the inputs exactly as the
+provider would receive them (camelCase). Values the provider only knows after creating a
+resource (IDs, principal IDs, endpoints) read "(known after apply)"; secrets read "[secret]".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import contextvars
+import copy
+import gc
+import logging
+import os
+import runpy
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aksgpu.cli.stackfile import StackFile
+
+UNKNOWN_TEXT = "(known after apply)"
+SECRET_TEXT = "[secret]"
+PLAN_FORMAT_VERSION = 1
+# Placeholders the mock answers invokes with: plausible shapes, obviously not real values.
+PLACEHOLDER_GUID = "00000000-0000-0000-0000-000000000000"
+
+# The output that carries each Azure type's ARM name, so resources that refer to another by
+# name (an AgentPool to its cluster) see the name in the plan instead of "(known after apply)".
+NAME_INPUT_BY_TYPE = {
+    "azure-native:resources:ResourceGroup": "resourceGroupName",
+    "azure-native:network:VirtualNetwork": "virtualNetworkName",
+    "azure-native:network:Subnet": "subnetName",
+    "azure-native:network:NatGateway": "natGatewayName",
+    "azure-native:network:PublicIPAddress": "publicIpAddressName",
+    "azure-native:managedidentity:UserAssignedIdentity": "resourceName",
+    "azure-native:containerservice:ManagedCluster": "resourceName",
+    "azure-native:containerservice:AgentPool": "agentPoolName",
+    "azure-native:containerservice:MaintenanceConfiguration": "configName",
+    "azure-native:containerregistry:Registry": "registryName",
+    "azure-native:operationalinsights:Workspace": "workspaceName",
+    "azure-native:monitor:AzureMonitorWorkspace": "azureMonitorWorkspaceName",
+    "azure-native:monitor:DataCollectionRule": "dataCollectionRuleName",
+    "azure-native:monitor:DataCollectionEndpoint": "dataCollectionEndpointName",
+    "azure-native:monitor:DataCollectionRuleAssociation": "associationName",
+    "azure-native:monitor:DiagnosticSetting": "name",
+}
+
+
+@dataclass
+class PlannedResource:
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    custom: bool
+    dependencies: list[str]
+    options: dict[str, Any]
+    inputs: dict[str, Any]
+    provider: str | None = None
+    """URN of the explicit provider the resource is bound to (None: the default provider)."""
+
+
+@dataclass
+class Plan:
+    project: str
+    stack: str
+    stack_file: str
+    resources: list[PlannedResource]
+    outputs: dict[str, Any]
+    invokes: list[str] = field(default_factory=list)
+
+    def by_type(self, type_: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def get(self, type_: str, name: str) -> PlannedResource:
+        return next(r for r in self.resources if r.type == type_ and r.name == name)
+
+
+def _to_plan_value(value: Any) -> Any:
+    """Unknowns and secrets as readable markers; everything else as plain JSON values, mappings
+    with their keys sorted: the engine hands inputs over as protobuf Structs, whose key order
+    changes from run to run, and a plan must read the same every time."""
+    from pulumi.output import Unknown
+    from pulumi.runtime import rpc
+
+    if isinstance(value, Unknown):
+        return UNKNOWN_TEXT
+    if rpc.is_rpc_secret(value):
+        return SECRET_TEXT
+    if isinstance(value, dict):
+        return {key: _to_plan_value(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_to_plan_value(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the wire carries every number as a float
+    return value
+
+
+def _make_recorder(plan_resources: list[PlannedResource], thread_loops: list[asyncio.AbstractEventLoop]) -> Any:
+    from pulumi.runtime import mocks, rpc
+
+    def ensure_thread_loop() -> None:
+        # The SDK calls the monitor from executor threads, and the mock monitor needs an event
+        # loop there; create it here so the planner can close it (the SDK would leak it).
+        if threading.current_thread() is threading.main_thread():
+            return
+        try:
+            asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            thread_loops.append(loop)
+
+    class RecordingMonitor(mocks.MockMonitor):
+        """A mock monitor that also records what MockResourceArgs leaves out."""
+
+        def Invoke(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+            ensure_thread_loop()
+            return super().Invoke(request)
+
+        def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+            ensure_thread_loop()
+            response = super().RegisterResource(request)
+            if request.type == "pulumi:pulumi:Stack":
+                return response
+            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+            options = {
+                "protect": bool(request.protect),
+                "ignoreChanges": list(request.ignoreChanges),
+                "replaceOnChanges": list(request.replaceOnChanges),
+                "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+            }
+            plan_resources.append(PlannedResource(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent or None,
+                custom=bool(request.custom),
+                dependencies=sorted(set(request.dependencies)),
+                options=options,
+                inputs=_to_plan_value(dict(inputs)),
+                # A provider reference is "<urn>::<id>"; the URN names it in the plan.
+                provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
+            ))
+            return response
+
+    return RecordingMonitor
+
+
+def _make_mocks(invokes: list[str]) -> Any:
+    from pulumi.runtime import mocks
+
+    class PlanMocks(mocks.Mocks):
+        """Answers resource registrations and invokes the way a preview would."""
+
+        def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict]:
+            # Only the ARM name is known before creation (inputs are recorded from the request;
+            # echoing them as outputs would also clash where output shapes differ). No ID: in a
+            # preview, IDs of resources to be created are unknown.
+            name_key = NAME_INPUT_BY_TYPE.get(args.typ)
+            if name_key and isinstance(args.inputs.get(name_key), str):
+                return None, {"name": args.inputs[name_key]}
+            return None, {}
+
+        def call(self, args: mocks.MockCallArgs) -> dict:
+            invokes.append(args.token)
+            if args.token == "azure-native:authorization:getClientConfig":
+                return {"clientId": PLACEHOLDER_GUID, "objectId": PLACEHOLDER_GUID,
+                        "subscriptionId": PLACEHOLDER_GUID, "tenantId": PLACEHOLDER_GUID}
+            if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":
+                cluster = args.args.get("resourceName", "cluster")
+                return {"kubeconfigs": [{"name": "clusterUser", "value": _placeholder_kubeconfig(cluster)}]}
+            return {}
+
+    return PlanMocks
+
+
+def _placeholder_kubeconfig(cluster: str) -> str:
+    text = f"""apiVersion: v1
+kind: Config
+clusters:
+- name: {cluster}
+  cluster:
+    server: https://{cluster}.hcp.example.invalid:443
+contexts:
+- name: {cluster}
+  context: {{cluster: {cluster}, user: clusterUser_{cluster}}}
+current-context: {cluster}
+users:
+- name: clusterUser_{cluster}
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: kubelogin
+      args: [get-token, --login, azurecli, --server-id, 6dae42f8-4368-4678-94ff-3960e28e3630]
+"""
+    return base64.b64encode(text.encode()).decode()
+
+
+def _drop_aliases(args: Any) -> Any:
+    """Aliases map old URNs onto new ones in existing state; an offline plan has no state, and
+    turning ~115 of them per azure-native resource into URNs dominates plan time."""
+    import pulumi
+
+    if not args.opts.aliases:
+        return None
+    opts = copy.copy(args.opts)
+    opts.aliases = None
+    return pulumi.ResourceTransformationResult(props=args.props, opts=opts)
+
+
+def plan_stack(stack_file: StackFile, project: str = "aksgpu") -> Plan:
+    """Run the project's program for `stack_file` offline and return what it would declare."""
+    # A fresh context gives the Pulumi SDK fresh globals (its settings are context variables),
+    # so plans in one process do not see each other.
+    # The cyclic garbage collector is paused meanwhile: importing azure-native and registering
+    # resources allocate many long-lived objects, and the collector's repeated passes over them
+    # cost about a third of the plan time while freeing almost nothing (tests/benchmark_plan.py).
+    collecting = gc.isenabled()
+    gc.disable()
+    with _interrupt_ends_the_process():
+        try:
+            return contextvars.Context().run(_plan_in_context, stack_file, project)
+        finally:
+            if collecting:
+                gc.enable()
+
+
+EXIT_INTERRUPTED = 130
+
+
+@contextlib.contextmanager
+def _interrupt_ends_the_process() -> Iterator[None]:
+    """Ctrl-C while the program runs ends the process at once, with one line and exit 130.
+
+    Pulumi's runtime runs the program on an asyncio loop with gRPC threads: a KeyboardInterrupt
+    raised into it can be swallowed (the plan then finishes and exits 0), break an import half
+    way, or leave the loop waiting forever. An offline plan writes nothing, so stopping the
+    process outright loses nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(_signal: int, _frame: object) -> None:
+        sys.stderr.write("interrupted: the offline plan stopped; nothing was written.\n")
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _plan_in_context(stack_file: StackFile, project: str) -> Plan:
+    import pulumi
+    from pulumi.runtime import mocks, stack
+
+    resources: list[PlannedResource] = []
+    thread_loops: list[asyncio.AbstractEventLoop] = []
+    invokes: list[str] = []
+    outputs: dict[str, Any] = {}
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.set_all_config(stack_file.engine_config(), [])
+        monitor = _make_recorder(resources, thread_loops)(_make_mocks(invokes)())
+        quiet = logging.getLogger("aksgpu.plan")
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+        mocks.set_mocks(monitor.mocks, project=project, stack=stack_file.stack, preview=True,
+                        logger=quiet, monitor=monitor)
+        pulumi.runtime.register_stack_transformation(_drop_aliases)
+        program = stack_file.project_dir / "__main__.py"
+
+        async def run() -> None:
+            runpy.run_path(str(program), run_name="__main__")
+            root = pulumi.runtime.get_root_resource()
+            for name, value in sorted(root.outputs.items()):
+                outputs[name] = await _resolve_output(value)
+
+        loop.run_until_complete(stack.run_pulumi_func(run))
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        for thread_loop in thread_loops:
+            thread_loop.close()
+        asyncio.set_event_loop(None)
+        loop.close()
+    return Plan(project, stack_file.stack, str(stack_file.path.relative_to(stack_file.project_dir)),
+                _tree_order(resources), outputs, sorted(set(invokes)))
+
+
+async def _resolve_output(value: Any) -> Any:
+    import pulumi
+
+    output = pulumi.Output.from_input(value)
+    if await output.is_secret():
+        return SECRET_TEXT
+    if not await output.is_known():
+        return UNKNOWN_TEXT
+    return _to_plan_value(await output.future())
+
+
+def _tree_order(resources: list[PlannedResource]) -> list[PlannedResource]:
+    """Parents before children, siblings in a stable order: same spec, same plan."""
+    children: dict[str | None, list[PlannedResource]] = {}
+    known = {r.urn for r in resources}
+    for resource in resources:
+        parent = resource.parent if resource.parent in known else None
+        children.setdefault(parent, []).append(resource)
+    ordered: list[PlannedResource] = []
+
+    def visit(parent: str | None) -> None:
+        for resource in sorted(children.get(parent, []), key=lambda r: (r.custom, r.urn)):
+            ordered.append(resource)
+            visit(resource.urn)
+
+    visit(None)
+    return ordered

@@ -1,0 +1,156 @@
+"""The plan summary a pull request shows: per environment, what the offline plan creates.
+
+Markdown for a job summary and for one pull-request comment that is updated in place (found by
+MARKER). Each environment's part is a list of sections built by SECTION_BUILDERS; a new kind of
+finding (cost, policy results) is one more builder, and the layout around it stays the same.
+The same plans always give the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MARKER = "<!-- aksgpu:plan-summary -->"
+
+
+@dataclass(frozen=True)
+class EnvironmentResult:
+    """What checking one environment found: its plan summary and warnings, or its errors."""
+
+    environment: str
+    stack_file: str
+    facts: dict[str, Any] | None  # cli.report.summary of the plan; None when the spec has errors
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    lines: list[str]
+
+
+def _resources(result: EnvironmentResult) -> Section | None:
+    facts = result.facts
+    if facts is None:
+        return None
+    rows = [f"| `{type_}` | {count} |" for type_, count in facts["byType"].items()]
+    return Section(f"Resources ({facts['resourceCount']})",
+                   ["<details><summary>By type</summary>", "", "| type | count |", "| --- | ---: |", *rows, "",
+                    "</details>"])
+
+
+def _pools(result: EnvironmentResult) -> Section | None:
+    facts = result.facts
+    if facts is None:
+        return None
+    rows = []
+    for pool in facts["pools"]:
+        gpus = "?" if pool["gpusPerNode"] is None else str(pool["gpusPerNode"])
+        nodes = f"{pool['minNodes']}-{pool['maxNodes']}" if pool["autoscale"] else str(pool["maxNodes"])
+        rows.append(f"| `{pool['name']}` | {pool['mode']} | {pool['vmSize']} | {gpus} | "
+                    f"{','.join(pool['zones']) or '-'} | {nodes} | {'spot' if pool['spot'] else 'regular'} |")
+    gpus = f"{facts['maxGpus']} GPUs" + ("" if facts["gpuCountsComplete"] else " (some sizes unknown)")
+    return Section(f"Node pools ({len(facts['pools'])}; at full scale {facts['maxNodes']} nodes, {gpus})",
+                   ["| pool | mode | VM size | GPUs/node | zones | nodes | priority |",
+                    "| --- | --- | --- | ---: | --- | ---: | --- |", *rows])
+
+
+def _warnings(result: EnvironmentResult) -> Section | None:
+    if not result.warnings:
+        return None
+    return Section(f"Warnings ({len(result.warnings)})", [f"- {_escape(warning)}" for warning in result.warnings])
+
+
+def _errors(result: EnvironmentResult) -> Section | None:
+    if not result.errors:
+        return None
+    return Section(f"Errors ({len(result.errors)})", [f"- {_escape(error)}" for error in result.errors])
+
+
+def _notes(result: EnvironmentResult) -> Section | None:
+    if not result.notes:
+        return None
+    return Section("Notes", [f"- {_escape(note)}" for note in result.notes])
+
+
+# Later findings (cost, policy) are added here, in the order they should appear.
+SECTION_BUILDERS: tuple[Callable[[EnvironmentResult], Section | None], ...] = (
+    _errors, _notes, _pools, _resources, _warnings,
+)
+
+
+def _escape(text: str) -> str:
+    """User values in list items: no HTML, no accidental markdown tables."""
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def _status(result: EnvironmentResult) -> str:
+    if result.errors:
+        return "❌ invalid"
+    if result.warnings:
+        count = len(result.warnings)
+        return f"⚠️ {count} warning{'' if count == 1 else 's'}"
+    return "✅ valid"
+
+
+def summary_markdown(results: list[EnvironmentResult], *, commit: str | None = None) -> str:
+    """The whole summary: an overview table, then one part per environment."""
+    lines = [MARKER, "## aksgpu plan", ""]
+    lines.append("Offline plans of every environment (`aksgpu plan`): nothing was sent to Azure."
+                 + (f" Commit `{commit}`." if commit else ""))
+    lines += ["", "| environment | status | resources | pools | max nodes | max GPUs |",
+              "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for result in results:
+        facts = result.facts or {}
+        lines.append(f"| `{result.environment}` | {_status(result)} | {facts.get('resourceCount', '-')} | "
+                     f"{len(facts.get('pools', [])) if facts else '-'} | {facts.get('maxNodes', '-')} | "
+                     f"{facts.get('maxGpus', '-')} |")
+    for result in results:
+        lines += ["", f"### `{result.environment}` ({result.stack_file})"]
+        for builder in SECTION_BUILDERS:
+            section = builder(result)
+            if section is not None:
+                lines += ["", f"**{section.title}**", "", *section.lines]
+    return "\n".join(lines) + "\n"
+
+
+def check_environments(names: list[str] | None = None) -> list[EnvironmentResult]:
+    """Validate and plan each environment's stack file (every environment when `names` is empty)."""
+    from aksgpu.cli.environments import load_environments
+    from aksgpu.cli.planner import plan_stack
+    from aksgpu.cli.render import plan_render
+    from aksgpu.cli.report import summary
+    from aksgpu.cli.stackfile import UserError, resolve_stack
+    from aksgpu.components.spec import SpecError, parse_cluster_spec
+
+    environments = load_environments()
+    environments.require(names or [])  # an unknown name is bad input (exit 2)
+    if not (names or environments.names):
+        raise UserError(f"{environments.relative_path} defines no environments, so there is nothing to plan. "
+                        "Fix: add one with `aksgpu init ENV --preset NAME`.")
+    results = []
+    for name in names or environments.names:
+        stack_name = f"stacks/Pulumi.{name}.yaml"
+        notes: list[str] = []
+        try:
+            rendered = plan_render(environments, name)
+            if rendered.state != "current":
+                notes.append(f"{stack_name} is not what `aksgpu render {name}` writes ({rendered.state}); "
+                             "the plan below is of the stack file as committed.")
+            stack_file = resolve_stack(name, environments.project_dir)
+            stack_name = str(stack_file.path.relative_to(stack_file.project_dir))
+            _, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+        except SpecError as error:
+            results.append(EnvironmentResult(name, stack_name, None, errors=[str(i) for i in error.errors],
+                                             notes=notes))
+            continue
+        except UserError as error:
+            results.append(EnvironmentResult(name, stack_name, None, errors=[str(error)], notes=notes))
+            continue
+        plan = plan_stack(stack_file)
+        results.append(EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes))
+    return results

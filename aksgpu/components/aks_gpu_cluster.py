@@ -1,0 +1,102 @@
+"""AksGpuCluster: the whole cluster from one ClusterSpec, composed of one component per concern."""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import authorization, resources
+
+from aksgpu.components.access import Access, AccessArgs, aad_profile
+from aksgpu.components.cluster import Cluster, ClusterArgs
+from aksgpu.components.kubernetes.gang_scheduling import GangScheduling, GangSchedulingArgs
+from aksgpu.components.kubernetes.gpu_health import GpuHealth, GpuHealthArgs
+from aksgpu.components.kubernetes.gpu_software import GpuSoftware, GpuSoftwareArgs
+from aksgpu.components.kubernetes.headroom import Headroom, HeadroomArgs
+from aksgpu.components.kubernetes.provider import ClusterKubernetes, ClusterKubernetesArgs
+from aksgpu.components.kubernetes.team_access import TeamAccess, TeamAccessArgs
+from aksgpu.components.monitoring import ClusterMonitoring, ClusterMonitoringArgs, Monitoring, MonitoringArgs
+from aksgpu.components.network import Network, NetworkArgs
+from aksgpu.components.node_pools import NodePools, NodePoolsArgs
+from aksgpu.components.registry import Registry, RegistryArgs
+from aksgpu.components.spec import ClusterSpec
+
+
+class AksGpuCluster(pulumi.ComponentResource):
+    """Network, monitoring workspaces, the cluster, its node pools, registry, access and
+    cluster monitoring, wired in the order Azure needs them; then, with inCluster enabled, the
+    in-cluster layer through a Kubernetes provider built from the cluster's credentials.
+
+    The in-cluster objects wait for the cluster only, not for the node pools: they are in place
+    (the GPU node gate among them) before the first GPU node joins.
+    """
+
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:AksGpuCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = {"managed-by": "aksgpu", **spec.tags}
+        spec = spec.model_copy(update={"tags": tags})
+        if spec.resource_group.create:
+            group = resources.ResourceGroup(
+                f"{name}-rg", resource_group_name=spec.resource_group.name, location=spec.location, tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, protect=spec.protect))
+            group_name: pulumi.Input[str] = group.name
+        else:
+            group_name = spec.resource_group.name
+        subscription_id = authorization.get_client_config_output(
+            opts=pulumi.InvokeOutputOptions(parent=self)).subscription_id
+
+        vnet = spec.network.vnet
+        node_subnets = sorted({pool.subnet or vnet.node_subnet for _, pool in spec.all_pools})
+        self.network = Network(f"{name}-network", NetworkArgs(
+            spec=spec.network, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
+            node_subnets=node_subnets, api_server_subnet=spec.control_plane.api_server.subnet,
+            pod_subnets=sorted({subnet for _, pool in spec.all_pools
+                                if (subnet := pool.pod_subnet or vnet.pod_subnet) is not None}),
+            tags=tags), child)
+        self.monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
+            spec=spec.monitoring, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
+            protect=spec.protect, tags=tags), child)
+        self.cluster = Cluster(f"{name}-cluster", ClusterArgs(
+            spec=spec, resource_group_name=group_name,
+            subscription_id=subscription_id, subnet_ids=self.network.subnet_ids,
+            aad_profile=aad_profile(spec.access), workspace_id=self.monitoring.workspace_id,
+            prometheus_enabled=self.monitoring.prometheus_workspace_id is not None), child)
+        self.node_pools = NodePools(f"{name}-pools", NodePoolsArgs(
+            spec=spec, resource_group_name=group_name, cluster_name=self.cluster.cluster_name,
+            subnet_ids=self.network.subnet_ids, after=self.cluster.last_operation), child)
+        self.registry = Registry(f"{name}-registry", RegistryArgs(
+            spec=spec.registry, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
+            kubelet_principal_id=self.cluster.kubelet_principal_id, subscription_id=subscription_id,
+            protect=spec.protect, tags=tags), child)
+        self.access = Access(f"{name}-access", AccessArgs(
+            spec=spec.access, cluster_id=self.cluster.cluster_id, subscription_id=subscription_id), child)
+        self.cluster_monitoring = ClusterMonitoring(f"{name}-cluster-monitoring", ClusterMonitoringArgs(
+            spec=spec.monitoring, cluster_name=spec.name, cluster_id=self.cluster.cluster_id, location=spec.location,
+            resource_group_name=group_name, workspace_id=self.monitoring.workspace_id,
+            prometheus_workspace_id=self.monitoring.prometheus_workspace_id, tags=tags), child)
+        self.kubernetes: ClusterKubernetes | None = None
+        if spec.in_cluster.enabled:
+            self._in_cluster(name, spec, group_name, tags)
+        self.register_outputs({
+            "clusterName": self.cluster.cluster_name,
+            "clusterId": self.cluster.cluster_id,
+        })
+
+    def _in_cluster(self, name: str, spec: ClusterSpec, group_name: pulumi.Input[str], tags: dict[str, str]) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        self.kubernetes = ClusterKubernetes(f"{name}-kubernetes", ClusterKubernetesArgs(
+            spec=spec, kubeconfig=self.cluster.kubeconfig), child)
+        provider = self.kubernetes.provider
+        namespace = self.kubernetes.system_namespace
+        namespace_resource = self.kubernetes.namespace_resource
+        self.gpu_software = GpuSoftware(f"{name}-gpu-software", GpuSoftwareArgs(
+            spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)
+        self.team_access = TeamAccess(f"{name}-team-access", TeamAccessArgs(spec=spec, provider=provider), child)
+        self.gpu_health = GpuHealth(f"{name}-gpu-health", GpuHealthArgs(
+            spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource,
+            resource_group_name=group_name, prometheus_workspace_id=self.monitoring.prometheus_workspace_id,
+            gpu_operator=self.gpu_software.gpu_operator, tags=tags), child)
+        self.headroom = Headroom(f"{name}-headroom", HeadroomArgs(
+            spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)
+        if spec.gang_scheduling.enabled:
+            self.gang_scheduling = GangScheduling(f"{name}-gang-scheduling", GangSchedulingArgs(
+                spec=spec, provider=provider, namespaces=dict(self.team_access.namespaces)), child)

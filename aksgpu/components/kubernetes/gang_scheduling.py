@@ -1,0 +1,229 @@
+"""GangScheduling: Kueue, with a ResourceFlavor per GPU pool flavor and a queue per team.
+
+- Kueue (Helm, pinned), its controller on the system pool, with waitForPodsReady: an admitted
+  job whose pods are not all ready in time is evicted and requeued with backoff, so two
+  half-started gangs cannot hold each other's GPUs for good.
+- A ResourceFlavor per GPU pool flavor: VM size (the GPU model), spot or on-demand, owning team,
+  and, for InfiniBand sizes, the agent pool (one InfiniBand domain: a gang never spans two). Its
+  node labels and tolerations are added to every pod Kueue admits under it.
+- Per team and node shape (GPUs per node) a ClusterQueue over the flavors of that shape the team
+  may use (its own pools' and the pools no team owns), and a LocalQueue "gpu-<n>" in the team's
+  namespace that feeds it: Kueue assigns flavors by quota alone, so a queue holds only nodes that
+  fit its pods. The team's caps are handed out over its flavors (its own pools first, on-demand
+  before spot), so all its queues together admit no more than its ResourceQuota allows; a gang
+  goes to spot only beyond on-demand quota, because one admitted to spot capacity that cannot be
+  had waits for the pods-ready timeout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from aksgpu.components import data
+from aksgpu.components.kubernetes.objects import (
+    AGENT_POOL_LABEL,
+    INSTANCE_TYPE_LABEL,
+    KUEUE_NAMESPACE,
+    metadata,
+    system_pool_placement,
+    tolerations,
+)
+from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
+from aksgpu.components.spec.base import quantity
+from aksgpu.components.spec.pools import SPOT_TAINT_KEY, TEAM_KEY
+from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+LOCAL_QUEUE = "gpu"
+COVERED_RESOURCES = ["cpu", "memory", "nvidia.com/gpu"]
+# The frameworks the Kueue chart enables by default (charts/kueue/values.yaml at v0.19.2).
+FRAMEWORKS = ["batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice", "ray.io/raycluster",
+              "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper", "trainer.kubeflow.org/trainjob",
+              "pod", "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"]
+
+
+@dataclass
+class GangSchedulingArgs:
+    spec: ClusterSpec
+    provider: k8s.Provider
+    # Team namespaces (TeamAccess): each LocalQueue waits for its namespace.
+    namespaces: dict[str, pulumi.Resource]
+
+
+def resource_flavor(flavor: GpuFlavor) -> dict[str, Any]:
+    node_labels = {INSTANCE_TYPE_LABEL: flavor.vm_size}
+    if flavor.spot:
+        node_labels[SPOT_TAINT_KEY] = "spot"
+    if flavor.team:
+        node_labels[TEAM_KEY] = flavor.team
+    if flavor.infiniband_pool:
+        node_labels[AGENT_POOL_LABEL] = flavor.infiniband_pool
+    taints = [taint for pool in flavor.pools for taint in pool.node_taints]  # a spot pool's include the spot taint
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": metadata(flavor.name),
+            "spec": {"nodeLabels": node_labels, "tolerations": tolerations(taints)}}
+
+
+def team_flavors(spec: ClusterSpec, team: str) -> list[GpuFlavor]:
+    """The flavors a team may use, in the order its quota is handed out: its own pools before the
+    shared ones, on-demand before spot."""
+    usable = [flavor for flavor in gpu_flavors(spec) if flavor.team in (None, team)]
+    return sorted(usable, key=lambda flavor: (flavor.team is None, flavor.spot))
+
+
+def team_quotas(spec: ClusterSpec, team: Team) -> dict[str, dict[str, Decimal]]:
+    """Flavor name -> nominal quota (cpu in cores, memory in bytes, nvidia.com/gpu) for the team.
+
+    The team's GPU quota is handed out over its flavors in order, each flavor getting at most what
+    its pools hold at full scale, so the sum over the team's queues never exceeds what its
+    namespace's ResourceQuota allows. Capped CPU and memory follow each flavor's share of the
+    GPUs (a flavor with GPUs always gets some), again at most what its pools hold."""
+    gpu_cap = Decimal(team_gpu_quota(spec, team))
+    caps = {"cpu": quantity(team.quota.cpu) if team.quota.cpu is not None else None,
+            "memory": quantity(team.quota.memory) if team.quota.memory is not None else None}
+    quotas: dict[str, dict[str, Decimal]] = {}
+    remaining = gpu_cap
+    for flavor in team_flavors(spec, team.name):
+        capacity = flavor.capacity()
+        gpus = min(capacity["nvidia.com/gpu"], remaining)
+        remaining -= gpus
+        share: dict[str, Decimal] = {}
+        for resource, cap in caps.items():
+            if cap is None:
+                share[resource] = capacity[resource]
+            else:
+                proportional = cap * gpus / gpu_cap if gpu_cap else Decimal(0)
+                step = Decimal("0.001") if resource == "cpu" else Decimal(2) ** 20  # millicores, MiB
+                share[resource] = min(capacity[resource], (proportional // step) * step)
+        share["nvidia.com/gpu"] = gpus
+        quotas[flavor.name] = {resource: share[resource] for resource in COVERED_RESOURCES}
+    return quotas
+
+
+def _quantity_text(resource: str, amount: Decimal) -> str:
+    if resource == "memory":
+        return f"{int(amount // 2**30)}Gi" if amount % 2**30 == 0 else f"{int(amount // 2**20)}Mi"
+    if resource == "cpu" and amount != amount.to_integral_value():
+        return f"{int(amount * 1000)}m"
+    return str(int(amount))
+
+
+def queue_shapes(spec: ClusterSpec, team: Team) -> dict[int, list[GpuFlavor]]:
+    """GPUs per node -> the team's flavors with nodes of that many GPUs (in quota order)."""
+    shapes: dict[int, list[GpuFlavor]] = {}
+    for flavor in team_flavors(spec, team.name):
+        shapes.setdefault(flavor.gpus_per_node, []).append(flavor)
+    return dict(sorted(shapes.items()))
+
+
+def cluster_queue_name(team: str, gpus_per_node: int) -> str:
+    return f"{team}-{gpus_per_node}gpu"
+
+
+def local_queue_name(gpus_per_node: int) -> str:
+    return f"{LOCAL_QUEUE}-{gpus_per_node}"
+
+
+def cluster_queues(spec: ClusterSpec, team: Team) -> list[dict[str, Any]]:
+    """One ClusterQueue per node shape the team may use (GPUs per node): Kueue picks a flavor by
+    quota alone, so a queue holds only flavors whose nodes can fit a pod asking for that many."""
+    quotas = team_quotas(spec, team)
+    queues = []
+    for gpus, flavors in queue_shapes(spec, team).items():
+        flavor_quotas = [{"name": flavor.name, "resources": [
+            {"name": resource, "nominalQuota": _quantity_text(resource, quotas[flavor.name][resource])}
+            for resource in COVERED_RESOURCES]} for flavor in flavors]
+        queues.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue",
+                       "metadata": metadata(cluster_queue_name(team.name, gpus)),
+                       "spec": {
+                           "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}},
+                           "queueingStrategy": "BestEffortFIFO",
+                           "preemption": {"withinClusterQueue": "LowerPriority"},
+                           "resourceGroups": [{"coveredResources": list(COVERED_RESOURCES),
+                                               "flavors": flavor_quotas}],
+                       }})
+    return queues
+
+
+def local_queues(spec: ClusterSpec, team: Team) -> list[dict[str, Any]]:
+    return [{"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": metadata(local_queue_name(gpus), team.name),
+             "spec": {"clusterQueue": cluster_queue_name(team.name, gpus)}} for gpus in queue_shapes(spec, team)]
+
+
+def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
+    """The chart's default Configuration (charts/kueue/values.yaml at v0.19.2) with waitForPodsReady."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {"groupKindConcurrency": {
+            "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
+            "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
+        "clientConnection": {"qps": 300, "burst": 500},
+        # Kueue manages (and its pod webhooks, failurePolicy Fail, see) team namespaces only, so
+        # aksgpu's node agents and the GPU Operator never wait on Kueue (chart templates/webhook).
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_KEY, "operator": "Exists"}]},
+        "waitForPodsReady": {
+            "timeout": f"{spec.gang_scheduling.pods_ready_timeout_minutes}m",
+            # Admissions go on while a job starts: blocking them would stall every queue behind
+            # one job waiting for cold nodes. The timeout and requeue break partial-gang deadlocks.
+            "blockAdmission": False,
+            # Requeue an evicted gang with exponential backoff (60 s doubling up to an hour), forever.
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
+        },
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+    }
+
+
+def kueue_values(spec: ClusterSpec) -> dict[str, Any]:
+    placement = system_pool_placement()
+    return {
+        "controllerManager": {"nodeSelector": placement["nodeSelector"], "tolerations": placement["tolerations"]},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_configuration(spec), sort_keys=False)},
+    }
+
+
+class GangScheduling(pulumi.ComponentResource):
+    """Kueue, the GPU ResourceFlavors, a ClusterQueue per team and a LocalQueue in its namespace."""
+
+    def __init__(self, name: str, args: GangSchedulingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:GangScheduling", name, None, opts)
+        spec = args.spec
+        base = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=metadata(KUEUE_NAMESPACE), opts=base)
+        chart = data.load("in_cluster")["kueue"]
+        kueue = k8s.helm.v3.Release(
+            f"{name}-kueue", name="kueue", chart=chart["chart"], version=spec.gang_scheduling.kueue_version,
+            namespace=KUEUE_NAMESPACE, values=kueue_values(spec),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]))
+        # Kueue's CRDs come with the chart: its objects wait for the release.
+        after_kueue = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[kueue])
+        flavor_resources = []
+        for flavor in gpu_flavors(spec):
+            manifest = resource_flavor(flavor)
+            flavor_resources.append(k8s.apiextensions.CustomResource(
+                f"{name}-flavor-{flavor.name}", api_version=manifest["apiVersion"], kind=manifest["kind"],
+                metadata=manifest["metadata"], spec=manifest["spec"], opts=after_kueue))
+        for team in spec.access.teams:
+            queues = []
+            for manifest in cluster_queues(spec, team):
+                queues.append(k8s.apiextensions.CustomResource(
+                    f"{name}-queue-{manifest['metadata']['name']}", api_version=manifest["apiVersion"],
+                    kind=manifest["kind"], metadata=manifest["metadata"], spec=manifest["spec"],
+                    opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=flavor_resources))))
+            waits: list[pulumi.Resource] = [*queues, *([args.namespaces[team.name]] if team.name in args.namespaces
+                                                        else [])]
+            for local in local_queues(spec, team):
+                k8s.apiextensions.CustomResource(
+                    f"{name}-local-queue-{team.name}-{local['metadata']['name']}", api_version=local["apiVersion"],
+                    kind=local["kind"], metadata=local["metadata"], spec=local["spec"],
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=waits))
+        self.register_outputs({"flavors": [flavor.name for flavor in gpu_flavors(spec)]})

@@ -1,0 +1,654 @@
+"""GpuHealth: passive and active health of the GPU nodes.
+
+Passive: the DCGM exporter (aksgpu's DaemonSet on driver Install pools; the GPU Operator's on
+driver None pools) with aksgpu's metric list, scraped by managed Prometheus (a PodMonitor of
+Azure's azmonitoring.coreos.com group) or by a bundled Prometheus, and alert rules for the
+conditions that should take a node out (Azure Monitor Prometheus rule groups, or the bundled
+Prometheus's rules).
+
+Active, the node gate (a GPU node's life):
+  created -> a gate pod taints it with startup-taint.cluster-autoscaler.kubernetes.io/
+  aksgpu-gpu-check and labels it aksgpu.io/gpu-health=pending (nothing advertises its GPUs until
+  the verdict) -> the check runs once -> passed: taint removed, node admitted | failed: cordoned,
+  labelled failed and with the failed check -> idle nodes re-checked by a CronJob per node shape
+  -> a failed re-check cordons the node too; a watchdog fails nodes pending too long.
+The steps that change the node are node_gate.py (shipped as a ConfigMap), narrowed by an admission
+policy; the check is an image and command from the spec, with the contract in node_gate.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+from pulumi_azure_native import alertsmanagement
+
+from aksgpu.components import data
+from aksgpu.components.kubernetes import node_gate
+from aksgpu.components.kubernetes.gpu_software import DCGM_METRICS_CONFIG, device_plugin_targets, operator_targets
+from aksgpu.components.kubernetes.objects import (
+    GPU_OPERATOR_NAMESPACE,
+    HEALTH_LABEL,
+    PoolTarget,
+    admitted_by_gate,
+    daemonset,
+    image,
+    labels,
+    metadata,
+    pool_affinity,
+    pool_tolerations,
+    system_pool_placement,
+)
+from aksgpu.components.spec import ClusterSpec
+
+GATE = "aksgpu-gpu-gate"
+RECHECK = "aksgpu-gpu-recheck"
+SERVICE_ACCOUNT = "aksgpu-gpu-health"
+WATCHDOG = "aksgpu-gpu-gate-watchdog"
+# Minutes a new node may take beyond the check's own time limit before the watchdog fails it:
+# pulling a multi-GB check image and, on GPU Operator pools, installing the driver.
+GATE_STARTUP_ALLOWANCE_MINUTES = 20
+SCRIPT_CONFIG = "aksgpu-node-gate"
+EXPORTER = "dcgm-exporter"
+# The label the GPU Operator gives its exporter pods; aksgpu's exporter carries it too, so one
+# scrape selector covers both.
+EXPORTER_APP_LABEL = {"app": "nvidia-dcgm-exporter"}
+RESULTS = "/var/run/aksgpu"
+SCRIPT_DIR = "/opt/aksgpu"
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Runs the check with a time limit (killed a minute after it ignores SIGTERM) and records its exit
+# code for the verdict step; a node the pending step chose not to check (node_gate.py) is skipped.
+CHECK_WRAPPER = (
+    'if [ -f "$AKSGPU_RESULTS/skip" ]; then echo "aksgpu: no check needed on this node"; exit 0; fi; '
+    'timeout -k 60 "$AKSGPU_TIMEOUT_SECONDS" "$@"; code=$?; echo "$code" > "$AKSGPU_RESULTS/exit-code"; '
+    'echo "aksgpu: check exited with $code"; exit 0'
+)
+# Below the autoscaler's expendable cutoff: a pending re-check never triggers a scale-up.
+RECHECK_PRIORITY = data.limit("autoscalerExpendablePriorityCutoff") - 10
+MAX_RECHECK_PODS = 100  # per run and CronJob, however many pools share it
+
+
+@dataclass
+class GpuHealthArgs:
+    spec: ClusterSpec
+    provider: k8s.Provider
+    system_namespace: str
+    namespace_resource: pulumi.Resource
+    resource_group_name: pulumi.Input[str]
+    prometheus_workspace_id: pulumi.Input[str] | None
+    # The GPU Operator's release: the PodMonitor and rules cover its exporter once it exists.
+    gpu_operator: pulumi.Resource | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+    """aksgpu's DCGM exporter on the driver Install pools (the operator runs its own elsewhere),
+    shaped like NVIDIA's dcgm-exporter.yaml, reading aksgpu's metric list from a ConfigMap."""
+    metrics = spec.gpu_health.metrics
+    targets = device_plugin_targets(spec)
+    # With the gate on, from the verdict on: no second DCGM client while the check runs.
+    admitted = [admitted_by_gate()] if spec.gpu_health.gate.enabled else []
+    port = _exporter_port()
+    return daemonset(EXPORTER, namespace, {
+        "affinity": pool_affinity(targets, *admitted),
+        "tolerations": pool_tolerations(targets),
+        "priorityClassName": "system-node-critical",
+        "automountServiceAccountToken": False,
+        "containers": [{
+            "name": EXPORTER,
+            "image": image("dcgmExporter", metrics.exporter_version),
+            "env": [
+                {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
+                # Every GPU of the node, without requesting any from the device plugin.
+                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                {"name": "DCGM_EXPORTER_LISTEN", "value": f":{port}"},
+                {"name": "DCGM_EXPORTER_COLLECTORS", "value": "/etc/dcgm-exporter/aksgpu/dcgm-metrics.csv"},
+                {"name": "DCGM_EXPORTER_INTERVAL", "value": str(metrics.interval_seconds * 1000)},
+                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            ],
+            "ports": [{"name": "metrics", "containerPort": port}],
+            # SYS_ADMIN: DCGM's profiling metrics (DCGM_FI_PROF_*) need it (NVIDIA's manifest).
+            "securityContext": {"runAsNonRoot": False, "runAsUser": 0, "allowPrivilegeEscalation": False,
+                                "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}},
+            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+            "readinessProbe": {"httpGet": {"path": "/health", "port": port},
+                               "initialDelaySeconds": 15, "periodSeconds": 15},
+            "volumeMounts": [
+                {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True},
+                {"name": "metrics-list", "mountPath": "/etc/dcgm-exporter/aksgpu", "readOnly": True},
+            ],
+        }],
+        "volumes": [
+            {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources"}},
+            {"name": "metrics-list", "configMap": {"name": DCGM_METRICS_CONFIG}},
+        ],
+    }, extra_labels=EXPORTER_APP_LABEL)
+
+
+def _exporter_port() -> int:
+    return int(data.load("in_cluster")["dcgmExporter"]["port"])
+
+
+def exporter_namespaces(spec: ClusterSpec, system_namespace: str) -> list[str]:
+    found = []
+    if device_plugin_targets(spec):
+        found.append(system_namespace)
+    if operator_targets(spec):
+        found.append(GPU_OPERATOR_NAMESPACE)
+    return found
+
+
+def pod_monitor(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+    """The PodMonitor Azure Monitor managed Prometheus reads (its own azmonitoring.coreos.com group,
+    prometheus-metrics-scrape-crd.md), for both exporters."""
+    interval = f"{spec.gpu_health.metrics.interval_seconds}s"
+    return {
+        "apiVersion": "azmonitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": metadata("aksgpu-dcgm-exporter", namespace),
+        "spec": {
+            "namespaceSelector": {"matchNames": exporter_namespaces(spec, namespace)},
+            "selector": {"matchLabels": dict(EXPORTER_APP_LABEL)},
+            "podMetricsEndpoints": [{"port": "metrics", "interval": interval, "scrapeTimeout": "10s"}],
+            # The limits Azure's scrape-CRD documentation asks every custom resource to set.
+            "labelLimit": 63,
+            "labelNameLengthLimit": 511,
+            "labelValueLengthLimit": 1023,
+        },
+    }
+
+
+def scrape_job(spec: ClusterSpec, system_namespace: str) -> dict[str, Any]:
+    """The same scrape as a plain Prometheus job, for the bundled Prometheus."""
+    return {
+        "job_name": "aksgpu-dcgm-exporter",
+        "scrape_interval": f"{spec.gpu_health.metrics.interval_seconds}s",
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": exporter_namespaces(spec, system_namespace)}}],
+        "relabel_configs": [
+            {"source_labels": ["__meta_kubernetes_pod_label_app"], "regex": "nvidia-dcgm-exporter", "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "metrics", "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+        ],
+    }
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    """aksgpu's GPU alert rules (aksgpu/components/data/gpu_alerts.yaml), expressions expanded."""
+    table = data.load("gpu_alerts")
+    xids = "|".join(str(xid) for xid in table["nodeXids"])
+    return [{**rule, "expression": rule["expression"].replace("NODE_XIDS", xids)} for rule in table["rules"]]
+
+
+def _minutes(text: str) -> int:
+    return int(str(text).removesuffix("m"))
+
+
+def bundled_prometheus_values(spec: ClusterSpec, system_namespace: str) -> dict[str, Any]:
+    """Values of prometheus-community/prometheus (keys of its values.yaml at 29.27.0): one server
+    scraping the exporters and evaluating aksgpu's rules; no Alertmanager (route the alerts with
+    your own), no node exporter or pushgateway."""
+    rules = [{"alert": rule["alert"], "expr": rule["expression"],
+              **({"for": rule["for"]} if _minutes(rule["for"]) else {}),
+              "labels": {"severity": str(rule["severity"])},
+              "annotations": {"summary": f"{rule['alert']} on {{{{ $labels.Hostname }}}}", "description": rule["reason"]}}
+             for rule in alert_rules()] if spec.gpu_health.alerts.enabled else []
+    values: dict[str, Any] = {
+        "alertmanager": {"enabled": False},
+        "prometheus-node-exporter": {"enabled": False},
+        "prometheus-pushgateway": {"enabled": False},
+        "kube-state-metrics": {"enabled": True},
+        "server": {"retention": "15d", "persistentVolume": {"enabled": True, "size": "50Gi"}},
+        "extraScrapeConfigs": yaml.safe_dump([scrape_job(spec, system_namespace)], sort_keys=False),
+    }
+    if rules:
+        values["serverFiles"] = {"alerting_rules.yml": {"groups": [{"name": "aksgpu-gpu-health", "rules": rules}]}}
+    return values
+
+
+# --- the node gate and re-checks -------------------------------------------------------------
+
+
+def _script_mount() -> dict[str, Any]:
+    return {"name": "node-gate", "mountPath": SCRIPT_DIR, "readOnly": True}
+
+
+def _gate_container(spec: ClusterSpec, name: str, step_args: list[str], token: bool = True) -> dict[str, Any]:
+    """A container running one node_gate.py step, with the service account's token when it changes
+    the node (only those containers see it: the pod does not automount it, so the check never
+    holds node rights)."""
+    mounts = [_script_mount(), {"name": "results", "mountPath": RESULTS}]
+    if token:
+        mounts.append({"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True})
+    return {
+        "name": name,
+        "image": spec.gpu_health.gate.helper_image,
+        "command": ["python3", f"{SCRIPT_DIR}/node_gate.py", *step_args],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "volumeMounts": mounts,
+    }
+
+
+def _check_container(spec: ClusterSpec, mode: str, gpus: int | None) -> dict[str, Any]:
+    gate = spec.gpu_health.gate
+    env = [
+        {"name": "AKSGPU_RESULTS", "value": RESULTS},
+        {"name": "AKSGPU_REPORT", "value": f"{RESULTS}/report.json"},
+        {"name": "AKSGPU_TIMEOUT_SECONDS", "value": str(gate.timeout_seconds)},
+        {"name": "AKSGPU_MODE", "value": mode},
+        {"name": "AKSGPU_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    container: dict[str, Any] = {
+        "name": "check",
+        "image": gate.image,
+        "command": ["sh", "-c", CHECK_WRAPPER, "aksgpu-check", *gate.command],
+        "env": env,
+        # DCGM diagnostics read GPU state that needs root and SYS_ADMIN, as the DCGM exporter does.
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                            "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}},
+        "volumeMounts": [{"name": "results", "mountPath": RESULTS}],
+    }
+    if gpus:
+        # A re-check holds every GPU of an idle node through the device plugin.
+        container["resources"] = {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    else:
+        # The gate runs before any GPU is advertised: all GPUs, without a request.
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
+        container["resources"] = {"requests": {"cpu": "1", "memory": "2Gi"}}
+    return container
+
+
+def _pod_volumes(extra: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    return [
+        {"name": "node-gate", "configMap": {"name": SCRIPT_CONFIG}},
+        {"name": "results", "emptyDir": {"sizeLimit": "64Mi"}},
+        # The service account token, CA and namespace, mounted only where node_gate.py runs.
+        {"name": "api-token", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+        ]}},
+        *(extra or []),
+    ]
+
+
+def _gate_pod(spec: ClusterSpec, targets: list[PoolTarget], service_account: str, *, health: str, op: str,
+              init: list[dict[str, Any]], main: dict[str, Any],
+              extra_volumes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "serviceAccountName": service_account,
+        "automountServiceAccountToken": False,
+        "affinity": pool_affinity(targets, {"key": HEALTH_LABEL, "operator": op, "values": health.split(",")}),
+        "tolerations": pool_tolerations(targets, gate=True),
+        "priorityClassName": "system-node-critical",
+        "initContainers": init,
+        "containers": [main],
+        "volumes": _pod_volumes(extra_volumes),
+    }
+
+
+UNDECIDED = "passed,failed,unchecked"  # NotIn these: a node without a verdict
+
+
+def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
+    """The gate, per driver mode. Each runs on GPU nodes without a verdict; the node's label leaves
+    the DaemonSet's node affinity once decided, and its pod goes away.
+
+    driver Install pools: one DaemonSet; its pending step taints the node, the check runs (the
+    container runtime AKS configures gives it the GPUs), the verdict admits or cordons.
+    GPU Operator pools: two. The check needs the operator's runtime class, whose handler exists
+    only once the operator has installed the driver and toolkit, and a pod with a runtime class
+    cannot start before that; so a "hold" DaemonSet without one taints the node at once and keeps
+    the operator's device plugin and DCGM exporter off it, and the check DaemonSet runs on nodes
+    labelled pending.
+    """
+    gate_name = f"{namespace}/{{name}}"
+    daemonsets = []
+    install = device_plugin_targets(spec)
+    if install:
+        name = f"{GATE}-aks-driver"
+        pending = _gate_container(spec, "pending", ["pending", "--results", RESULTS,
+                                                    "--gate-daemonset", gate_name.format(name=name)])
+        pod = _gate_pod(spec, install, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn",
+                        init=[pending, _check_container(spec, "gate", None)],
+                        main=_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold"]))
+        daemonsets.append(daemonset(name, namespace, pod))
+    operator = operator_targets(spec)
+    if operator:
+        hold = f"{GATE}-operator-hold"
+        pending = _gate_container(spec, "pending", ["pending", "--results", RESULTS, "--hold-operands",
+                                                    "--gate-daemonset", gate_name.format(name=hold)])
+        pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn", init=[pending],
+                        main=_gate_container(spec, "hold", ["hold"], token=False))
+        daemonsets.append(daemonset(hold, namespace, pod))
+        wait = _gate_container(spec, "wait-for-driver", ["wait-for-driver", "--timeout-seconds", "600"], token=False)
+        wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations", "readOnly": True})
+        verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
+                                                    "--release-operands"])
+        pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health="pending", op="In",
+                        init=[wait, _check_container(spec, "gate", None)], main=verdict,
+                        extra_volumes=[{"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
+                                                                             "type": "DirectoryOrCreate"}}])
+        pod["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
+        daemonsets.append(daemonset(f"{GATE}-operator", namespace, pod))
+    return daemonsets
+
+
+def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+    """A CronJob on the system pool that fails nodes pending too long (their check never ran or
+    never finished), so no node stays "starting" forever."""
+    max_pending = spec.gpu_health.gate.timeout_seconds // 60 + GATE_STARTUP_ALLOWANCE_MINUTES
+    placement = system_pool_placement()
+    container = _gate_container(spec, "watchdog", ["watchdog", "--max-pending-minutes", str(max_pending)])
+    container["env"] = []
+    container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "results"]
+    pod_spec = {
+        "serviceAccountName": WATCHDOG,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "nodeSelector": placement["nodeSelector"],
+        "tolerations": placement["tolerations"],
+        "containers": [container],
+        "volumes": [v for v in _pod_volumes() if v["name"] != "results"],
+    }
+    return {
+        "metadata": metadata(WATCHDOG, namespace),
+        "spec": {
+            "schedule": "*/10 * * * *",
+            "timeZone": "Etc/UTC",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 300,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": 300, "ttlSecondsAfterFinished": 3600,
+                                     "template": {"metadata": {"labels": labels(WATCHDOG)}, "spec": pod_spec}}},
+        },
+    }
+
+
+def recheck_groups(spec: ClusterSpec) -> dict[str, tuple[list[PoolTarget], int, bool]]:
+    """Re-check CronJob name -> (agent pools, GPUs per node, GPU Operator pools?). Pools whose nodes
+    advertise as many GPUs and share a driver mode share one CronJob (a pod takes a whole node)."""
+    groups: dict[str, tuple[list[PoolTarget], int, bool]] = {}
+    operator = operator_targets(spec)
+    for target in [*device_plugin_targets(spec), *operator]:
+        gpus = target.pool.gpus_per_node
+        if not gpus:
+            continue
+        is_operator = target in operator
+        name = f"{RECHECK}-{gpus}gpu" + ("-operator" if is_operator else "")
+        groups.setdefault(name, ([], gpus, is_operator))[0].append(target)
+    return groups
+
+
+def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[PoolTarget],
+                    gpus: int, operator: bool) -> dict[str, Any]:
+    """Re-checks of pools with `gpus` per node: pods that each take all GPUs of an idle, admitted
+    node; nodesPerPool nodes per spec pool per run."""
+    recheck = spec.gpu_health.recheck
+    gate = spec.gpu_health.gate
+    pools = len({id(target.pool) for target in targets})
+    nodes = min(recheck.nodes_per_pool * pools, MAX_RECHECK_PODS)
+    pod_labels = {**labels(RECHECK), "aksgpu.io/recheck": name}
+    # Nodes the gate admitted; without the gate no node carries the label, and every node counts.
+    admitted = ([admitted_by_gate()] if gate.enabled
+                else [{"key": HEALTH_LABEL, "operator": "NotIn", "values": ["failed"]}])
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "priorityClassName": RECHECK,
+        "affinity": {
+            **pool_affinity(targets, *admitted),
+            # One re-check per node.
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"aksgpu.io/recheck": name}},
+                "topologyKey": "kubernetes.io/hostname"}]},
+        },
+        "tolerations": pool_tolerations(targets),
+        "initContainers": [_check_container(spec, "recheck", gpus)],
+        "containers": [_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--recheck"])],
+        "volumes": _pod_volumes(),
+    }
+    if operator:
+        pod_spec["runtimeClassName"] = "nvidia"
+    return {
+        "metadata": metadata(name, namespace),
+        "spec": {
+            "schedule": recheck.schedule,
+            "timeZone": "Etc/UTC",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 600,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "parallelism": nodes,
+                "completions": nodes,
+                "backoffLimit": 0,
+                # Pods that find no idle node stay pending until this ends the run.
+                "activeDeadlineSeconds": gate.timeout_seconds + 1800,
+                "ttlSecondsAfterFinished": 86400,
+                "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+            }},
+        },
+    }
+
+
+def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str, Any]]:
+    """Service accounts and their rights, each exactly what its steps do: the gate gets and patches
+    nodes (taint, label, annotate, cordon) and reads its own DaemonSets (their creation time); the
+    watchdog also lists nodes to find those pending too long. As (kind, manifest) pairs."""
+    objects: list[dict[str, Any]] = []
+    for account, node_verbs in ((SERVICE_ACCOUNT, ["get", "patch"]), (WATCHDOG, ["get", "list", "patch"])):
+        objects.append({"kind": "ServiceAccount", "metadata": metadata(account, namespace),
+                        "automountServiceAccountToken": False})
+        objects.append({"kind": "ClusterRole", "metadata": metadata(account),
+                        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": node_verbs}]})
+        objects.append({"kind": "ClusterRoleBinding", "metadata": metadata(account),
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
+                        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+    if gate_daemonsets:
+        objects.append({"kind": "Role", "metadata": metadata(SERVICE_ACCOUNT, namespace),
+                        "rules": [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
+                                   "resourceNames": sorted(gate_daemonsets)}]})
+        objects.append({"kind": "RoleBinding", "metadata": metadata(SERVICE_ACCOUNT, namespace),
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
+                        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]})
+    return objects
+
+
+NODE_POLICY = "aksgpu-gpu-gate-node-changes"
+
+
+def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy that narrows what the gate's service accounts may do to a node
+    beyond what RBAC can say (patch is all or nothing): only the gate's taint, the
+    aksgpu.io/gpu-health labels and annotations and the GPU Operator's operand switches may
+    change, a node may be cordoned but never uncordoned, and the gate touches only the node its
+    pod runs on (Kubernetes 1.32+ puts that node in the pod-bound token)."""
+    gate_user = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
+    watchdog_user = f"system:serviceaccount:{namespace}:{WATCHDOG}"
+    node_name = "'authentication.kubernetes.io/node-name'"
+    held = ", ".join(f"'{label}'" for label in node_gate.HELD_OPERAND_LABELS)
+    gate_labels = f"k.startsWith('{HEALTH_LABEL}') || k in [{held}]"
+    gate_annotations = f"k.startsWith('{HEALTH_LABEL}')"
+    variables = [
+        {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+        {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+        {"name": "oldAnnotations",
+         "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+        {"name": "newAnnotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+        {"name": "oldTaints", "expression": "has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, t.key != "
+                                            f"'{node_gate.GATE_TAINT_KEY}') : []"},
+        {"name": "newTaints", "expression": "has(object.spec.taints) ? object.spec.taints.filter(t, t.key != "
+                                            f"'{node_gate.GATE_TAINT_KEY}') : []"},
+    ]
+
+    def unchanged_but(field: str, allowed: str) -> str:
+        new, old = f"variables.new{field}", f"variables.old{field}"
+        return f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) && {old}.all(k, {allowed} || k in {new})"
+
+    policy = {"metadata": metadata(NODE_POLICY), "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                "resources": ["nodes"]}]},
+        "matchConditions": [{"name": "gate-service-accounts",
+                             "expression": f"request.userInfo.username in ['{gate_user}', '{watchdog_user}']"}],
+        "variables": variables,
+        "validations": [
+            {"expression": "variables.newTaints == variables.oldTaints",
+             "message": "the GPU gate may change only its own startup taint"},
+            {"expression": unchanged_but("Labels", gate_labels),
+             "message": "the GPU gate may change only the aksgpu.io/gpu-health labels and the GPU Operator's "
+                        "device-plugin and dcgm-exporter switches"},
+            {"expression": unchanged_but("Annotations", gate_annotations),
+             "message": "the GPU gate may change only the aksgpu.io/gpu-health annotations"},
+            {"expression": "!(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable) || "
+                           "(has(object.spec.unschedulable) && object.spec.unschedulable)",
+             "message": "the GPU gate may cordon a node, never uncordon one"},
+            {"expression": f"request.userInfo.username != '{gate_user}' || !has(request.userInfo.extra) || "
+                           f"!({node_name} in request.userInfo.extra) || "
+                           f"request.userInfo.extra[{node_name}][0] == object.metadata.name",
+             "message": "the GPU gate may change only the node its pod runs on"},
+        ],
+    }}
+    binding = {"metadata": metadata(NODE_POLICY), "spec": {"policyName": NODE_POLICY, "validationActions": ["Deny"]}}
+    return policy, binding
+
+
+def node_gate_script() -> str:
+    with open(node_gate.__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+class GpuHealth(pulumi.ComponentResource):
+    """DCGM exporter, scrape configuration and alert rules; the node gate and re-checks."""
+
+    def __init__(self, name: str, args: GpuHealthArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:GpuHealth", name, None, opts)
+        spec = args.spec
+        health = spec.gpu_health
+        ns = args.system_namespace
+        device_plugin_pools = device_plugin_targets(spec)
+        operator_pools = operator_targets(spec)
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
+        after_operator = pulumi.ResourceOptions(
+            parent=self, provider=args.provider,
+            depends_on=[args.namespace_resource, *([args.gpu_operator] if args.gpu_operator else [])])
+        if not device_plugin_pools and not operator_pools:
+            self.register_outputs({})
+            return
+        scraper = health.effective_scraper(spec.monitoring.managed_prometheus)
+        if health.metrics.enabled and device_plugin_pools:
+            config = k8s.core.v1.ConfigMap(
+                f"{name}-dcgm-metrics", metadata=metadata(DCGM_METRICS_CONFIG, ns),
+                data={"dcgm-metrics.csv": data.text("dcgm_metrics.csv")}, opts=k8s_opts)
+            manifest = exporter_daemonset(spec, ns)
+            k8s.apps.v1.DaemonSet(f"{name}-dcgm-exporter", metadata=manifest["metadata"], spec=manifest["spec"],
+                                  opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
+                                      depends_on=[config])))
+        if scraper == "managedPrometheus":
+            monitor = pod_monitor(spec, ns)
+            k8s.apiextensions.CustomResource(
+                f"{name}-pod-monitor", api_version=monitor["apiVersion"], kind=monitor["kind"],
+                metadata=monitor["metadata"], spec=monitor["spec"], opts=after_operator)
+            if health.alerts.enabled and args.prometheus_workspace_id is not None:
+                self._azure_rule_group(name, spec, args)
+        elif scraper == "bundled":
+            chart = data.load("in_cluster")["prometheus"]
+            k8s.helm.v3.Release(
+                f"{name}-prometheus", name="aksgpu-prometheus", chart=chart["chart"], version=chart["version"],
+                repository_opts={"repo": chart["repository"]}, namespace=ns,
+                values=bundled_prometheus_values(spec, ns), opts=k8s_opts)
+        if health.gate.enabled or health.recheck.enabled:
+            self._node_gate(name, spec, args)
+        self.register_outputs({})
+
+    def _azure_rule_group(self, name: str, spec: ClusterSpec, args: GpuHealthArgs) -> None:
+        actions = [{"action_group_id": group} for group in spec.gpu_health.alerts.action_group_ids]
+        rules = [{
+            "alert": rule["alert"],
+            "expression": rule["expression"],
+            # A rule with no hold time fires on its first evaluation.
+            **({"for_": f"PT{_minutes(rule['for'])}M"} if _minutes(rule["for"]) else {}),
+            "severity": rule["severity"],
+            "annotations": {"reason": rule["reason"]},
+            "labels": {"aksgpu_rule": rule["alert"]},
+            "enabled": True,
+            "resolve_configuration": {"auto_resolved": True, "time_to_resolve": "PT10M"},
+            **({"actions": actions} if actions else {}),
+        } for rule in alert_rules()]
+        alertsmanagement.PrometheusRuleGroup(
+            f"{name}-gpu-alerts",
+            rule_group_name=f"aksgpu-gpu-health-{spec.name}",
+            resource_group_name=args.resource_group_name,
+            location=spec.location,
+            scopes=[args.prometheus_workspace_id],
+            cluster_name=spec.name,
+            description="aksgpu: GPU conditions that should take a node out (aksgpu/components/data/gpu_alerts.yaml)",
+            enabled=True,
+            interval="PT1M",
+            rules=rules,
+            tags=args.tags or None,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _node_gate(self, name: str, spec: ClusterSpec, args: GpuHealthArgs) -> None:
+        ns = args.system_namespace
+        base = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
+        health = spec.gpu_health
+        daemonsets = gate_daemonsets(spec, ns) if health.gate.enabled else []
+        created: list[pulumi.Resource] = []
+        for obj in node_gate_rbac(ns, [d["metadata"]["name"] for d in daemonsets]):
+            kind, meta = obj["kind"], obj["metadata"]
+            opts = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=list(created)))
+            resource_name = f"{name}-{meta['name'].removeprefix('aksgpu-')}-{kind.lower()}"
+            if kind == "ServiceAccount":
+                created.append(k8s.core.v1.ServiceAccount(resource_name, metadata=meta,
+                                                          automount_service_account_token=False, opts=opts))
+            elif kind == "ClusterRole":
+                created.append(k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
+            elif kind == "Role":
+                created.append(k8s.rbac.v1.Role(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
+            elif kind == "ClusterRoleBinding":
+                created.append(k8s.rbac.v1.ClusterRoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
+                                                              subjects=obj["subjects"], opts=opts))
+            else:
+                created.append(k8s.rbac.v1.RoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
+                                                       subjects=obj["subjects"], opts=opts))
+        script = k8s.core.v1.ConfigMap(f"{name}-gate-script", metadata=metadata(SCRIPT_CONFIG, ns),
+                                       data={"node_gate.py": node_gate_script()}, opts=base)
+        policy, policy_binding = node_change_policy(ns)
+        admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-node-policy", metadata=policy["metadata"], spec=policy["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
+        created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-node-policy-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
+        ready = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[*created, script]))
+        for manifest in daemonsets:
+            k8s.apps.v1.DaemonSet(f"{name}-{manifest['metadata']['name'].removeprefix('aksgpu-gpu-')}",
+                                  metadata=manifest["metadata"], spec=manifest["spec"], opts=ready)
+        if daemonsets:
+            watchdog = gate_watchdog(spec, ns)
+            k8s.batch.v1.CronJob(f"{name}-gate-watchdog", metadata=watchdog["metadata"], spec=watchdog["spec"],
+                                 opts=ready)
+        if health.recheck.enabled:
+            priority = k8s.scheduling.v1.PriorityClass(
+                f"{name}-recheck-priority", metadata=metadata(RECHECK), value=RECHECK_PRIORITY,
+                preemption_policy="Never", global_default=False,
+                description="aksgpu GPU re-checks: run only on idle nodes, never preempt, never trigger a scale-up",
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
+            for job_name, (targets, gpus, is_operator) in recheck_groups(spec).items():
+                manifest = recheck_cronjob(spec, ns, job_name, targets, gpus, is_operator)
+                k8s.batch.v1.CronJob(f"{name}-{job_name.removeprefix('aksgpu-gpu-')}", metadata=manifest["metadata"],
+                                     spec=manifest["spec"], opts=pulumi.ResourceOptions.merge(
+                                         ready, pulumi.ResourceOptions(depends_on=[priority])))

@@ -1,0 +1,156 @@
+"""GpuSoftware: what makes each GPU pool's GPUs schedulable, chosen by the pool's driver mode.
+
+- gpu.driver Install (AKS installs the NVIDIA driver and container runtime): aksgpu's NVIDIA
+  device plugin DaemonSet, on exactly those pools.
+- gpu.driver None (nothing installed): the NVIDIA GPU Operator (Helm), with its node feature
+  discovery worker on exactly those pools, so its operands (driver, toolkit, device plugin,
+  DCGM exporter) land nowhere else.
+
+So every GPU pool has exactly one component advertising nvidia.com/gpu, and none lands on the
+system pool or a CPU pool (node affinity on the agent pool's name label).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from aksgpu.components import data
+from aksgpu.components.kubernetes.objects import (
+    GPU_OPERATOR_NAMESPACE,
+    PoolTarget,
+    admitted_by_gate,
+    daemonset,
+    driver_mode,
+    image,
+    metadata,
+    pool_affinity,
+    pool_targets,
+    pool_tolerations,
+    system_pool_placement,
+)
+from aksgpu.components.spec import ClusterSpec
+
+DEVICE_PLUGIN = "nvidia-device-plugin"
+DCGM_METRICS_CONFIG = "aksgpu-dcgm-metrics"  # the ConfigMap the operator's exporter reads
+
+
+@dataclass
+class GpuSoftwareArgs:
+    spec: ClusterSpec
+    provider: k8s.Provider
+    system_namespace: str
+    # The resource that creates system_namespace: namespaced objects wait for it.
+    namespace_resource: pulumi.Resource
+
+
+def device_plugin_targets(spec: ClusterSpec) -> list[PoolTarget]:
+    return pool_targets(spec, lambda pool: pool.gpu_vendor == "nvidia" and driver_mode(pool) == "Install")
+
+
+def operator_targets(spec: ClusterSpec) -> list[PoolTarget]:
+    return pool_targets(spec, lambda pool: pool.gpu_vendor == "nvidia" and driver_mode(pool) == "None")
+
+
+def device_plugin_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+    """The device plugin for driver Install pools, as NVIDIA's static manifest (v0.20.0) runs it,
+    placed on those pools only. With the node gate on, it runs only on nodes the gate has passed
+    (or that predate the gate), so no GPU is advertised on a node nobody has checked."""
+    targets = device_plugin_targets(spec)
+    gate = spec.gpu_health.gate.enabled
+    extra = [admitted_by_gate()] if gate else []
+    mig = any(target.pool.gpu_settings and target.pool.gpu_settings.mig_profile for target in targets)
+    return daemonset(DEVICE_PLUGIN, namespace, {
+        "affinity": pool_affinity(targets, *extra),
+        "tolerations": pool_tolerations(targets, gate=gate),
+        "priorityClassName": "system-node-critical",
+        "automountServiceAccountToken": False,
+        "containers": [{
+            "name": DEVICE_PLUGIN,
+            "image": image("devicePlugin", spec.gpu_software.device_plugin.version),
+            # single: each MIG instance is one nvidia.com/gpu (AKS partitions the GPUs of a pool
+            # with gpu.migProfile); on GPUs without MIG it is the same as none.
+            "env": [{"name": "MIG_STRATEGY", "value": "single" if mig else "none"}],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
+            "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}],
+        }],
+        "volumes": [{"name": "device-plugins",
+                     "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}],
+    })
+
+
+def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
+    """Values of the gpu-operator chart for the driver None pools (keys of its values.yaml at v26.7.0)."""
+    targets = operator_targets(spec)
+    operands = pool_tolerations(targets, gate=spec.gpu_health.gate.enabled)
+    placement = system_pool_placement()
+    metrics = spec.gpu_health.metrics
+    values: dict[str, Any] = {
+        "operator": {"nodeSelector": placement["nodeSelector"], "tolerations": placement["tolerations"]},
+        # The operands (driver, toolkit, device plugin, exporter, validator) tolerate the pools'
+        # taints; where they run follows the labels node feature discovery puts on GPU nodes.
+        "daemonsets": {"tolerations": operands, "priorityClassName": "system-node-critical"},
+        "node-feature-discovery": {
+            "worker": {"tolerations": operands, "affinity": pool_affinity(targets)},
+            "master": {"nodeSelector": placement["nodeSelector"], "tolerations": placement["tolerations"]},
+            "gc": {"nodeSelector": placement["nodeSelector"], "tolerations": placement["tolerations"]},
+        },
+        "driver": {"enabled": True},
+        "toolkit": {"enabled": True},
+        "devicePlugin": {"enabled": True},
+        # single: each MIG instance is one nvidia.com/gpu, as with aksgpu's own device plugin.
+        "mig": {"strategy": "single"},
+        "dcgmExporter": {
+            "enabled": metrics.enabled,
+            "version": metrics.exporter_version,
+            "env": [{"name": "DCGM_EXPORTER_INTERVAL", "value": str(metrics.interval_seconds * 1000)}],
+            # aksgpu's scrape configuration reads the exporters; no Prometheus Operator CRDs needed.
+            "serviceMonitor": {"enabled": False},
+            "config": {"name": DCGM_METRICS_CONFIG, "create": True, "data": data.text("dcgm_metrics.csv")},
+        },
+    }
+    if spec.gpu_software.gpu_operator.driver_version:
+        values["driver"]["version"] = spec.gpu_software.gpu_operator.driver_version
+    return values
+
+
+class GpuSoftware(pulumi.ComponentResource):
+    """The NVIDIA device plugin (driver Install pools) and the GPU Operator (driver None pools)."""
+
+    device_plugin: k8s.apps.v1.DaemonSet | None
+    gpu_operator: k8s.helm.v3.Release | None
+
+    def __init__(self, name: str, args: GpuSoftwareArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:GpuSoftware", name, None, opts)
+        spec = args.spec
+        self.device_plugin = None
+        self.gpu_operator = None
+        if device_plugin_targets(spec):
+            manifest = device_plugin_daemonset(spec, args.system_namespace)
+            self.device_plugin = k8s.apps.v1.DaemonSet(
+                f"{name}-device-plugin", metadata=manifest["metadata"], spec=manifest["spec"],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource]))
+        if operator_targets(spec):
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-gpu-operator-namespace",
+                # The operator's operands load kernel modules and mount host paths.
+                metadata=metadata(GPU_OPERATOR_NAMESPACE,
+                                  extra_labels={"pod-security.kubernetes.io/enforce": "privileged"}),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
+            chart = data.load("in_cluster")["gpuOperator"]
+            self.gpu_operator = k8s.helm.v3.Release(
+                f"{name}-gpu-operator",
+                name="gpu-operator",
+                chart=chart["chart"],
+                version=spec.gpu_software.gpu_operator.chart_version,
+                repository_opts={"repo": chart["repository"]},
+                namespace=GPU_OPERATOR_NAMESPACE,
+                values=gpu_operator_values(spec),
+                # The operator's pods start only once GPU nodes join; do not hold `up` for them.
+                skip_await=True,
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]))
+        self.register_outputs({})

@@ -1,0 +1,142 @@
+"""Building blocks of the Kubernetes objects aksgpu declares: names, labels, which AKS agent pools
+an object targets, and the tolerations and node affinity that put it there (and nowhere else).
+
+Pure functions over the spec; no Pulumi import. Every object is a plain mapping in Kubernetes'
+own camelCase, so the plan records it exactly as the API server would receive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aksgpu.components import data
+from aksgpu.components.kubernetes.node_gate import FAILED_CHECK_LABEL, GATE_TAINT_KEY, HEALTH_LABEL  # noqa: F401 (shared)
+from aksgpu.components.spec import ClusterSpec, NodePool
+
+SYSTEM_NAMESPACE = "aksgpu-system"
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+KUEUE_NAMESPACE = "kueue-system"
+
+# What AKS puts on its nodes (aksgpu/components/data/aks_limits.yaml, with sources).
+AGENT_POOL_LABEL = data.limit("aksNode")["agentPoolLabel"]
+MODE_LABEL = data.limit("aksNode")["modeLabel"]
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+# The GPU node gate (aksgpu/components/kubernetes/gpu_health.py): a startup taint, so the cluster
+# autoscaler counts a node under check as starting, not as ready capacity or a broken node. Its
+# names live in node_gate.py, which runs on the nodes with the standard library alone.
+GATE_TAINT = f"{GATE_TAINT_KEY}=pending:NoSchedule"
+
+PART_OF = {"app.kubernetes.io/part-of": "aksgpu", "app.kubernetes.io/managed-by": "pulumi"}
+
+
+def labels(name: str) -> dict[str, str]:
+    """The labels of one aksgpu workload (its selector uses the name label alone)."""
+    return {"app.kubernetes.io/name": name, **PART_OF}
+
+
+def metadata(name: str, namespace: str | None = None, *, extra_labels: dict[str, str] | None = None,
+             annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {**labels(name), **(extra_labels or {})}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def daemonset(name: str, namespace: str, pod_spec: dict[str, Any], *,
+              extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A DaemonSet of aksgpu's (metadata and spec), its pods selected by their name label."""
+    return {
+        "metadata": metadata(name, namespace, extra_labels=extra_labels),
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {"metadata": {"labels": {**labels(name), **(extra_labels or {})}}, "spec": pod_spec},
+        },
+    }
+
+
+def image(component: str, version: str | None = None) -> str:
+    """image:tag of a pinned component (aksgpu/components/data/in_cluster.yaml), or of another tag."""
+    entry = data.load("in_cluster")[component]
+    return f"{entry['image']}:{version or entry['version']}"
+
+
+# --- which nodes -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """One AKS agent pool as the Kubernetes objects see it: its name label and its taints."""
+
+    name: str
+    pool: NodePool
+    taints: tuple[str, ...]
+
+
+def pool_targets(spec: ClusterSpec, where: Callable[[NodePool], bool]) -> list[PoolTarget]:
+    """Every agent pool (each zone of a perZone pool) of the node pools `where` accepts."""
+    targets = []
+    for pool in spec.node_pools:
+        if not where(pool):
+            continue
+        taints = list(pool.node_taints)  # a spot pool's include the spot taint
+        for zone_pool in pool.agent_pools():
+            targets.append(PoolTarget(zone_pool.name, pool, tuple(taints)))
+    return targets
+
+
+def driver_mode(pool: NodePool) -> str:
+    settings = pool.gpu_settings
+    return settings.driver if settings else "Install"
+
+
+def taint_parts(taint: str) -> tuple[str, str, str]:
+    """key, value, effect of a taint written key=value:Effect."""
+    key_value, _, effect = taint.rpartition(":")
+    key, _, value = key_value.partition("=")
+    return key, value, effect
+
+
+def tolerations(taints: Iterable[str]) -> list[dict[str, str]]:
+    """One exact toleration per distinct taint, in a stable order."""
+    result = []
+    for taint in sorted(set(taints)):
+        key, value, effect = taint_parts(taint)
+        result.append({"key": key, "operator": "Equal", "value": value, "effect": effect})
+    return result
+
+
+def pool_tolerations(targets: Iterable[PoolTarget], *, gate: bool = False) -> list[dict[str, str]]:
+    """Tolerations for every taint of these pools (plus the gate's startup taint when asked)."""
+    taints = [taint for target in targets for taint in target.taints]
+    if gate:
+        taints.append(GATE_TAINT)
+    return tolerations(taints)
+
+
+def pool_affinity(targets: Iterable[PoolTarget], *extra: dict[str, Any]) -> dict[str, Any]:
+    """Node affinity that allows these agent pools only (plus extra match expressions)."""
+    names = sorted({target.name for target in targets})
+    expressions = [{"key": AGENT_POOL_LABEL, "operator": "In", "values": names}, *extra]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
+
+
+def admitted_by_gate() -> dict[str, Any]:
+    """The node affinity expression for GPU nodes the gate let in: passed, or older than the gate."""
+    return {"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}
+
+
+def system_pool_placement() -> dict[str, Any]:
+    """nodeSelector and tolerations that put a controller on the critical-system pool, where
+    aksgpu's cluster-wide controllers (GPU Operator, Kueue) belong."""
+    return {
+        "nodeSelector": {MODE_LABEL: "system"},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+

@@ -1,0 +1,109 @@
+"""NodePools: one AgentPool per user pool (or per zone), created after the cluster, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import containerservice
+
+from aksgpu.components.pool_profile import pool_properties
+from aksgpu.components.spec import ClusterSpec, ZonePool
+
+# What AKS cannot change on an existing pool: a change must replace the pool, not be a silent
+# no-op or a failed update (azure-aks-docs create-node-pools.md, spot-node-pool.md,
+# gpu-multi-instance.md; terraform-provider-azurerm ForceNew list).
+REPLACE_ON_CHANGES = [
+    "vmSize",
+    "availabilityZones",
+    "gpuInstanceProfile",
+    "gpuProfile",
+    "osType",
+    "osDiskType",
+    "osDiskSizeGB",
+    "kubeletDiskType",
+    "maxPods",
+    "scaleSetPriority",
+    "scaleSetEvictionPolicy",
+    "spotMaxPrice",
+    "vnetSubnetID",
+    "podSubnetID",
+]
+
+
+@dataclass
+class NodePoolsArgs:
+    spec: ClusterSpec
+    resource_group_name: pulumi.Input[str]
+    cluster_name: pulumi.Input[str]
+    subnet_ids: Mapping[str, pulumi.Input[str]]
+    # The last cluster-level operation; pools start after it (AKS refuses overlapping ones).
+    after: pulumi.Resource | None = None
+
+
+class NodePools(pulumi.ComponentResource):
+    """Every user pool of the spec as an AgentPool.
+
+    AKS refuses overlapping operations on one cluster (409 OperationNotAllowed) and pools on one
+    subnet race for it, so pools are chained: all of them (nodePoolOrder chained), or per node
+    subnet (perSubnet), where pools on different subnets go in parallel.
+    """
+
+    pools: dict[str, containerservice.AgentPool]
+
+    def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:NodePools", name, None, opts)
+        spec = args.spec
+        self.pools = {}
+        last_in_chain: dict[str, pulumi.Resource | None] = {}
+        for node_pool in spec.node_pools:
+            for zone_pool in node_pool.agent_pools():
+                chain = self._chain_key(spec, zone_pool)
+                previous = last_in_chain.get(chain, args.after)
+                pool = self._agent_pool(name, args, zone_pool, previous)
+                last_in_chain[chain] = pool
+                self.pools[zone_pool.name] = pool
+        self.register_outputs({"poolNames": sorted(self.pools)})
+
+    @staticmethod
+    def _chain_key(spec: ClusterSpec, zone_pool: ZonePool) -> str:
+        if spec.node_pool_order == "chained":
+            return "all"
+        return zone_pool.pool.subnet or spec.network.vnet.node_subnet
+
+    def _agent_pool(self, name: str, args: NodePoolsArgs, zone_pool: ZonePool,
+                    previous: pulumi.Resource | None) -> containerservice.AgentPool:
+        pool = zone_pool.pool
+        spec = args.spec
+        props = pool_properties(pool, spec, args.subnet_ids, zone_pool.zones)
+        spot = pool.spot_settings
+        if spot is not None:
+            props.update(scale_set_priority="Spot", scale_set_eviction_policy=spot.eviction_policy,
+                         spot_max_price=spot.max_price)
+        gpu = pool.gpu_settings
+        if gpu is not None:
+            props["gpu_profile"] = {"driver": gpu.driver}
+            if gpu.mig_profile:
+                props["gpu_instance_profile"] = gpu.mig_profile
+        ignore = ["count"] if pool.autoscale else []  # the cluster autoscaler owns the count
+        return containerservice.AgentPool(
+            f"{name}-{zone_pool.name}",
+            agent_pool_name=zone_pool.name,
+            resource_name_=args.cluster_name,
+            resource_group_name=args.resource_group_name,
+            mode="User",
+            node_labels=pool.node_labels,
+            node_taints=pool.node_taints or None,
+            scale_down_mode=pool.scale_down_mode,
+            tags=spec.tags or None,
+            **props,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[previous] if previous is not None else [],
+                replace_on_changes=REPLACE_ON_CHANGES,
+                # A pool's name is fixed, so the old pool must go before its replacement comes.
+                delete_before_replace=True,
+                ignore_changes=ignore,
+            ),
+        )

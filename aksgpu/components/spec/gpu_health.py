@@ -1,0 +1,199 @@
+"""GPU health: passive (DCGM metrics, scraped, with alert rules) and active (a check that gates
+every new GPU node, and re-checks of idle ones)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from aksgpu.components import data
+
+from .base import Issue, SpecModel, checked
+from .in_cluster import Version, pinned, pinned_image
+
+if TYPE_CHECKING:
+    from . import ClusterSpec
+
+ACTION_GROUP_ID = re.compile(
+    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Insights/actionGroups/[^/]+$", re.IGNORECASE)
+# A container image reference: [registry/]repository[:tag][@digest], no spaces.
+IMAGE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+                   r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
+CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+# The five fields of a CronJob schedule: (lowest, highest, names) (Kubernetes CronJob docs).
+CRON_FIELDS = (
+    (0, 59, ()), (0, 23, ()), (1, 31, ()),
+    (1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    (0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+
+
+def _cron_value(text: str, lowest: int, highest: int, names: tuple[str, ...]) -> int | None:
+    if text.lower() in names:
+        return names.index(text.lower()) + lowest
+    return int(text) if text.isdigit() and lowest <= int(text) <= highest else None
+
+
+def valid_cron(schedule: str) -> bool:
+    """Whether `schedule` is a cron schedule a CronJob accepts: five fields of *, values, ranges,
+    steps and lists (names for months and weekdays), or one of the @ macros."""
+    if schedule.strip() in CRON_MACROS:
+        return True
+    fields = schedule.split()
+    if len(fields) != 5:
+        return False
+    for text, (lowest, highest, names) in zip(fields, CRON_FIELDS):
+        for item in text.split(","):
+            body, _, step = item.partition("/")
+            if step and not (step.isdigit() and int(step) > 0):
+                return False
+            if body == "*":
+                continue
+            start, dash, end = body.partition("-")
+            first = _cron_value(start, lowest, highest, names)
+            last = _cron_value(end, lowest, highest, names) if dash else first
+            if first is None or last is None or first > last:
+                return False
+    return True
+
+Image = Annotated[
+    str,
+    checked(IMAGE.fullmatch, "must be a container image reference: registry/repository:tag or @sha256:digest",
+            'write it like "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"'),
+]
+Schedule = Annotated[
+    str,
+    checked(valid_cron, "must be a cron schedule of five fields (minute 0-59, hour 0-23, day 1-31, month 1-12, "
+            "weekday 0-7) or an @ macro", 'write it like "17 */6 * * *" (every 6 hours)'),
+]
+
+# DCGM diagnostics level 2 (memory and PCIe tests, about two minutes), with nv-hostengine
+# started first and the JSON report where the contract says. A real check until aksgpu's own
+# checker program replaces it. Mapped onto the contract: the host engine not starting is 2 (the
+# check could not run); `dcgmi diag` exiting non-zero (a test failed) is 1.
+DEFAULT_CHECK_COMMAND = [
+    "sh", "-c",
+    'nv-hostengine >/dev/null || exit 2; dcgmi diag --run 2 --json > "$AKSGPU_REPORT" || exit 1',
+]
+
+
+class Metrics(SpecModel):
+    """DCGM exporter on every GPU node, with a curated metric list, and who scrapes it."""
+
+    enabled: bool = True
+    """Run the DCGM exporter on every GPU node (aksgpu's DaemonSet on driver Install pools, the GPU Operator's on driver None pools), exporting the metrics of aksgpu/components/data/dcgm_metrics.csv: the defaults plus ECC, XID counts, retired pages, NVLink errors and throttling."""
+    interval_seconds: int = Field(default=30, ge=1, le=300)
+    """How often, in seconds (1-300), the exporter reads the GPUs and Prometheus scrapes it."""
+    scraper: Literal["managedPrometheus", "bundled", "none"] | None = None
+    """Who scrapes the exporters: managedPrometheus (Azure Monitor managed Prometheus; needs monitoring.managedPrometheus), bundled (a Prometheus server aksgpu installs, chart prometheus-community/prometheus; needs a pool that runs ordinary pods) or none. None: managedPrometheus when monitoring.managedPrometheus is on, otherwise none."""
+    exporter_version: Version = pinned("dcgmExporter")
+    """Image tag of nvcr.io/nvidia/k8s/dcgm-exporter for aksgpu's DaemonSet and the GPU Operator's exporter."""
+
+
+class Alerts(SpecModel):
+    """Alert rules for the GPU conditions that should take a node out (aksgpu/components/data/gpu_alerts.yaml)."""
+
+    enabled: bool = True
+    """Declare the alert rules where the metrics go: Azure Monitor Prometheus rule groups with managedPrometheus, rules in the bundled Prometheus with bundled. Nothing without a scraper."""
+    action_group_ids: list[str] = Field(default_factory=list)
+    """Resource IDs of Azure Monitor action groups notified when a rule fires (managedPrometheus only). Empty: alerts show in Azure Monitor without notifications."""
+
+
+class Gate(SpecModel):
+    """The check every new GPU node passes before it takes work (the node's life: tainted, checked, admitted)."""
+
+    enabled: bool = True
+    """Gate new GPU nodes: a DaemonSet taints each new GPU node with startup-taint.cluster-autoscaler.kubernetes.io/aksgpu-gpu-check, runs the check once, then removes the taint (pass) or cordons the node and labels why (fail)."""
+    image: Image = pinned_image("dcgm")
+    """Container image of the check. It needs /bin/sh and timeout (coreutils); GPUs are visible to it without requesting nvidia.com/gpu (NVIDIA_VISIBLE_DEVICES=all). Default: NVIDIA DCGM, whose dcgmi diag runs the default command."""
+    command: list[str] = Field(default_factory=lambda: list(DEFAULT_CHECK_COMMAND), min_length=1)
+    """Command of the check: exit 0 = the node passes; exit 1 = it fails a check; any other code = the check could not run (treated as a failure). It may write a JSON report to $AKSGPU_REPORT; a top-level "failedCheck" string there names the failed check in the node's label. Default: DCGM diagnostics level 2 (memory and PCIe, about two minutes)."""
+    timeout_seconds: int = Field(default=600, ge=60, le=7200)
+    """Seconds (60-7200) the check may run before it counts as failed (exit code 124). A node still pending this long plus 20 minutes (image pulls, the GPU Operator's driver) is failed by the gate's watchdog."""
+    helper_image: Image = pinned_image("python")
+    """Image that runs aksgpu's own gate steps (node_gate.py: taint, verdict, watchdog) with python3. Default: Azure Linux's Python image from Microsoft's registry (no Docker Hub pull limits); point it at your registry's mirror if nodes cannot reach mcr.microsoft.com."""
+
+
+class Recheck(SpecModel):
+    """Periodic re-checks of idle GPU nodes that passed the gate (OpenAI's "active tests" CronJob)."""
+
+    enabled: bool = True
+    """Re-run the check on idle GPU nodes on a schedule: a CronJob per GPU node shape (GPUs per node and driver mode) whose pods each take a whole node's GPUs, at a priority so low that they never preempt work or trigger a scale-up."""
+    schedule: Schedule = "17 */6 * * *"
+    """Cron schedule (UTC) of the re-checks; default every 6 hours at minute 17."""
+    nodes_per_pool: int = Field(default=1, ge=1, le=100)
+    """Idle nodes each run re-checks per pool (1-100; at most 100 per CronJob); a run that finds fewer idle nodes checks those it finds."""
+
+
+class GpuHealth(SpecModel):
+    """Passive and active GPU health."""
+
+    metrics: Metrics = Metrics()
+    """DCGM metrics: the exporter and its scraper."""
+    alerts: Alerts = Alerts()
+    """Alert rules on the DCGM metrics, each with its threshold and reason."""
+    gate: Gate = Gate()
+    """The check that admits each new GPU node."""
+    recheck: Recheck = Recheck()
+    """Scheduled re-checks of idle GPU nodes."""
+
+    def effective_scraper(self, managed_prometheus: bool) -> Literal["managedPrometheus", "bundled", "none"]:
+        if not self.metrics.enabled:
+            return "none"
+        if self.metrics.scraper is not None:
+            return self.metrics.scraper
+        return "managedPrometheus" if managed_prometheus else "none"
+
+
+def check_gpu_health(spec: ClusterSpec) -> Iterator[Issue]:
+    health = spec.gpu_health
+    if not spec.in_cluster.enabled or not any(pool.kind == "gpu" for pool in spec.node_pools):
+        return
+    scraper = health.effective_scraper(spec.monitoring.managed_prometheus)
+    if health.metrics.scraper == "managedPrometheus" and not spec.monitoring.managed_prometheus:
+        yield Issue("gpuHealth.metrics.scraper", "managedPrometheus", "managed Prometheus is off for this cluster",
+                    "set monitoring.managedPrometheus: true, or scraper: bundled or none")
+    if scraper == "bundled" and not _has_pool_for_ordinary_pods(spec):
+        yield Issue("gpuHealth.metrics.scraper", "bundled",
+                    "the bundled Prometheus needs a pool that runs ordinary pods (a cpu pool, or a system pool "
+                    "with onlyCriticalAddons: false)", "add a cpu pool, or use scraper: managedPrometheus")
+    if health.metrics.enabled and scraper == "none" and health.metrics.scraper is None:
+        yield Issue("gpuHealth.metrics.scraper", None, "the GPU metrics are exported but nothing collects them, so "
+                    "no alert fires on a failing GPU", "set monitoring.managedPrometheus: true, or scraper: bundled "
+                    "(or scraper: none to accept it)", "warning")
+    for index, group in enumerate(health.alerts.action_group_ids):
+        if not ACTION_GROUP_ID.fullmatch(group):
+            yield Issue(f"gpuHealth.alerts.actionGroupIds[{index}]", group,
+                        "must be the resource ID of an Azure Monitor action group",
+                        "copy it from `az monitor action-group show ... --query id`")
+    if health.alerts.action_group_ids and scraper != "managedPrometheus":
+        yield Issue("gpuHealth.alerts.actionGroupIds", list(health.alerts.action_group_ids),
+                    "action groups are notified by Azure Monitor rule groups, which need scraper managedPrometheus",
+                    "remove them, or use managed Prometheus")
+    window = data.limit("clusterAutoscalerMaxNodeStartupMinutes")
+    if health.gate.enabled and health.gate.timeout_seconds > 600:
+        yield Issue("gpuHealth.gate.timeoutSeconds", health.gate.timeout_seconds,
+                    f"the cluster autoscaler counts a new node as starting for {window} minutes only; a node "
+                    "still under check after that counts as unready, and enough unready nodes stop it from "
+                    "scaling", "keep the gate's check to 600 seconds or less, and run longer burns in the "
+                    "re-checks", "warning")
+    if health.gate.enabled and list(health.gate.command) == DEFAULT_CHECK_COMMAND:
+        for index, pool in enumerate(spec.node_pools):
+            if pool.kind == "gpu" and pool.gpu_settings and pool.gpu_settings.mig_profile:
+                yield Issue(f"nodePools[{index}].gpu.migProfile", pool.gpu_settings.mig_profile,
+                            "the default check is DCGM diagnostics, which NVIDIA does not support on GPUs in MIG "
+                            "mode, so it may fail every node of this pool", "set gpuHealth.gate.command to a "
+                            "check that runs on MIG instances, or gpuHealth.gate.enabled: false", "warning")
+    if not health.gate.enabled:
+        yield Issue("gpuHealth.gate.enabled", False, "new GPU nodes take work before anything checked their GPUs; "
+                    "one bad GPU slows or fails every job that lands on it", "set gpuHealth.gate.enabled: true",
+                    "warning")
+
+
+def _has_pool_for_ordinary_pods(spec: ClusterSpec) -> bool:
+    if not spec.system_pool.only_critical_addons:
+        return True
+    return any(pool.kind == "cpu" and not pool.taints and pool.team is None for pool in spec.node_pools)
