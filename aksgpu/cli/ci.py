@@ -49,6 +49,13 @@ class CiSettings:
     branch: str
     python_version: str
     policy_pack: str | None  # a Pulumi policy pack folder in the project, applied to previews
+    # How CI installs aksgpu: the version a project pins in requirements.txt (a project made with
+    # `aksgpu new`), or the package itself when the project is aksgpu's own repository.
+    dependency_file: str = "requirements.txt"
+
+    @property
+    def install_args(self) -> str:
+        return "-r requirements.txt" if self.dependency_file == "requirements.txt" else "-e ."
 
     @property
     def shared(self) -> list[CiEnvironment]:
@@ -89,8 +96,9 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
         found.append(CiEnvironment(name, environment.backend, kind, environment.secrets_provider, protected))
     ordered = [env for env in found if not env.protected] + [env for env in found if env.protected]
     policy = project_dir / "policy"
+    dependency_file = "requirements.txt" if (project_dir / "requirements.txt").is_file() else "pyproject.toml"
     return CiSettings(ordered, branch, python_version,
-                      "policy" if (policy / "PulumiPolicy.yaml").is_file() else None)
+                      "policy" if (policy / "PulumiPolicy.yaml").is_file() else None, dependency_file)
 
 
 @functools.cache
