@@ -20,7 +20,15 @@ import typer
 import typer.core
 from typer.core import TyperGroup
 
-from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentArg, EnvironmentsArg, PresetArg, PresetOption, StackArg
+from aksgpu.cli.arguments import (
+    CONTEXT_SETTINGS,
+    EnvironmentArg,
+    EnvironmentsArg,
+    PresetArg,
+    PresetOption,
+    StackArg,
+    preset_names,
+)
 
 if TYPE_CHECKING:
     from aksgpu.cli.environments import EnvironmentsFile
@@ -372,6 +380,48 @@ def init(
         raise typer.Exit(1) from None
     for line in outcome.messages:
         typer.echo(line)
+
+
+@app.command()
+def new(
+    directory: Annotated[Path, typer.Argument(help="The new repository's folder (new or empty).")],
+    preset: Annotated[str, typer.Option(
+        "--preset", "-p", metavar="PRESET", help="The preset of the first environment (aksgpu presets list).",
+        autocompletion=preset_names)] = "dev",
+    environment: Annotated[str, typer.Option(
+        "--environment", "-e", metavar="ENV", help="The first environment's name (also its Pulumi stack).")] = "dev",
+    location: Annotated[str | None, typer.Option(metavar="REGION", help="Azure region, e.g. eastus2.")] = None,
+    admin_group: Annotated[list[str] | None, typer.Option(
+        "--admin-group", metavar="OBJECT_ID",
+        help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
+    github: Annotated[bool, typer.Option("--github/--no-github", help="Also write the GitHub workflows "
+                                         "(`aksgpu ci github`).")] = True,
+) -> None:
+    """Start your own infrastructure repository: a Pulumi project that uses aksgpu, a first environment and its CI.
+
+    Writes Pulumi.yaml, a two-line __main__.py (aksgpu's program), requirements.txt pinning this
+    aksgpu, .gitignore, a README, stacks/ with the first environment rendered, and the GitHub
+    workflows. DIR must be new or empty. Exit codes: 0 written, 1 the environment's spec has
+    errors (nothing useful is left: delete DIR and retry), 2 bad input.
+    """
+    from aksgpu.cli.initialize import InitRequest
+    from aksgpu.cli.scaffold import new_project
+    from aksgpu.cli.stackfile import UserError
+    from aksgpu.components.spec import SpecError
+
+    request = InitRequest(environment=environment, preset=preset, location=location,
+                          admin_groups=admin_group or [])
+    try:
+        project = new_project(directory, request, github=github)
+    except UserError as error:
+        _fail(str(error))
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    for path in project.written:
+        typer.echo(f"{path.relative_to(directory.parent) if directory.is_absolute() else path}: created")
+    typer.echo(f"Next: cd {directory}, `python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt`, "
+               f"then `.venv/bin/aksgpu plan {environment}`; commit, and push to see the checks run.")
 
 
 @app.command()

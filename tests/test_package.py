@@ -1,0 +1,113 @@
+"""aksgpu as a package a team installs, outside this repository: the wheel and the user's path.
+
+The wheel is built from this repository and installed into a folder of its own; every command
+then runs from a temporary folder outside the repository with only that install of aksgpu on
+the path (its dependencies come from the test environment), so a file missing from the wheel
+(a template, a preset, a data table) fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aksgpu.cli.presets import preset_names
+from tests.helpers import REPO
+
+RUN = "import sys; from aksgpu.cli.app import main; sys.argv[0] = 'aksgpu'; main()"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the built wheel is installed into (a --target install, dependencies excluded)."""
+    folder = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(folder / "dist"),
+                            str(REPO)], capture_output=True, text=True, timeout=600, check=False)
+    assert built.returncode == 0, built.stdout + built.stderr
+    wheel = next((folder / "dist").glob("aksgpu-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert not [n for n in names if n.split("/")[0] in ("cli", "components", "templates", "tests")], names
+    site = folder / "site"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site),
+                           str(wheel)], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return site
+
+
+def _aksgpu(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, "-c", RUN, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def _ok(site: Path, cwd: Path, *args: str) -> str:
+    result = _aksgpu(site, cwd, *args)
+    assert result.returncode == 0, f"aksgpu {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def test_the_installed_package_is_the_wheel_not_this_repository(installed: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    where = subprocess.run([sys.executable, "-c", "import aksgpu; print(aksgpu.__file__, aksgpu.__version__)"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(installed)) and where.split()[1][0].isdigit()
+    assert _ok(installed, tmp_path, "--version").startswith("aksgpu ")
+
+
+def _readme_commands() -> list[list[str]]:
+    """The commands of README.md's "Use aksgpu in your own repository" block, as arguments."""
+    import re
+    import shlex
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Use aksgpu in your own repository"):]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    return [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_the_readme_path_runs_as_written_outside_this_repository(installed: Path, tmp_path: Path) -> None:
+    cwd = tmp_path
+    ran = []
+    for command in _readme_commands():
+        if command[0] == "cd":
+            cwd = cwd / command[1]
+            continue
+        assert command[0] == "aksgpu", command
+        output = _ok(installed, cwd, *command[1:])
+        ran.append(command[1])
+        if command[1:3] == ["plan", "prod"]:
+            assert yaml.safe_load(output)["summary"]["resourceCount"] > 20
+    assert ran[0] == "new" and {"render", "validate", "plan", "ci"} <= set(ran)
+    project = tmp_path / "infra"
+    assert (project / "requirements.txt").read_text().strip().splitlines()[-1].startswith("aksgpu==")
+    assert "from aksgpu.program import run" in (project / "__main__.py").read_text()
+    assert "*.bak" in (project / ".gitignore").read_text()
+    checks = (project / ".github" / "workflows" / "aksgpu-checks.yml").read_text()
+    assert "pip install -r requirements.txt" in checks and "pytest" not in checks
+
+
+def test_every_preset_starts_an_environment_of_a_new_repository(installed: Path, tmp_path: Path) -> None:
+    _ok(installed, tmp_path, "new", "infra", "--location", "eastus2", "--no-github")
+    project = tmp_path / "infra"
+    for preset in preset_names():
+        _ok(installed, project, "init", f"p{preset}", "--preset", preset, "--location", "westeurope")
+    _ok(installed, project, "render", "--check")
+    _ok(installed, project, "validate")
+    _ok(installed, project, "ci", "github")
+    _ok(installed, project, "ci", "github", "--check")
+
+
+def test_new_never_writes_into_a_folder_with_something_in_it(installed: Path, tmp_path: Path) -> None:
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "notes.md").write_text("mine")
+    result = _aksgpu(installed, tmp_path, "new", "infra", "--location", "eastus2")
+    assert result.returncode == 2 and "is not an empty folder" in result.stderr
+    assert sorted(p.name for p in (tmp_path / "infra").iterdir()) == ["notes.md"]
