@@ -17,7 +17,12 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.cli.ci import changed_environments, ci_settings, render_azure_devops, render_github
+from aksgpu.cli.ci import (
+    changed_environments,
+    ci_settings,
+    render_azure_devops,
+    render_github,
+)
 from aksgpu.cli.ci_comment import post_or_update
 from aksgpu.cli.stackfile import UserError
 from aksgpu.cli.summary import MARKER, EnvironmentResult, summary_markdown

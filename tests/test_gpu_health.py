@@ -20,7 +20,14 @@ import pytest
 
 from aksgpu.components.kubernetes import node_gate, objects
 from aksgpu.components.kubernetes.gpu_health import CHECK_WRAPPER, RECHECK_PRIORITY
-from tests.helpers import REPO, base_spec, edit, find_object, kubernetes_manifests, plan_spec
+from tests.helpers import (
+    REPO,
+    base_spec,
+    edit,
+    find_object,
+    kubernetes_manifests,
+    plan_spec,
+)
 from tests.oracles.kubernetes import DATA
 
 H100 = {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,

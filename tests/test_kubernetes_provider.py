@@ -14,7 +14,11 @@ import yaml
 
 from aksgpu.cli.planner import SECRET_TEXT, _placeholder_kubeconfig
 from aksgpu.components.kubeconfig import AKS_AAD_SERVER_ID
-from aksgpu.components.kubernetes.provider import ClusterKubernetes, ClusterKubernetesArgs, provider_kubeconfig
+from aksgpu.components.kubernetes.provider import (
+    ClusterKubernetes,
+    ClusterKubernetesArgs,
+    provider_kubeconfig,
+)
 from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec
 

@@ -16,7 +16,12 @@ from typing import Any, Callable
 import pytest
 
 try:  # repo root on sys.path (e.g. `python -m pytest` from the root, or tests/ is a package)
-    from tests.oracles.azure_openapi import EXTENSIBLE_ENUM_NOTE, SECRET, UNKNOWN, AksOpenApi
+    from tests.oracles.azure_openapi import (
+        EXTENSIBLE_ENUM_NOTE,
+        SECRET,
+        UNKNOWN,
+        AksOpenApi,
+    )
 except ModuleNotFoundError:  # pytest's default rootdir-less import: tests/ itself on sys.path
     from oracles.azure_openapi import EXTENSIBLE_ENUM_NOTE, SECRET, UNKNOWN, AksOpenApi
 

@@ -10,7 +10,14 @@ import yaml
 
 from aksgpu.components.spec import SpecError, parse_cluster_spec
 from aksgpu.components.spec.base import quantity
-from tests.helpers import base_spec, edit, find_object, kubernetes_manifests, plan_spec, preset_spec
+from tests.helpers import (
+    base_spec,
+    edit,
+    find_object,
+    kubernetes_manifests,
+    plan_spec,
+    preset_spec,
+)
 from tests.oracles.scheduling import fits, plan_nodes
 
 # kubernetes/autoscaler FAQ ("How can I configure overprovisioning"): -10 is the lowest priority

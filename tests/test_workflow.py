@@ -23,7 +23,6 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.stackfile import UserError, resolve_stack
-from aksgpu.components.kubeconfig import AKS_AAD_SERVER_ID
 from aksgpu.cli.workflow import (
     BootstrapSettings,
     Target,
@@ -48,6 +47,7 @@ from aksgpu.cli.workflow import (
     target_for,
     write_kubeconfig,
 )
+from aksgpu.components.kubeconfig import AKS_AAD_SERVER_ID
 from tests.helpers import REPO, base_spec, typer_app_with
 
 runner = CliRunner()

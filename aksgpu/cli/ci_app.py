@@ -205,9 +205,8 @@ def azure_devops_comment(
     import os
 
     from aksgpu.cli.ci_comment import post_or_update
-    from aksgpu.cli.stackfile import UserError
-
     from aksgpu.cli.files import read_text_if_exists
+    from aksgpu.cli.stackfile import UserError
 
     try:
         body = read_text_if_exists(file)

@@ -15,8 +15,19 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from aksgpu.cli.stackfile import UserError, find_project_dir, load_yaml, stack_config_dir
-from aksgpu.components.spec.base import Issue, checked, did_you_mean, fields_by_alias, issues_from_validation_error
+from aksgpu.cli.stackfile import (
+    UserError,
+    find_project_dir,
+    load_yaml,
+    stack_config_dir,
+)
+from aksgpu.components.spec.base import (
+    Issue,
+    checked,
+    did_you_mean,
+    fields_by_alias,
+    issues_from_validation_error,
+)
 
 ENVIRONMENTS_FILE = "environments.yaml"
 SCHEMA_FILE = "environments.schema.json"

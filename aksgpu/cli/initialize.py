@@ -25,8 +25,8 @@ from aksgpu.cli.environments import (
     load_environments,
     merge,
 )
-from aksgpu.cli.presets import load_preset
 from aksgpu.cli.files import read_text_if_exists, write_text_atomically
+from aksgpu.cli.presets import load_preset
 from aksgpu.cli.stackfile import UserError
 
 NEW_FILE_HEADER = """\

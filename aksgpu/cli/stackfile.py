@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 class UserError(Exception):
     """A problem with the user's input or environment: printed as one message, no traceback."""
 

@@ -623,9 +623,8 @@ def kubeconfig_for_login(kubeconfig: str, login: LoginMode | str) -> Kubeconfig:
 def write_kubeconfig(path: Path, text: str, *, force: bool) -> str:
     """Writes the kubeconfig with mode 0600; 'written', 'replaced' or 'unchanged'. An existing
     different file is replaced only with `force`: it may hold other clusters' credentials."""
-    from aksgpu.cli.stackfile import UserError
-
     from aksgpu.cli.files import read_text_if_exists, write_text_atomically
+    from aksgpu.cli.stackfile import UserError
 
     current = read_text_if_exists(path)
     existed = current is not None

@@ -7,13 +7,24 @@ from pulumi_azure_native import authorization, resources
 
 from aksgpu.components.access import Access, AccessArgs, aad_profile
 from aksgpu.components.cluster import Cluster, ClusterArgs
-from aksgpu.components.kubernetes.gang_scheduling import GangScheduling, GangSchedulingArgs
+from aksgpu.components.kubernetes.gang_scheduling import (
+    GangScheduling,
+    GangSchedulingArgs,
+)
 from aksgpu.components.kubernetes.gpu_health import GpuHealth, GpuHealthArgs
 from aksgpu.components.kubernetes.gpu_software import GpuSoftware, GpuSoftwareArgs
 from aksgpu.components.kubernetes.headroom import Headroom, HeadroomArgs
-from aksgpu.components.kubernetes.provider import ClusterKubernetes, ClusterKubernetesArgs
+from aksgpu.components.kubernetes.provider import (
+    ClusterKubernetes,
+    ClusterKubernetesArgs,
+)
 from aksgpu.components.kubernetes.team_access import TeamAccess, TeamAccessArgs
-from aksgpu.components.monitoring import ClusterMonitoring, ClusterMonitoringArgs, Monitoring, MonitoringArgs
+from aksgpu.components.monitoring import (
+    ClusterMonitoring,
+    ClusterMonitoringArgs,
+    Monitoring,
+    MonitoringArgs,
+)
 from aksgpu.components.network import Network, NetworkArgs
 from aksgpu.components.node_pools import NodePools, NodePoolsArgs
 from aksgpu.components.registry import Registry, RegistryArgs

@@ -28,7 +28,11 @@ from pulumi_azure_native import alertsmanagement
 
 from aksgpu.components import data
 from aksgpu.components.kubernetes import node_gate
-from aksgpu.components.kubernetes.gpu_software import DCGM_METRICS_CONFIG, device_plugin_targets, operator_targets
+from aksgpu.components.kubernetes.gpu_software import (
+    DCGM_METRICS_CONFIG,
+    device_plugin_targets,
+    operator_targets,
+)
 from aksgpu.components.kubernetes.objects import (
     GPU_OPERATOR_NAMESPACE,
     HEALTH_LABEL,

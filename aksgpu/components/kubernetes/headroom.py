@@ -22,7 +22,14 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from aksgpu.components import data
-from aksgpu.components.kubernetes.objects import image, labels, metadata, pool_affinity, pool_targets, pool_tolerations
+from aksgpu.components.kubernetes.objects import (
+    image,
+    labels,
+    metadata,
+    pool_affinity,
+    pool_targets,
+    pool_tolerations,
+)
 from aksgpu.components.spec import ClusterSpec, NodePool
 
 PRIORITY_EXPANDER_CONFIG = "cluster-autoscaler-priority-expander"

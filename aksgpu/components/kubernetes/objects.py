@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aksgpu.components import data
-from aksgpu.components.kubernetes.node_gate import FAILED_CHECK_LABEL, GATE_TAINT_KEY, HEALTH_LABEL  # noqa: F401 (shared)
+from aksgpu.components.kubernetes.node_gate import (  # noqa: F401 (shared)
+    FAILED_CHECK_LABEL,
+    GATE_TAINT_KEY,
+    HEALTH_LABEL,
+)
 from aksgpu.components.spec import ClusterSpec, NodePool
 
 SYSTEM_NAMESPACE = "aksgpu-system"

@@ -22,7 +22,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from aksgpu.components.kubernetes.objects import metadata, pool_targets, pool_tolerations
+from aksgpu.components.kubernetes.objects import (
+    metadata,
+    pool_targets,
+    pool_tolerations,
+)
 from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
 from aksgpu.components.spec.pools import TEAM_KEY as TEAM_LABEL
 

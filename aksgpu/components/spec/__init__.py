@@ -17,14 +17,35 @@ from pydantic import Field, ValidationError
 from aksgpu.components import data
 
 from .access import Aad, Access, Team, TeamQuota, check_access, team_gpu_quota
-from .base import Issue, SpecError, SpecModel, checked, did_you_mean, issues_from_validation_error
-from .control_plane import ApiServer, Autoscaler, ControlPlane, MaintenanceWindow, check_control_plane
+from .base import (
+    Issue,
+    SpecError,
+    SpecModel,
+    checked,
+    did_you_mean,
+    issues_from_validation_error,
+)
+from .control_plane import (
+    ApiServer,
+    Autoscaler,
+    ControlPlane,
+    MaintenanceWindow,
+    check_control_plane,
+)
 from .gpu_health import GpuHealth, check_gpu_health
 from .in_cluster import GpuSoftware, InCluster, check_in_cluster
 from .monitoring import LogAnalytics, Monitoring, check_monitoring
 from .names import check_derived_names
 from .network import Network, Subnet, Vnet, check_network
-from .pools import GpuSettings, NodePool, PoolBase, SpotSettings, SystemPool, ZonePool, check_pools
+from .pools import (
+    GpuSettings,
+    NodePool,
+    PoolBase,
+    SpotSettings,
+    SystemPool,
+    ZonePool,
+    check_pools,
+)
 from .registry import Registry, check_registry, default_registry_name
 from .scheduling import GangScheduling, check_scheduling, spot_fallbacks
 
