@@ -401,8 +401,8 @@ def new(
 
     Writes Pulumi.yaml, a two-line __main__.py (aksgpu's program), requirements.txt pinning this
     aksgpu, .gitignore, a README, stacks/ with the first environment rendered, and the GitHub
-    workflows. DIR must be new or empty. Exit codes: 0 written, 1 the environment's spec has
-    errors (nothing useful is left: delete DIR and retry), 2 bad input.
+    workflows. DIR must be new or empty; nothing is written unless all of it can be. Exit codes:
+    0 written, 1 the first environment's spec has errors, 2 bad input.
     """
     from aksgpu.cli.initialize import InitRequest
     from aksgpu.cli.scaffold import new_project
@@ -419,7 +419,7 @@ def new(
         typer.echo(str(error), err=True)
         raise typer.Exit(1) from None
     for path in project.written:
-        typer.echo(f"{path.relative_to(directory.parent) if directory.is_absolute() else path}: created")
+        typer.echo(f"{path}: created")
     typer.echo(f"Next: cd {directory}, `python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt`, "
                f"then `.venv/bin/aksgpu plan {environment}`; commit, and push to see the checks run.")
 

@@ -10,7 +10,10 @@ own tests or examples goes there. DIR must be new or empty: nothing there is eve
 from __future__ import annotations
 
 import functools
+import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,10 +50,12 @@ def project_name(directory: Path) -> str:
 
 
 def new_project(directory: Path, first: InitRequest, *, github: bool = True) -> NewProject:
-    """Write a new project into `directory` with `first` as its first environment."""
-    from importlib.metadata import PackageNotFoundError, version
+    """Write a new project into `directory` with `first` as its first environment.
 
-    from aksgpu.cli.initialize import add_environment
+    Everything is written into a hidden folder beside `directory` and renamed into place at the
+    end, so a first environment with errors (or Ctrl-C) leaves no half-made repository.
+    """
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
         if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
@@ -64,21 +69,41 @@ def new_project(directory: Path, first: InitRequest, *, github: bool = True) -> 
         raise UserError("aksgpu is not installed as a package, so `aksgpu new` cannot pin its version. Fix: "
                         "install it (`pip install aksgpu` or `pip install -e .` in its repository).") from None
     values = {"project": project_name(directory), "version": aksgpu_version, "environment": first.environment}
+    staging: Path | None = None
+    try:
+        directory.resolve().parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.resolve().parent))
+        relative = _write_project(staging, first, values, github)
+        if directory.exists():
+            directory.rmdir()  # empty, checked above; a folder can only be renamed onto an absent path
+        os.replace(staging, directory)
+        staging = None
+    except OSError as error:
+        raise UserError(f"cannot write {directory}: {error.strerror}. Fix: name a folder you can write to.") from None
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return NewProject(directory, [directory / path for path in relative])
+
+
+def _write_project(root: Path, first: InitRequest, values: dict[str, str], github: bool) -> list[Path]:
+    """The project's files under `root`; returns their paths relative to it."""
+    from aksgpu.cli.initialize import add_environment
+
     written = []
     for template, target in PROJECT_FILES.items():
-        path = directory / target
-        write_text_atomically(path, _templates().get_template(template).render(**values))
-        written.append(path)
-    (directory / "stacks").mkdir(exist_ok=True)
-    add_environment(first, project_dir=directory)
-    written += sorted((directory / "stacks").iterdir())
+        write_text_atomically(root / target, _templates().get_template(template).render(**values))
+        written.append(Path(target))
+    (root / "stacks").mkdir(exist_ok=True)
+    add_environment(first, project_dir=root)
+    written += sorted(path.relative_to(root) for path in (root / "stacks").iterdir())
     if github:
         from aksgpu.cli.ci import ci_settings, render_github
 
-        for relative, text in render_github(ci_settings(directory)).items():
-            write_text_atomically(directory / relative, text)
-            written.append(directory / relative)
-    return NewProject(directory, written)
+        for relative, text in render_github(ci_settings(root)).items():
+            write_text_atomically(root / relative, text)
+            written.append(Path(relative))
+    return written
 
 
 @functools.cache
