@@ -119,3 +119,11 @@ def test_new_writes_nothing_when_the_first_environment_is_invalid(installed: Pat
     result = _aksgpu(installed, tmp_path, "new", "infra", "--location", "eastus22")
     assert result.returncode == 1 and "did you mean" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_new_fills_the_empty_current_folder(installed: Path, tmp_path: Path) -> None:
+    (tmp_path / "true").mkdir()  # a folder name YAML would read as a boolean
+    _ok(installed, tmp_path / "true", "new", ".", "--location", "eastus2", "--no-github")
+    assert yaml.safe_load((tmp_path / "true" / "Pulumi.yaml").read_text())["name"] == "true"
+    assert (tmp_path / "true" / "stacks" / "Pulumi.dev.yaml").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["true"]  # no staging folder left beside it

@@ -74,10 +74,12 @@ def new_project(directory: Path, first: InitRequest, *, github: bool = True) -> 
         directory.resolve().parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.resolve().parent))
         relative = _write_project(staging, first, values, github)
-        if directory.exists():
-            directory.rmdir()  # empty, checked above; a folder can only be renamed onto an absent path
-        os.replace(staging, directory)
-        staging = None
+        if directory.exists():  # empty (checked above), and maybe the current folder: fill it
+            for entry in staging.iterdir():
+                os.replace(entry, directory / entry.name)
+        else:
+            os.replace(staging, directory)
+            staging = None
     except OSError as error:
         raise UserError(f"cannot write {directory}: {error.strerror}. Fix: name a folder you can write to.") from None
     finally:
