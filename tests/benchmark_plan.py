@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "gpu-clusters"  # the example project: Pulumi.yaml, __main__.py, stacks/
 AKSGPU = str(Path(sys.executable).with_name("aksgpu"))
 RUNS = 7
 
@@ -58,23 +59,23 @@ def measure(args: list[str], cwd: Path) -> tuple[float, float, float]:
 
 def main() -> None:
     rows = []
-    for stack in sorted((REPO / "stacks").glob("Pulumi.*.yaml")):
-        rows.append((f"plan {stack.name}", *measure([AKSGPU, "plan", str(stack), "--json"], REPO)))
+    for stack in sorted((EXAMPLE / "stacks").glob("Pulumi.*.yaml")):
+        rows.append((f"plan {stack.name}", *measure([AKSGPU, "plan", str(stack), "--json"], EXAMPLE)))
     # Inside the project, so the stack files find Pulumi.yaml and __main__.py above them.
-    with tempfile.TemporaryDirectory(dir=REPO / "stacks") as folder:
+    with tempfile.TemporaryDirectory(dir=EXAMPLE / "stacks") as folder:
         stacks = Path(folder)
         for pools in (25, 50, 99):
             path = stacks / f"Pulumi.bench{pools}.yaml"
             nodes = 5000 // (pools + 1) if pools < 99 else 50
             path.write_text(yaml.safe_dump({"config": {"aksgpu:cluster": generated_spec(pools, nodes)}}))
-            document = json.loads(subprocess.run([AKSGPU, "plan", str(path), "--json"], cwd=REPO, check=True,
+            document = json.loads(subprocess.run([AKSGPU, "plan", str(path), "--json"], cwd=EXAMPLE, check=True,
                                                  capture_output=True, text=True).stdout)
             label = f"plan {pools + 1} pools, {document['summary']['maxNodes']} nodes"
-            rows.append((label, *measure([AKSGPU, "plan", str(path), "--json"], REPO)))
+            rows.append((label, *measure([AKSGPU, "plan", str(path), "--json"], EXAMPLE)))
     scaled = [(int(label.split()[1]), seconds) for label, seconds, _, _ in rows if label.endswith(" nodes")]
     (few_pools, few_seconds), (many_pools, many_seconds) = scaled[0], scaled[-1]
     per_pool_ms = (many_seconds - few_seconds) / (many_pools - few_pools) * 1000
-    rows.append(("aksgpu --help", *measure([AKSGPU, "--help"], REPO)))
+    rows.append(("aksgpu --help", *measure([AKSGPU, "--help"], EXAMPLE)))
     width = max(len(label) for label, _, _, _ in rows)
     print(f"{'what'.ljust(width)}  wall (s)  cpu (s)  peak RSS (MB)")
     for label, seconds, cpu, megabytes in rows:

@@ -21,7 +21,7 @@ from aksgpu.cli.app import app  # noqa: E402
 from aksgpu.cli.yaml_input import YamlProblem, decode_utf8, parse_yaml  # noqa: E402
 from aksgpu.components.spec import SpecError, parse_cluster_spec  # noqa: E402
 from tests.fuzz import Generator, write_case  # noqa: E402
-from tests.helpers import REPO  # noqa: E402
+from tests.helpers import EXAMPLE  # noqa: E402
 
 
 def main() -> None:
@@ -30,8 +30,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder)
         for name in ("Pulumi.yaml", "__main__.py"):
-            shutil.copy(REPO / name, project / name)
-        shutil.copytree(REPO / "stacks", project / "stacks")
+            shutil.copy(EXAMPLE / name, project / name)
+        shutil.copytree(EXAMPLE / "stacks", project / "stacks")
         import os
 
         os.chdir(project)

@@ -9,20 +9,20 @@ import pytest
 
 from aksgpu.cli.planner import Plan, plan_stack
 from aksgpu.cli.stackfile import resolve_stack
-from tests.helpers import EXAMPLES, REPO
+from tests.helpers import EXAMPLE, EXAMPLES
 
 
 @pytest.fixture(scope="session")
 def example_plans() -> dict[str, Plan]:
-    return {env: plan_stack(resolve_stack(env, cwd=REPO)) for env in EXAMPLES}
+    return {env: plan_stack(resolve_stack(env, cwd=EXAMPLE)) for env in EXAMPLES}
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the project (program, environments and stacks) to run commands in; the current folder."""
     for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(REPO / name, tmp_path / name)
-    shutil.copytree(REPO / "stacks", tmp_path / "stacks")
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    shutil.copytree(EXAMPLE / "stacks", tmp_path / "stacks")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

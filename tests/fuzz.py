@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from tests.helpers import REPO
+from tests.helpers import EXAMPLE
 
 HOSTILE_VALUES: list[Any] = [
     None, True, False, 0, -1, 1, 7, 1000, 1001, 2**31, 2**63, 10**30, -(10**30), 0.5, 1e308, -0.0,
@@ -45,12 +45,12 @@ class Case:
 
 
 def _stack_cluster(env: str) -> dict[str, Any]:
-    document = yaml.safe_load((REPO / "stacks" / f"Pulumi.{env}.yaml").read_text(encoding="utf-8"))
+    document = yaml.safe_load((EXAMPLE / "stacks" / f"Pulumi.{env}.yaml").read_text(encoding="utf-8"))
     return document["config"]["aksgpu:cluster"]
 
 
 def _environments() -> dict[str, Any]:
-    return yaml.safe_load((REPO / "stacks" / "environments.yaml").read_text(encoding="utf-8"))
+    return yaml.safe_load((EXAMPLE / "stacks" / "environments.yaml").read_text(encoding="utf-8"))
 
 
 class Generator:

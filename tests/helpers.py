@@ -14,7 +14,9 @@ from aksgpu.cli.stackfile import StackFile
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (REPO / "stacks").glob("Pulumi.*.yaml"))
+# The example project: what `aksgpu new` writes, with a dev and a prod environment.
+EXAMPLE = REPO / "examples" / "gpu-clusters"
+EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (EXAMPLE / "stacks").glob("Pulumi.*.yaml"))
 
 
 def base_spec() -> dict[str, Any]:
@@ -82,7 +84,7 @@ def find_object(plan: Plan, kind: str, name: str) -> dict[str, Any]:
 
 def plan_spec(spec: dict[str, Any], stack: str = "test") -> Plan:
     """Plan a spec with the project's real program, as `aksgpu plan` would."""
-    stack_file = StackFile(REPO, REPO / "stacks" / f"Pulumi.{stack}.yaml", stack, {"aksgpu:cluster": spec})
+    stack_file = StackFile(EXAMPLE, EXAMPLE / "stacks" / f"Pulumi.{stack}.yaml", stack, {"aksgpu:cluster": spec})
     return plan_stack(stack_file)
 
 

@@ -18,7 +18,7 @@ from aksgpu.cli.app import app
 from aksgpu.cli.environments import load_environments
 from aksgpu.cli.presets import preset_names
 from aksgpu.cli.schema import environments_schema
-from tests.helpers import REPO
+from tests.helpers import EXAMPLE
 
 runner = CliRunner()
 ADMIN = "11111111-1111-1111-1111-111111111111"
@@ -30,7 +30,7 @@ ADMIN = "11111111-1111-1111-1111-111111111111"
 def empty_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the project with no environments and no stacks yet."""
     for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(REPO / name, tmp_path / name)
+        shutil.copy(EXAMPLE / name, tmp_path / name)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -206,15 +206,15 @@ def test_schemas_are_valid_and_check_the_authored_and_rendered_files(project: Pa
 
 
 def test_the_committed_environments_schema_is_current() -> None:
-    committed = json.loads((REPO / "stacks" / "environments.schema.json").read_text())
+    committed = json.loads((EXAMPLE / "stacks" / "environments.schema.json").read_text())
     assert committed == environments_schema(), "run: aksgpu schema environments -o stacks/environments.schema.json"
 
 
 def test_check_jsonschema_accepts_the_authored_file_with_the_committed_schema() -> None:
     """An external validator (check-jsonschema), as an editor or CI job would use the schema."""
     tool = Path(sys.executable).with_name("check-jsonschema")
-    result = subprocess.run([str(tool), "--schemafile", str(REPO / "stacks" / "environments.schema.json"),
-                             str(REPO / "stacks" / "environments.yaml")], capture_output=True, text=True)
+    result = subprocess.run([str(tool), "--schemafile", str(EXAMPLE / "stacks" / "environments.schema.json"),
+                             str(EXAMPLE / "stacks" / "environments.yaml")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -10,7 +10,7 @@ from aksgpu.cli.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
 from aksgpu.cli.report import plan_document
 from aksgpu.components.node_pools import REPLACE_ON_CHANGES
 from aksgpu.components.spec import parse_cluster_spec
-from tests.helpers import REPO, base_spec, edit, plan_spec
+from tests.helpers import EXAMPLE, REPO, base_spec, edit, plan_spec
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
@@ -299,7 +299,7 @@ def test_plan_json_is_byte_identical_across_processes() -> None:
     outputs = []
     for seed in ("1", "2"):
         result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.app import main; main()", "plan", "dev", "--json"],
-                                cwd=REPO, capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed},
+                                cwd=EXAMPLE, capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed},
                                 timeout=300, check=False)
         assert result.returncode == 0, result.stderr.decode()
         outputs.append(result.stdout)

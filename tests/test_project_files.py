@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
-from tests.helpers import REPO, SHARED
+from tests.helpers import EXAMPLE, SHARED
 
 SCHEMA = SHARED / "specs" / "pulumi" / "project.json"
 
@@ -17,15 +18,24 @@ SCHEMA = SHARED / "specs" / "pulumi" / "project.json"
 def test_pulumi_yaml_matches_the_project_schema() -> None:
     schema = json.loads(SCHEMA.read_text())
     validator = jsonschema.Draft202012Validator(schema)
-    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    project = yaml.safe_load((EXAMPLE / "Pulumi.yaml").read_text())
     assert list(validator.iter_errors(project)) == []
     assert list(validator.iter_errors({**project, "stackConfigDir": 5})), "the schema check can fail"
 
 
 def test_pulumi_yaml_points_at_the_program_and_the_stacks() -> None:
-    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
-    assert project["name"] == "aksgpu"
+    project = yaml.safe_load((EXAMPLE / "Pulumi.yaml").read_text())
+    assert project["name"] == "gpu-clusters"
     assert project["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
-    assert (REPO / project["main"]).is_file()
-    assert (REPO / project["stackConfigDir"]).is_dir()
-    assert list((REPO / project["stackConfigDir"]).glob("Pulumi.*.yaml"))
+    assert (EXAMPLE / project["main"]).is_file()
+    assert (EXAMPLE / project["stackConfigDir"]).is_dir()
+    assert list((EXAMPLE / project["stackConfigDir"]).glob("Pulumi.*.yaml"))
+
+
+def test_the_example_project_is_what_aksgpu_new_writes(tmp_path: Path) -> None:
+    from aksgpu.cli.initialize import InitRequest
+    from aksgpu.cli.scaffold import PROJECT_FILES, new_project
+
+    made = new_project(tmp_path / "gpu-clusters", InitRequest("dev", "dev", location="eastus2"), github=False)
+    for name in PROJECT_FILES.values():
+        assert (made.directory / name).read_text() == (EXAMPLE / name).read_text(), name

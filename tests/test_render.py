@@ -12,7 +12,7 @@ from aksgpu.cli.presets import preset_names
 from aksgpu.cli.render import plan_render, spec_config, write_rendered
 from aksgpu.cli.stackfile import UserError
 from aksgpu.components.spec import parse_cluster_spec
-from tests.helpers import REPO
+from tests.helpers import EXAMPLE
 
 
 def _environments_with_every_preset(project: Path) -> None:
@@ -24,11 +24,11 @@ def _environments_with_every_preset(project: Path) -> None:
 
 
 def test_the_committed_example_stacks_are_what_render_writes() -> None:
-    environments = load_environments(REPO)
+    environments = load_environments(EXAMPLE)
     assert environments.names == ["dev", "prod"]
     for name in environments.names:
         rendered = plan_render(environments, name)
-        assert rendered.state == "current", rendered.diff(REPO)
+        assert rendered.state == "current", rendered.diff(EXAMPLE)
 
 
 def test_every_preset_renders_deterministically_and_round_trips(project: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_file_pulumi_rewrote_is_not_a_hand_edit_and_its_keys_are_kept(project:
 
 
 def test_pool_comments_say_what_each_pool_becomes() -> None:
-    lines = (REPO / "stacks" / "Pulumi.prod.yaml").read_text().splitlines()
+    lines = (EXAMPLE / "stacks" / "Pulumi.prod.yaml").read_text().splitlines()
     text = " ".join(line.strip()[2:] for line in lines if line.strip().startswith("# "))  # comments, unwrapped
     assert ("a100: Standard_NC24ads_A100_v4, 1 x A100 80GB PCIe each; 3 AgentPools, one per zone 1, 2, 3; "
             "0-20 nodes each; on-demand.") in text

@@ -38,7 +38,7 @@ import pytest
 from aksgpu.cli.planner import Plan, plan_stack
 from aksgpu.cli.stackfile import resolve_stack
 from aksgpu.components.spec import parse_cluster_spec
-from tests.helpers import REPO, base_spec, edit, plan_spec
+from tests.helpers import EXAMPLE, base_spec, edit, plan_spec
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -94,9 +94,9 @@ def test_spot_pools_declare_the_taint_aks_adds_and_no_upgrade_settings(example_p
 
 def test_pod_and_api_server_subnets_carry_the_delegation_aks_adds(pod_subnet_plan: Plan) -> None:
     # Subnet IDs are unknown before apply, so which subnet serves what is read from the specs.
-    specs = {"prod": parse_cluster_spec(resolve_stack("prod", cwd=REPO).cluster)[0],
+    specs = {"prod": parse_cluster_spec(resolve_stack("prod", cwd=EXAMPLE).cluster)[0],
              "test": parse_cluster_spec(POD_SUBNET_SPEC)[0]}
-    plans = {"prod": plan_stack(resolve_stack("prod", cwd=REPO)), "test": pod_subnet_plan}
+    plans = {"prod": plan_stack(resolve_stack("prod", cwd=EXAMPLE)), "test": pod_subnet_plan}
     checked = 0
     for key, spec in specs.items():
         vnet = spec.network.vnet

@@ -33,7 +33,7 @@ def _readme_command(prefix: str) -> list[str]:
     match = re.search(rf"^{re.escape(prefix)}.*?(?<!\\)$", text, re.MULTILINE | re.DOTALL)
     assert match, f"the README shows no `{prefix}` command"
     command = match.group(0).replace("\\\n", " ")
-    return shlex.split(command.split("#")[0])[1:]  # without .venv/bin/aksgpu
+    return shlex.split(command.split("#")[0])[1:]  # without the leading aksgpu
 
 
 def _ok(args: list[str]) -> str:
@@ -43,7 +43,7 @@ def _ok(args: list[str]) -> str:
 
 
 def _set_up_as_the_readme_says(project: Path) -> None:
-    _ok(_readme_command(".venv/bin/aksgpu init staging"))
+    _ok(_readme_command("aksgpu init staging"))
     environments = project / "stacks" / "environments.yaml"
     text = environments.read_text().replace(PLACEHOLDER_GROUP, TEAM_GROUP)
     text = text.replace("defaults:\n", "defaults:\n  backend: azblob://pulumi-state?storage_account=stpulumistate01\n"

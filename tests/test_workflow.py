@@ -48,7 +48,7 @@ from aksgpu.cli.workflow import (
     write_kubeconfig,
 )
 from aksgpu.components.kubeconfig import AKS_AAD_SERVER_ID
-from tests.helpers import REPO, base_spec, typer_app_with
+from tests.helpers import EXAMPLE, REPO, base_spec, typer_app_with
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("no_cloud_environment")
@@ -69,8 +69,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A small project: Pulumi.yaml, the dev stack, and a protected stack; the current folder."""
     project_dir = tmp_path / "project"
     (project_dir / "stacks").mkdir(parents=True)
-    shutil.copy(REPO / "Pulumi.yaml", project_dir / "Pulumi.yaml")
-    shutil.copy(REPO / "stacks" / "Pulumi.dev.yaml", project_dir / "stacks" / "Pulumi.dev.yaml")
+    shutil.copy(EXAMPLE / "Pulumi.yaml", project_dir / "Pulumi.yaml")
+    shutil.copy(EXAMPLE / "stacks" / "Pulumi.dev.yaml", project_dir / "stacks" / "Pulumi.dev.yaml")
     protected = {**base_spec(), "protect": True}
     (project_dir / "stacks" / "Pulumi.vault.yaml").write_text(yaml.safe_dump({"config": {"aksgpu:cluster": protected}}))
     monkeypatch.chdir(project_dir)
@@ -610,8 +610,8 @@ def test_registering_imports_neither_pulumi_nor_the_spec() -> None:
 def test_up_refuses_a_stack_file_out_of_date_with_environments_yaml(app: typer.Typer, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     project_dir = tmp_path / "full"
-    shutil.copytree(REPO / "stacks", project_dir / "stacks")
-    shutil.copy(REPO / "Pulumi.yaml", project_dir / "Pulumi.yaml")
+    shutil.copytree(EXAMPLE / "stacks", project_dir / "stacks")
+    shutil.copy(EXAMPLE / "Pulumi.yaml", project_dir / "Pulumi.yaml")
     environments = project_dir / "stacks" / "environments.yaml"
     environments.write_text(environments.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
     monkeypatch.chdir(project_dir)
