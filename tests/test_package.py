@@ -1,9 +1,11 @@
 """aksgpu as a package a team installs, outside this repository: the wheel and the user's path.
 
-The wheel is built from this repository and installed into a folder of its own; every command
-then runs from a temporary folder outside the repository with only that install of aksgpu on
-the path (its dependencies come from the test environment), so a file missing from the wheel
-(a template, a preset, a data table) fails here.
+The wheel is built from this repository and installed, without its dependencies, into a fresh
+virtualenv in a temporary folder; a .pth file lends that virtualenv the test environment's
+packages (Pulumi, the Azure and Kubernetes SDKs) without its editable install of aksgpu (a .pth
+file's folders are not searched for further .pth files). Every command then runs as the
+virtualenv's own `aksgpu` script from a folder outside the repository, so a file missing from the
+wheel (a template, a preset, a data table) fails here.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -20,12 +23,10 @@ import yaml
 from aksgpu.cli.presets import preset_names
 from tests.helpers import REPO
 
-RUN = "import sys; from aksgpu.cli.app import main; sys.argv[0] = 'aksgpu'; main()"
-
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder the built wheel is installed into (a --target install, dependencies excluded)."""
+    """The `aksgpu` script of a fresh virtualenv with the built wheel installed."""
     folder = tmp_path_factory.mktemp("wheel")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(folder / "dist"),
                             str(REPO)], capture_output=True, text=True, timeout=600, check=False)
@@ -33,31 +34,36 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheel = next((folder / "dist").glob("aksgpu-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    assert not [n for n in names if n.split("/")[0] in ("cli", "components", "templates", "tests")], names
-    site = folder / "site"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site),
-                           str(wheel)], capture_output=True, text=True, timeout=600, check=False)
+    assert not [n for n in names if n.split("/")[0] in ("cli", "components", "templates", "tests", "examples")], names
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    done = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--quiet", str(wheel)],
+                          capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    return site
+    return venv / "bin" / "aksgpu"
 
 
-def _aksgpu(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run([sys.executable, "-c", RUN, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+def _aksgpu(script: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    return subprocess.run([str(script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
 
 
-def _ok(site: Path, cwd: Path, *args: str) -> str:
-    result = _aksgpu(site, cwd, *args)
+def _ok(script: Path, cwd: Path, *args: str) -> str:
+    result = _aksgpu(script, cwd, *args)
     assert result.returncode == 0, f"aksgpu {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
 
 def test_the_installed_package_is_the_wheel_not_this_repository(installed: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(installed)}
-    where = subprocess.run([sys.executable, "-c", "import aksgpu; print(aksgpu.__file__, aksgpu.__version__)"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
-    assert where.startswith(str(installed)) and where.split()[1][0].isdigit()
+    python = installed.with_name("python")
+    where = subprocess.run([str(python), "-c", "import aksgpu; print(aksgpu.__file__, aksgpu.__version__)"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(installed.parents[1])) and where.split()[1][0].isdigit()
     assert _ok(installed, tmp_path, "--version").startswith("aksgpu ")
 
 
@@ -103,6 +109,8 @@ def test_every_preset_starts_an_environment_of_a_new_repository(installed: Path,
     _ok(installed, project, "validate")
     _ok(installed, project, "ci", "github")
     _ok(installed, project, "ci", "github", "--check")
+    summary = _ok(installed, project, "ci", "summary")  # the checks workflow's plan of every environment
+    assert all(f"| `p{preset}` |" in summary for preset in preset_names()) and "❌" not in summary
 
 
 def test_new_never_writes_into_a_folder_with_something_in_it(installed: Path, tmp_path: Path) -> None:
