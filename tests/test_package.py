@@ -98,6 +98,10 @@ def test_the_readme_path_runs_as_written_outside_this_repository(installed: Path
     assert "*.bak" in (project / ".gitignore").read_text()
     checks = (project / ".github" / "workflows" / "aksgpu-checks.yml").read_text()
     assert "pip install -r requirements.txt" in checks and "pytest" not in checks
+    workflows = sorted((project / ".github" / "workflows").glob("*.yml"))
+    valid = subprocess.run([str(Path(sys.executable).with_name("check-jsonschema")), "--builtin-schema",
+                            "vendor.github-workflows", *map(str, workflows)], capture_output=True, text=True, check=False)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
 
 
 def test_every_preset_starts_an_environment_of_a_new_repository(installed: Path, tmp_path: Path) -> None:
