@@ -72,7 +72,7 @@ def new_project(directory: Path, first: InitRequest, *, github: bool = True) -> 
     staging: Path | None = None
     try:
         directory.resolve().parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.resolve().parent))
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.resolve().name}.", dir=directory.resolve().parent))
         relative = _write_project(staging, first, values, github)
         if directory.exists():  # empty (checked above), and maybe the current folder: fill it
             for entry in staging.iterdir():
