@@ -50,7 +50,7 @@ def test_plan_json_document(project: Path) -> None:
     pools = {p["name"]: p for p in document["summary"]["pools"]}
     assert pools["h100"]["gpuSoftware"] == ["GPU Operator"] and pools["a1001"]["gpuSoftware"] == ["NVIDIA device plugin"]
     assert pool["options"]["deleteBeforeReplace"] is True
-    assert pool["urn"].startswith("urn:pulumi:prod::aksgpu::")
+    assert pool["urn"].startswith("urn:pulumi:prod::gpu-clusters::")  # the project name in Pulumi.yaml
     assert document["outputs"]["kubeconfig"] == "[secret]"
 
 

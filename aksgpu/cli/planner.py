@@ -218,8 +218,13 @@ def _drop_aliases(args: Any) -> Any:
     return pulumi.ResourceTransformationResult(props=args.props, opts=opts)
 
 
-def plan_stack(stack_file: StackFile, project: str = "aksgpu") -> Plan:
-    """Run the project's program for `stack_file` offline and return what it would declare."""
+def plan_stack(stack_file: StackFile, project: str | None = None) -> Plan:
+    """Run the project's program for `stack_file` offline and return what it would declare.
+
+    `project`: the Pulumi project name in the URNs; by default Pulumi.yaml's, as in a real preview.
+    """
+    if project is None:
+        project = _project_name(stack_file)
     # A fresh context gives the Pulumi SDK fresh globals (its settings are context variables),
     # so plans in one process do not see each other.
     # The cyclic garbage collector is paused meanwhile: importing azure-native and registering
@@ -236,6 +241,17 @@ def plan_stack(stack_file: StackFile, project: str = "aksgpu") -> Plan:
 
 
 EXIT_INTERRUPTED = 130
+
+
+def _project_name(stack_file: StackFile) -> str:
+    from aksgpu.cli.stackfile import UserError, load_yaml
+
+    try:
+        document = load_yaml(stack_file.project_dir / "Pulumi.yaml")
+    except UserError:
+        return "aksgpu"
+    name = document.get("name") if isinstance(document, dict) else None
+    return name if isinstance(name, str) and name else "aksgpu"
 
 
 @contextlib.contextmanager
