@@ -7,9 +7,14 @@ command line; `aksgpu.program` is the Pulumi program a project's __main__.py run
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("aksgpu")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+def __getattr__(name: str) -> str:
+    # __version__ on first use: importlib.metadata costs about 25 ms, which every command would pay.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("aksgpu")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module 'aksgpu' has no attribute {name!r}")

@@ -168,3 +168,14 @@ def test_schema_output_never_replaces_a_file_that_is_not_a_schema(project: Path)
     assert runner.invoke(app, ["schema", "environments", "-o", str(schema)]).exit_code == 0
     assert runner.invoke(app, ["schema", "cluster", "-o", "-"]).output.startswith("{")
     assert not (project / "-").exists()
+
+
+@pytest.mark.parametrize(("args", "code"), [(["presets", "list"], 0), (["plan", "--bogus"], 2)])
+def test_the_console_script_keeps_exit_codes(args: list[str], code: int) -> None:
+    # main() freezes the collector before the interpreter exits; the exit code must pass through.
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.app import main; main()", *args],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == code, result.stderr
