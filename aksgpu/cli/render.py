@@ -224,16 +224,6 @@ def _pool_summary(pool: Any) -> str:
     return f"{pool.name}: {pool.vm_size}{gpus}; {where}; {scale}; {priority}{team}."
 
 
-# What must not reach a `#` comment line: line breaks (\n, \r, U+0085, U+2028, U+2029) would end
-# the comment and turn the rest into YAML; other control characters make the file unreadable.
-_NOT_IN_A_COMMENT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def comment_safe(text: str) -> str:
-    """`text` for one YAML comment line: line breaks and control characters as \\uXXXX escapes."""
-    return _NOT_IN_A_COMMENT.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-
-
 @functools.cache
 def _stack_template() -> jinja2.Template:
     # Compiled once per process: `validate` and `render` of every environment reuse it.
@@ -247,7 +237,10 @@ def _stack_template() -> jinja2.Template:
 
 def render_text(effective: EffectiveEnvironment, environments_file: str,
                 kept_top_level: dict[str, Any], kept_config: dict[str, Any]) -> str:
-    """The stack file text for an environment: deterministic, same input same bytes."""
+    """The stack file text for an environment: deterministic, same input same bytes. User text in
+    the header's comment lines is kept to one line each (a line break would end the comment)."""
+    from aksgpu.components.spec.base import one_line
+
     config = spec_config(effective.spec)
     env = effective.environment
     preset_spec = effective.preset.spec
@@ -258,15 +251,15 @@ def render_text(effective: EffectiveEnvironment, environments_file: str,
         environment=env.name,
         environments_file=environments_file,
         description_lines=[line for paragraph in (env.description or "").splitlines()
-                           for line in textwrap.wrap(comment_safe(paragraph), HEADER_WIDTH - 2) or [""]],
+                           for line in textwrap.wrap(one_line(paragraph), HEADER_WIDTH - 2) or [""]],
         preset=effective.preset.name,
         preset_lines=textwrap.wrap(f"Preset: {effective.preset.name} ({effective.preset.description})",
                                    HEADER_WIDTH - 2, subsequent_indent="  "),
-        override_lines=textwrap.wrap(comment_safe(override_text), HEADER_WIDTH - 2, subsequent_indent="  ",
+        override_lines=textwrap.wrap(one_line(override_text), HEADER_WIDTH - 2, subsequent_indent="  ",
                                      break_on_hyphens=False),
         warnings=effective.warnings,
         warning_lines=[line for warning in effective.warnings
-                       for line in textwrap.wrap(comment_safe(f"- {warning}"), HEADER_WIDTH - 4,
+                       for line in textwrap.wrap(one_line(f"- {warning}"), HEADER_WIDTH - 4,
                                                  subsequent_indent="  ", break_on_hyphens=False)],
         stamp_line=stamp_placeholder(),
         kept_top_level=[to_yaml({key: value}) for key, value in kept_top_level.items()],

@@ -23,7 +23,14 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 Severity = Literal["error", "warning"]
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Line breaks (\n, \r, U+0085, U+2028, U+2029) and other control characters.
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """`text` with line breaks and control characters as \\uXXXX escapes: it stays one line (of
+    a message, or of a YAML comment, which a line break would end early)."""
+    return _LINE_BREAKING.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 class SpecModel(BaseModel):
@@ -53,8 +60,7 @@ class Issue:
 
     def __str__(self) -> str:
         # A path holds the user's keys, which may hold line breaks: escaped, one issue stays one line.
-        path = _UNPRINTABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", self.path)
-        return f"{path} = {render_value(self.value)}: {self.rule}. Fix: {self.fix}"
+        return f"{one_line(self.path)} = {render_value(self.value)}: {self.rule}. Fix: {self.fix}"
 
 
 class SpecError(Exception):
