@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import aksgpu.cli.files
-from aksgpu.cli.app import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, app
+from aksgpu.cli.app import app
+from aksgpu.cli.exit_codes import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
 from aksgpu.cli.files import read_text_if_exists, write_text_atomically
 from aksgpu.cli.stackfile import UserError
 

@@ -604,7 +604,7 @@ def test_registering_imports_neither_pulumi_nor_the_spec() -> None:
             " | {m for m in sys.modules if m.startswith('aksgpu.components')}), "
             "sorted(m for m in sys.modules if m.startswith('aksgpu.cli.')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.workflow']"
+    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.exit_codes', 'aksgpu.cli.workflow']"
 
 
 def test_up_refuses_a_stack_file_out_of_date_with_environments_yaml(app: typer.Typer, tmp_path: Path,

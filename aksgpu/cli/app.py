@@ -29,15 +29,12 @@ from aksgpu.cli.arguments import (
     StackArg,
     preset_names,
 )
+from aksgpu.cli.exit_codes import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
     from aksgpu.cli.environments import EnvironmentsFile
     from aksgpu.cli.stackfile import StackFile
     from aksgpu.components.spec import Issue
-
-# Exit code for an error aksgpu did not foresee: a bug, reported in one line (BSD's EX_SOFTWARE).
-EXIT_INTERNAL_ERROR = 70
-EXIT_INTERRUPTED = 130
 
 
 # The click Typer runs on: its own copy (typer._click) in recent Typer releases, click itself in older ones.

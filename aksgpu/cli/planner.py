@@ -240,9 +240,6 @@ def plan_stack(stack_file: StackFile, project: str | None = None) -> Plan:
                 gc.enable()
 
 
-EXIT_INTERRUPTED = 130
-
-
 def _project_name(stack_file: StackFile) -> str:
     from aksgpu.cli.stackfile import UserError, load_yaml
 
@@ -270,6 +267,8 @@ def _interrupt_ends_the_process() -> Iterator[None]:
     def stop(_signal: int, _frame: object) -> None:
         sys.stderr.write("interrupted: the offline plan stopped; nothing was written.\n")
         sys.stderr.flush()
+        from aksgpu.cli.exit_codes import EXIT_INTERRUPTED
+
         os._exit(EXIT_INTERRUPTED)
 
     previous = signal.signal(signal.SIGINT, stop)

@@ -29,17 +29,18 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
+from aksgpu.cli.exit_codes import (
+    EXIT_CHANGES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+)
 
 if TYPE_CHECKING:
     from pulumi.automation import Stack
 
     from aksgpu.cli.stackfile import StackFile
     from aksgpu.components.kubeconfig import Kubeconfig
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_CHANGES = 3
-EXIT_INTERRUPTED = 130
 
 DEFAULT_STATE_DIR = ".pulumi-state"
 PULUMI_CLOUD_URL = "https://api.pulumi.com"
