@@ -78,6 +78,7 @@ class RenderedStack:
     state: State
     reason: str = ""
     warnings: tuple[Issue, ...] = ()
+    spec: ClusterSpec | None = None  # the environment's validated spec, rendered into `text`
 
     def diff(self, project_dir: Path) -> str:
         name = str(self.path.relative_to(project_dir))
@@ -331,7 +332,7 @@ def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
     text = render_text(effective, environments.relative_path, kept_top, kept_config)
     if state == "stale" and text == existing:
         state = "current"
-    return RenderedStack(name, path, text, existing, state, reason, tuple(effective.warnings))
+    return RenderedStack(name, path, text, existing, state, reason, tuple(effective.warnings), effective.spec)
 
 
 def _parse_existing(path: Path) -> tuple[Any, str]:

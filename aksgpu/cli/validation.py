@@ -20,6 +20,7 @@ class Report:
     issues: list[Issue] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # problems that are not spec rules (files, drift)
     failed: bool = False  # a problem outside the spec (unreadable file) made it invalid
+    cluster: tuple[str, str] | None = None  # (resource group, cluster name) of a valid environment
 
     @property
     def errors(self) -> list[Issue | str]:
@@ -80,29 +81,23 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
             raise UserError("nothing to validate: no environments and no stack files. "
                             "Fix: add one with `aksgpu init dev --preset dev`.")
     reports = [_validate_one(target, environments, cwd) for target in targets]
-    _note_shared_clusters(reports, [t for t in targets if t in environments.names], environments)
+    _note_shared_clusters(reports)
     return reports
 
 
-def _note_shared_clusters(reports: list[Report], names: list[str], environments: EnvironmentsFile) -> None:
+def _note_shared_clusters(reports: list[Report]) -> None:
     """Warn when two environments declare the same cluster (resource group and name): in one
     subscription, two Pulumi stacks would then manage one cluster and undo each other."""
-    from aksgpu.cli.render import effective_environment
-    from aksgpu.components.spec import SpecError
-
-    declared: dict[tuple[str, str], list[str]] = {}
-    for name in names:
-        try:
-            spec = effective_environment(environments, name).spec
-        except (SpecError, UserError):
-            continue  # its own report has the errors
-        key = (spec.resource_group.name.casefold(), spec.name.casefold())
-        declared.setdefault(key, []).append(name)
-    by_target = {report.target: report for report in reports}
+    declared: dict[tuple[str, str], list[Report]] = {}
+    for report in reports:
+        if report.cluster is not None:
+            group, cluster = report.cluster
+            declared.setdefault((group.casefold(), cluster.casefold()), []).append(report)
     for (group, cluster), sharing in declared.items():
-        for name in sharing[1:]:
-            others = ", ".join(other for other in sharing if other != name)
-            by_target[f"environment {name}"].notes.append(
+        for report in sharing[1:]:
+            name = report.target.removeprefix("environment ")
+            others = ", ".join(other.target.removeprefix("environment ") for other in sharing if other is not report)
+            report.notes.append(
                 f"warning: environment {name} declares cluster {cluster} in resource group {group}, as {others} does; "
                 "in one subscription two stacks would manage one cluster and undo each other's changes. Fix: give "
                 "each environment its own name or resourceGroup.name (or subscriptions you keep apart).")
@@ -130,6 +125,8 @@ def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
         report.failed = True
         return report
     report.issues = list(rendered.warnings)
+    if rendered.spec is not None:
+        report.cluster = (rendered.spec.resource_group.name, rendered.spec.name)
     stack = rendered.path.relative_to(environments.project_dir)
     if rendered.state == "new":
         report.notes.append(f"note: {stack} is not rendered yet. Fix: run `aksgpu render {name}`.")
