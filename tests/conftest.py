@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aksgpu.cli.planner import Plan, plan_stack
-from aksgpu.cli.stackfile import resolve_stack
+from aksgpu.cli.plan.planner import Plan, plan_stack
+from aksgpu.cli.project.stackfile import resolve_stack
 from tests.helpers import EXAMPLE, EXAMPLES
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import typer
 
-from aksgpu.cli.planner import Plan, plan_stack
-from aksgpu.cli.stackfile import StackFile
+from aksgpu.cli.plan.planner import Plan, plan_stack
+from aksgpu.cli.project.stackfile import StackFile
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -60,8 +60,8 @@ REMOVE = object()
 
 def preset_spec(preset: str, **overrides: Any) -> dict[str, Any]:
     """A full spec from a preset, as `aksgpu init` would start it (names and an admin group added)."""
-    from aksgpu.cli.environments import merge
-    from aksgpu.cli.presets import load_preset
+    from aksgpu.cli.environments.file import merge
+    from aksgpu.cli.environments.presets import load_preset
 
     base = {"name": f"gpu-{preset}", "location": "eastus2", "resourceGroup": {"name": f"rg-gpu-{preset}"},
             "access": {"aad": {"adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"]}}}
@@ -70,7 +70,7 @@ def preset_spec(preset: str, **overrides: Any) -> dict[str, Any]:
 
 def kubernetes_manifests(plan: Plan) -> list[dict[str, Any]]:
     """Every Kubernetes object of a plan, as the API server would receive it."""
-    from aksgpu.cli.manifests import kubernetes_objects, manifest
+    from aksgpu.cli.plan.manifests import kubernetes_objects, manifest
 
     return [manifest(resource) for resource in kubernetes_objects(plan)]
 

@@ -17,15 +17,15 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.cli.ci import (
+from aksgpu.cli.ci.pipelines import (
     changed_environments,
     ci_settings,
     render_azure_devops,
     render_github,
 )
-from aksgpu.cli.ci_comment import post_or_update
-from aksgpu.cli.stackfile import UserError
-from aksgpu.cli.summary import MARKER, EnvironmentResult, summary_markdown
+from aksgpu.cli.ci.comment import post_or_update
+from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.plan.summary import MARKER, EnvironmentResult, summary_markdown
 
 runner = CliRunner()
 GOLDEN = Path(__file__).resolve().parent / "golden" / "ci"
@@ -278,7 +278,7 @@ def test_the_summary_reports_an_environment_with_errors_and_exits_1(project: Pat
 
 
 def test_new_kinds_of_finding_slot_in_as_sections() -> None:
-    from aksgpu.cli import summary
+    from aksgpu.cli.plan import summary
 
     result = EnvironmentResult("dev", "stacks/Pulumi.dev.yaml", None, errors=["bad | value <b>"])
     text = summary_markdown([result])

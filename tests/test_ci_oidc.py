@@ -16,7 +16,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from aksgpu.cli.ci_oidc import (
+from aksgpu.cli.ci.oidc import (
     GITHUB_OIDC_AUDIENCE,
     GITHUB_OIDC_ISSUER,
     GITHUB_VARIABLES,
@@ -38,7 +38,7 @@ from aksgpu.cli.ci_oidc import (
     role_condition,
     run_oidc,
 )
-from aksgpu.cli.stackfile import UserError
+from aksgpu.cli.project.stackfile import UserError
 from aksgpu.components import data
 from tests.helpers import REPO, typer_app_with
 
@@ -524,10 +524,10 @@ def test_script_steps_are_numbered_like_the_steps() -> None:
 
 
 def test_registering_imports_neither_pulumi_nor_the_spec() -> None:
-    """`aksgpu --help` must stay fast: only typer, the standard library and aksgpu.cli.workflow at import time."""
-    code = ("import sys, typer; from aksgpu.cli.ci_oidc import register; register(typer.Typer()); "
+    """`aksgpu --help` must stay fast: only typer, the standard library and aksgpu.cli.workflow.commands at import time."""
+    code = ("import sys, typer; from aksgpu.cli.ci.oidc import register; register(typer.Typer()); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'yaml', 'pydantic', 'rich', 'jinja2'}"
             " | {m for m in sys.modules if m.startswith('aksgpu.components')}), "
             "sorted(m for m in sys.modules if m.startswith('aksgpu.cli.')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.ci_oidc', 'aksgpu.cli.exit_codes', 'aksgpu.cli.workflow']"
+    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.ci', 'aksgpu.cli.ci.oidc', 'aksgpu.cli.exit_codes', 'aksgpu.cli.workflow', 'aksgpu.cli.workflow.commands']"

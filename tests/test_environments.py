@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aksgpu.cli.environments import (
+from aksgpu.cli.environments.file import (
     assignment_overrides,
     check_override_keys,
     describe_overrides,
@@ -14,7 +14,7 @@ from aksgpu.cli.environments import (
     merge,
     user_path,
 )
-from aksgpu.cli.stackfile import UserError
+from aksgpu.cli.project.stackfile import UserError
 
 
 def test_mappings_merge_key_by_key_and_scalars_and_plain_lists_replace() -> None:

@@ -12,7 +12,7 @@ import pulumi
 import pytest
 import yaml
 
-from aksgpu.cli.planner import SECRET_TEXT, _placeholder_kubeconfig
+from aksgpu.cli.plan.planner import SECRET_TEXT, _placeholder_kubeconfig
 from aksgpu.components.kubeconfig import AKS_AAD_SERVER_ID
 from aksgpu.components.kubernetes.provider import (
     ClusterKubernetes,

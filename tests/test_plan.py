@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-from aksgpu.cli.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
-from aksgpu.cli.report import plan_document
+from aksgpu.cli.plan.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
+from aksgpu.cli.plan.report import plan_document
 from aksgpu.components.node_pools import REPLACE_ON_CHANGES
 from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import EXAMPLE, REPO, base_spec, edit, plan_spec
@@ -313,7 +313,7 @@ def test_ctrl_c_while_the_program_runs_ends_the_plan_with_one_line_and_130() -> 
     import sys
 
     code = ("import os, signal, time\n"
-            "from aksgpu.cli.planner import _interrupt_ends_the_process\n"
+            "from aksgpu.cli.plan.planner import _interrupt_ends_the_process\n"
             "with _interrupt_ends_the_process():\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
             "    time.sleep(5)\n"

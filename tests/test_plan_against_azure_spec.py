@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aksgpu.cli.planner import Plan
+from aksgpu.cli.plan.planner import Plan
 from tests.helpers import SHARED, base_spec, edit, plan_spec
 from tests.oracles.azure_openapi import AksOpenApi
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aksgpu.cli.environments import load_environments
-from aksgpu.cli.presets import preset_names
-from aksgpu.cli.render import plan_render, spec_config, write_rendered
-from aksgpu.cli.stackfile import UserError
+from aksgpu.cli.environments.file import load_environments
+from aksgpu.cli.environments.presets import preset_names
+from aksgpu.cli.environments.render import plan_render, spec_config, write_rendered
+from aksgpu.cli.project.stackfile import UserError
 from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import EXAMPLE
 

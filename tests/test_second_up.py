@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
-from aksgpu.cli.planner import Plan, plan_stack
-from aksgpu.cli.stackfile import resolve_stack
+from aksgpu.cli.plan.planner import Plan, plan_stack
+from aksgpu.cli.project.stackfile import resolve_stack
 from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import EXAMPLE, base_spec, edit, plan_spec
 

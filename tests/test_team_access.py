@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aksgpu.cli.planner import Plan
+from aksgpu.cli.plan.planner import Plan
 from aksgpu.components.spec import SpecError, parse_cluster_spec
 from tests.helpers import base_spec, edit, find_object, kubernetes_manifests, plan_spec
 

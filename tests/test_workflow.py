@@ -22,8 +22,8 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from aksgpu.cli.stackfile import UserError, resolve_stack
-from aksgpu.cli.workflow import (
+from aksgpu.cli.project.stackfile import UserError, resolve_stack
+from aksgpu.cli.workflow.commands import (
     BootstrapSettings,
     Target,
     automation_error_message,
@@ -599,12 +599,12 @@ def test_bootstrap_steps_and_script_agree() -> None:
 
 def test_registering_imports_neither_pulumi_nor_the_spec() -> None:
     """`aksgpu --help` must stay fast: only typer and the standard library at import time."""
-    code = ("import sys, typer; from aksgpu.cli.workflow import register; register(typer.Typer()); "
+    code = ("import sys, typer; from aksgpu.cli.workflow.commands import register; register(typer.Typer()); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'yaml', 'pydantic', 'rich', 'jinja2'}"
             " | {m for m in sys.modules if m.startswith('aksgpu.components')}), "
             "sorted(m for m in sys.modules if m.startswith('aksgpu.cli.')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.exit_codes', 'aksgpu.cli.workflow']"
+    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.exit_codes', 'aksgpu.cli.workflow', 'aksgpu.cli.workflow.commands']"
 
 
 def test_up_refuses_a_stack_file_out_of_date_with_environments_yaml(app: typer.Typer, tmp_path: Path,
@@ -627,7 +627,7 @@ def test_up_refuses_a_stack_file_out_of_date_with_environments_yaml(app: typer.T
 
 
 def test_a_policy_pack_must_be_a_policy_pack_folder(tmp_path: Path) -> None:
-    from aksgpu.cli.workflow import _policy_packs
+    from aksgpu.cli.workflow.commands import _policy_packs
 
     with pytest.raises(UserError, match="no PulumiPolicy.yaml there"):
         _policy_packs([tmp_path])

@@ -32,8 +32,8 @@ from aksgpu.cli.arguments import (
 from aksgpu.cli.exit_codes import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
-    from aksgpu.cli.environments import EnvironmentsFile
-    from aksgpu.cli.stackfile import StackFile
+    from aksgpu.cli.environments.file import EnvironmentsFile
+    from aksgpu.cli.project.stackfile import StackFile
     from aksgpu.components.spec import Issue
 
 
@@ -129,7 +129,7 @@ def _echo_json(document: Any) -> None:
 
 def _load(stack: str) -> tuple[StackFile, list[Issue]]:
     """The stack file and its spec's warnings; exits 2 on bad input and 1 on spec errors."""
-    from aksgpu.cli.stackfile import UserError, resolve_stack
+    from aksgpu.cli.project.stackfile import UserError, resolve_stack
     from aksgpu.components.spec import SpecError, parse_cluster_spec
 
     try:
@@ -145,8 +145,8 @@ def _load(stack: str) -> tuple[StackFile, list[Issue]]:
 
 
 def _environments() -> EnvironmentsFile:
-    from aksgpu.cli.environments import load_environments
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.project.stackfile import UserError
 
     try:
         return load_environments()
@@ -157,7 +157,7 @@ def _environments() -> EnvironmentsFile:
 def _stale_note(stack_file: StackFile) -> str | None:
     """A note when the stack file is not what environments.yaml renders (None: current or unknown);
     exits when environments.yaml cannot render the stack's environment (it may be out of date)."""
-    from aksgpu.cli.render import EnvironmentNotRendered, render_state
+    from aksgpu.cli.environments.render import EnvironmentNotRendered, render_state
 
     try:
         rendered = render_state(stack_file)
@@ -186,14 +186,14 @@ def plan(
     stack_file, warnings = _load(stack)
     note = _stale_note(stack_file)
 
-    from aksgpu.cli.planner import plan_stack
-    from aksgpu.cli.report import plan_document, render_text
+    from aksgpu.cli.plan.planner import plan_stack
+    from aksgpu.cli.plan.report import plan_document, render_text
 
     with _progress("Planning offline: running the Pulumi program under the mock engine"):
         result = plan_stack(stack_file)
     if manifests is not None:
-        from aksgpu.cli.manifests import write_manifests
-        from aksgpu.cli.stackfile import UserError
+        from aksgpu.cli.plan.manifests import write_manifests
+        from aksgpu.cli.project.stackfile import UserError
 
         try:
             written = write_manifests(result, manifests)
@@ -223,12 +223,12 @@ def validate(
     rendered stack file says; a stack file out of date with environments.yaml is a warning.
     Exit codes: 0 valid (warnings may be printed), 1 errors, 2 bad input (a target that cannot be read).
     """
-    from aksgpu.cli.validation import validate_targets
+    from aksgpu.cli.environments.validation import validate_targets
 
     try:
         reports = validate_targets(targets or [])
     except Exception as error:  # UserError: one clear message
-        from aksgpu.cli.stackfile import UserError
+        from aksgpu.cli.project.stackfile import UserError
 
         if isinstance(error, UserError):
             _fail(str(error))
@@ -260,8 +260,8 @@ def render(
     the others are still written. Exit codes: 0 written or current, 1 --check found a file out of
     date or an environment has spec errors, 2 bad input or a hand-edited file.
     """
-    from aksgpu.cli.render import plan_render, write_rendered
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.environments.render import plan_render, write_rendered
+    from aksgpu.cli.project.stackfile import UserError
     from aksgpu.components.spec import SpecError
 
     if check and force:
@@ -360,8 +360,8 @@ def init(
 
     Nothing is written unless the new environment's spec is valid.
     """
-    from aksgpu.cli.initialize import InitRequest, add_environment
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.environments.initialize import InitRequest, add_environment
+    from aksgpu.cli.project.stackfile import UserError
     from aksgpu.components.spec import SpecError
 
     request = InitRequest(environment=environment, preset=preset, location=location, name=name,
@@ -401,9 +401,9 @@ def new(
     workflows. DIR must be new or empty; nothing is written unless all of it can be. Exit codes:
     0 written, 1 the first environment's spec has errors, 2 bad input.
     """
-    from aksgpu.cli.initialize import InitRequest
-    from aksgpu.cli.scaffold import new_project
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.environments.initialize import InitRequest
+    from aksgpu.cli.project.scaffold import new_project
+    from aksgpu.cli.project.stackfile import UserError
     from aksgpu.components.spec import SpecError
 
     request = InitRequest(environment=environment, preset=preset, location=location,
@@ -432,9 +432,9 @@ def diff(
     Pools and other keyed list items are matched by name. Exit codes: 0 (whether or not they
     differ), 1 a spec has errors, 2 bad input.
     """
-    from aksgpu.cli.fields import field_differences, field_rows
-    from aksgpu.cli.render import effective_environment, spec_config
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.environments.fields import field_differences, field_rows
+    from aksgpu.cli.environments.render import effective_environment, spec_config
+    from aksgpu.cli.project.stackfile import UserError
     from aksgpu.components.spec import SpecError
 
     env_file = _environments()
@@ -488,7 +488,7 @@ def schema(
     stacks/environments.yaml starts with a yaml-language-server comment that points editors at
     stacks/environments.schema.json (`aksgpu schema environments -o stacks/environments.schema.json`).
     """
-    from aksgpu.cli.schema import cluster_schema, environments_schema
+    from aksgpu.cli.environments.schema import cluster_schema, environments_schema
 
     builders = {"cluster": cluster_schema, "environments": environments_schema}
     if kind not in builders:
@@ -497,8 +497,8 @@ def schema(
     if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
-    from aksgpu.cli.files import read_text_if_exists, write_text_atomically
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
+    from aksgpu.cli.project.stackfile import UserError
 
     try:
         existing = read_text_if_exists(output)
@@ -523,7 +523,7 @@ def _is_json_schema(text: str) -> bool:
 @presets_app.command("list")
 def presets_list(as_json: JsonOption = False) -> None:
     """List the presets with what each is for."""
-    from aksgpu.cli.presets import all_presets
+    from aksgpu.cli.environments.presets import all_presets
 
     presets = all_presets()
     if as_json:
@@ -544,8 +544,8 @@ def presets_show(
     `preset` marks the values the preset sets; `default` the spec's defaults; `init` the values
     `aksgpu init` fills in (name, location, resource group).
     """
-    from aksgpu.cli.presets_view import preset_rows
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.environments.presets_view import preset_rows
+    from aksgpu.cli.project.stackfile import UserError
 
     try:
         rows = preset_rows(name)
@@ -566,8 +566,8 @@ def presets_show(
 
 
 def _register_workflow() -> None:
-    from aksgpu.cli.ci_app import ci_app
-    from aksgpu.cli.workflow import register
+    from aksgpu.cli.ci.commands import ci_app
+    from aksgpu.cli.workflow.commands import register
 
     register(app)
     app.add_typer(ci_app, name="ci")

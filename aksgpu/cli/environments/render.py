@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from aksgpu.cli.environments import (
+from aksgpu.cli.environments.file import (
     Environment,
     EnvironmentsFile,
     check_override_items,
@@ -35,18 +35,18 @@ from aksgpu.cli.environments import (
     merge,
     user_path,
 )
-from aksgpu.cli.files import read_text_if_exists, write_text_atomically
-from aksgpu.cli.generated import free_backup_path, stamp, stamp_placeholder, stamp_state
-from aksgpu.cli.presets import Preset, load_preset
-from aksgpu.cli.stackfile import UserError, load_yaml
+from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
+from aksgpu.cli.project.generated import free_backup_path, stamp, stamp_placeholder, stamp_state
+from aksgpu.cli.environments.presets import Preset, load_preset
+from aksgpu.cli.project.stackfile import UserError, load_yaml
 
 if TYPE_CHECKING:
     import jinja2
 
-    from aksgpu.cli.stackfile import StackFile
+    from aksgpu.cli.project.stackfile import StackFile
     from aksgpu.components.spec import ClusterSpec, Issue
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 CLUSTER_KEY = "aksgpu:cluster"
 DIGEST_KEY = "aksgpu:renderDigest"
 HEADER_WIDTH = 96
@@ -390,7 +390,7 @@ def render_state(stack_file: StackFile) -> RenderedStack | None:
     environment of the project's environments.yaml. Raises EnvironmentNotRendered when
     environments.yaml is unreadable, the environment has errors, or the stack file was rendered
     from an environment environments.yaml no longer defines."""
-    from aksgpu.cli.environments import load_environments
+    from aksgpu.cli.environments.file import load_environments
     from aksgpu.components.spec import SpecError
 
     name = stack_file.stack

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from aksgpu.cli.stackfile import (
+from aksgpu.cli.project.stackfile import (
     UserError,
     find_project_dir,
     load_yaml,
@@ -436,7 +436,7 @@ def _locate(segments: list[str | int], merged: Any, overrides: Any) -> str | Non
 
 def parse_assignment(text: str) -> tuple[list[str], Any]:
     """`controlPlane.tier=Premium` -> (['controlPlane', 'tier'], 'Premium'); values are YAML."""
-    from aksgpu.cli.yaml_input import YamlProblem, parse_yaml
+    from aksgpu.cli.project.yaml_input import YamlProblem, parse_yaml
 
     path_text, sep, value_text = text.partition("=")
     segments = path_text.strip().split(".")

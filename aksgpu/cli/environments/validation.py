@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aksgpu.cli.environments import EnvironmentsFile, load_environments
-from aksgpu.cli.stackfile import UserError, find_project_dir, resolve_stack
+from aksgpu.cli.environments.file import EnvironmentsFile, load_environments
+from aksgpu.cli.project.stackfile import UserError, find_project_dir, resolve_stack
 from aksgpu.components.spec.base import Issue, render_value
 
 
@@ -110,7 +110,7 @@ def _validate_one(target: str, environments: EnvironmentsFile, cwd: Path | None)
 
 
 def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
-    from aksgpu.cli.render import plan_render
+    from aksgpu.cli.environments.render import plan_render
     from aksgpu.components.spec import SpecError
 
     report = Report(f"environment {name}", f"environment {name}")

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from aksgpu.cli.stackfile import StackFile
+from aksgpu.cli.project.stackfile import StackFile
 
 UNKNOWN_TEXT = "(known after apply)"
 SECRET_TEXT = "[secret]"
@@ -241,7 +241,7 @@ def plan_stack(stack_file: StackFile, project: str | None = None) -> Plan:
 
 
 def _project_name(stack_file: StackFile) -> str:
-    from aksgpu.cli.stackfile import UserError, load_yaml
+    from aksgpu.cli.project.stackfile import UserError, load_yaml
 
     try:
         document = load_yaml(stack_file.project_dir / "Pulumi.yaml")

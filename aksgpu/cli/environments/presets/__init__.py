@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aksgpu.cli.stackfile import UserError
-from aksgpu.cli.yaml_input import parse_yaml
+from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.project.yaml_input import parse_yaml
 from aksgpu.components.spec.base import did_you_mean
 
 PRESETS_DIR = Path(__file__).resolve().parent

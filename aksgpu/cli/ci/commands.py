@@ -13,7 +13,7 @@ import typer
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentsArg
 
 if TYPE_CHECKING:
-    from aksgpu.cli.ci import CiSettings
+    from aksgpu.cli.ci.pipelines import CiSettings
 
 ci_app = typer.Typer(help="CI for pull requests: offline checks, previews, gated deploys, drift checks.",
                      no_args_is_help=True, context_settings=CONTEXT_SETTINGS)
@@ -35,9 +35,9 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
     """Write (or with `check`, compare) rendered files; hand-edited ones are refused unless forced."""
     import difflib
 
-    from aksgpu.cli.files import read_text_if_exists
-    from aksgpu.cli.generated import write_generated
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.files import read_text_if_exists
+    from aksgpu.cli.project.generated import write_generated
+    from aksgpu.cli.project.stackfile import UserError
 
     if check:
         stale = []
@@ -71,8 +71,8 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
 def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, branch: str,
                output_dir: Path | None, *, check: bool, force: bool) -> CiSettings:
     """Render CI files for the project in the current folder, then write or check them."""
-    from aksgpu.cli.ci import ci_settings
-    from aksgpu.cli.stackfile import UserError, find_project_dir
+    from aksgpu.cli.ci.pipelines import ci_settings
+    from aksgpu.cli.project.stackfile import UserError, find_project_dir
 
     try:
         project_dir = find_project_dir(Path.cwd().resolve())
@@ -99,7 +99,7 @@ def github(
     environment, with Azure OIDC), aksgpu-deploy (pulumi up per environment behind GitHub
     environments, protected ones last) and aksgpu-drift (a daily drift check that opens an issue).
     """
-    from aksgpu.cli.ci import render_github
+    from aksgpu.cli.ci.pipelines import render_github
 
     settings = _render_ci(render_github, "aksgpu ci github", branch, output_dir, check=check, force=force)
     if settings.local_only and not check:
@@ -119,8 +119,8 @@ def summary(
     Deterministic: the same stack files give the same bytes. Exit codes: 0 every environment
     planned, 1 some environment has errors (the summary still lists them), 2 bad input.
     """
-    from aksgpu.cli.stackfile import UserError
-    from aksgpu.cli.summary import check_environments, summary_markdown
+    from aksgpu.cli.project.stackfile import UserError
+    from aksgpu.cli.plan.summary import check_environments, summary_markdown
 
     try:
         results = check_environments(environments or [])
@@ -130,7 +130,7 @@ def summary(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        from aksgpu.cli.files import write_text_atomically
+        from aksgpu.cli.project.files import write_text_atomically
 
         try:
             write_text_atomically(output, text)
@@ -155,9 +155,9 @@ def changed(
     pyproject.toml, requirements.txt, aksgpu/); otherwise those whose stacks/Pulumi.<env>.yaml
     changed.
     """
-    from aksgpu.cli.ci import changed_environments, changed_files
-    from aksgpu.cli.environments import load_environments
-    from aksgpu.cli.stackfile import UserError, stack_config_dir
+    from aksgpu.cli.ci.pipelines import changed_environments, changed_files
+    from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.project.stackfile import UserError, stack_config_dir
 
     try:
         environments = load_environments()
@@ -190,7 +190,7 @@ def azure_devops(
     scheduled drift check. Azure sign-in uses workload-identity-federation service connections
     named aksgpu-ENV-plan and aksgpu-ENV-deploy.
     """
-    from aksgpu.cli.ci import render_azure_devops
+    from aksgpu.cli.ci.pipelines import render_azure_devops
 
     _render_ci(render_azure_devops, "aksgpu ci azure-devops", branch, output_dir, check=check, force=force)
 
@@ -204,9 +204,9 @@ def azure_devops_comment(
     previous run posted (the pipeline calls this; it needs SYSTEM_ACCESSTOKEN)."""
     import os
 
-    from aksgpu.cli.ci_comment import post_or_update
-    from aksgpu.cli.files import read_text_if_exists
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.ci.comment import post_or_update
+    from aksgpu.cli.project.files import read_text_if_exists
+    from aksgpu.cli.project.stackfile import UserError
 
     try:
         body = read_text_if_exists(file)
@@ -221,7 +221,7 @@ def azure_devops_comment(
 
 
 def _register_oidc() -> None:
-    from aksgpu.cli.ci_oidc import register
+    from aksgpu.cli.ci.oidc import register
 
     register(ci_app)
 

@@ -110,7 +110,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 def load_yaml(path: Path) -> Any:
     """A YAML file a person wrote, read strictly (cli.yaml_input); every problem is a UserError."""
-    from aksgpu.cli.yaml_input import YamlProblem, decode_utf8, parse_yaml
+    from aksgpu.cli.project.yaml_input import YamlProblem, decode_utf8, parse_yaml
 
     try:
         data = path.read_bytes()

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from aksgpu.cli.environments import (
+from aksgpu.cli.environments.file import (
     ENVIRONMENT_NAME,
     SCHEMA_FILE,
     EnvironmentsDocument,
@@ -25,9 +25,9 @@ from aksgpu.cli.environments import (
     load_environments,
     merge,
 )
-from aksgpu.cli.files import read_text_if_exists, write_text_atomically
-from aksgpu.cli.presets import load_preset
-from aksgpu.cli.stackfile import UserError
+from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
+from aksgpu.cli.environments.presets import load_preset
+from aksgpu.cli.project.stackfile import UserError
 
 NEW_FILE_HEADER = """\
 # yaml-language-server: $schema=./{schema}
@@ -57,7 +57,7 @@ class InitOutcome:
 
 def add_environment(request: InitRequest, project_dir: Path | None = None) -> InitOutcome:
     """Check, then write environments.yaml (and its schema if new) and the rendered stack file."""
-    from aksgpu.cli.render import plan_render, write_rendered
+    from aksgpu.cli.environments.render import plan_render, write_rendered
 
     environments = load_environments(project_dir)
     env = request.environment
@@ -91,7 +91,7 @@ def add_environment(request: InitRequest, project_dir: Path | None = None) -> In
     messages.append(f"{environments.relative_path}: {verb} environment {env} (preset {request.preset})")
     schema_path = environments.path.parent / SCHEMA_FILE
     if not schema_path.exists():
-        from aksgpu.cli.schema import environments_schema
+        from aksgpu.cli.environments.schema import environments_schema
 
         write_text_atomically(schema_path, json.dumps(environments_schema(), indent=2) + "\n")
         messages.append(f"{schema_path.relative_to(environments.project_dir)}: created (editor completion)")
@@ -169,7 +169,7 @@ def _append_environment(old: str, env: str, entry: dict[str, Any]) -> str:
 
 def _check_round_trip(text: str, expected: dict[str, EnvironmentSettings], environments: EnvironmentsFile) -> None:
     """The new text must read back as the old document plus the new environment, exactly."""
-    from aksgpu.cli.yaml_input import parse_yaml
+    from aksgpu.cli.project.yaml_input import parse_yaml
 
     try:
         document = EnvironmentsDocument.model_validate(parse_yaml(text))

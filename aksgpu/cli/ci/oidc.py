@@ -44,7 +44,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import typer
 
-from aksgpu.cli.workflow import (
+from aksgpu.cli.workflow.commands import (
     CONTAINER_NAME,
     EXIT_FAILED,
     KEY_NAME,
@@ -217,7 +217,7 @@ class OidcSettings:
 
 def parse_azblob_backend(url: str) -> tuple[str, str]:
     """(container, storage account) of azblob://<container>[/<path>]?storage_account=<account>."""
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     parts = urlsplit(url)
     container = parts.netloc
@@ -235,7 +235,7 @@ def parse_azblob_backend(url: str) -> tuple[str, str]:
 
 def parse_key_vault_provider(url: str) -> tuple[str, str]:
     """(vault, key) of azurekeyvault://<vault>.vault.azure.net/keys/<key>[/<version>]."""
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     parts = urlsplit(url)
     vault, _, suffix = parts.netloc.partition(".")
@@ -285,10 +285,10 @@ def oidc_settings(environment: str, repo: str, branch: str, subscription: str | 
                   project_dir: Path | None = None) -> OidcSettings:
     """The settings for one environment of stacks/environments.yaml: its state backend, secrets
     provider and effective spec. UserError for a backend CI cannot use; SpecError for a bad spec."""
-    from aksgpu.cli.environments import load_environments
-    from aksgpu.cli.render import effective_environment, stack_path
-    from aksgpu.cli.stackfile import UserError, load_yaml
-    from aksgpu.cli.workflow import recorded_secrets_provider, resolve_target
+    from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.environments.render import effective_environment, stack_path
+    from aksgpu.cli.project.stackfile import UserError, load_yaml
+    from aksgpu.cli.workflow.commands import recorded_secrets_provider, resolve_target
 
     environments = load_environments(project_dir)
     settings = environments.get(environment)
@@ -680,7 +680,7 @@ def run_oidc(settings: OidcSettings, *, run: Callable[..., subprocess.CompletedP
              sleep: Callable[[float], None] = time.sleep) -> dict[str, str]:
     """Runs the steps one by one and returns the values they captured; a failed step is a UserError
     naming the command and Azure's message."""
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     values = script_constants()
     steps = oidc_steps(settings)
@@ -749,7 +749,7 @@ def oidc(
     the repository variables and GitHub environment the workflows expect. Exit codes: 0 done,
     1 an az command failed or the spec has errors, 2 bad input, a local state backend, or az missing.
     """
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
     from aksgpu.components.spec import SpecError
 
     with command_errors("ci oidc", []):

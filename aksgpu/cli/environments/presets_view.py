@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aksgpu.cli.environments import merge
-from aksgpu.cli.fields import field_rows, is_set_by, paths_in
-from aksgpu.cli.presets import load_preset
+from aksgpu.cli.environments.file import merge
+from aksgpu.cli.environments.fields import field_rows, is_set_by, paths_in
+from aksgpu.cli.environments.presets import load_preset
 
 # What `aksgpu init` fills in for every environment; placeholders here, so the spec validates.
 INIT_PLACEHOLDERS: dict[str, Any] = {"name": "gpu-ENV", "location": "eastus2", "resourceGroup": {"name": "rg-gpu-ENV"}}
@@ -23,7 +23,7 @@ class PresetRow:
 
 def preset_rows(name: str) -> list[PresetRow]:
     """Every field of the preset's effective spec; raises UserError for an unknown preset."""
-    from aksgpu.cli.render import spec_config
+    from aksgpu.cli.environments.render import spec_config
     from aksgpu.components.spec import parse_cluster_spec
 
     preset = load_preset(name)

@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from aksgpu.cli.stackfile import UserError
+from aksgpu.cli.project.stackfile import UserError
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates" / "ci"
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates" / "ci"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 # Files whose change can change every environment's preview (the program and its dependencies);
 # a stack file changes only its own environment (environments.yaml changes show in stack files).
@@ -76,9 +76,9 @@ class CiSettings:
 
 def ci_settings(project_dir: Path, branch: str = "main", python_version: str = PYTHON_VERSION) -> CiSettings:
     """What the CI templates need from environments.yaml and the rendered specs."""
-    from aksgpu.cli.environments import load_environments
-    from aksgpu.cli.render import effective_environment
-    from aksgpu.cli.workflow import backend_kind
+    from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.environments.render import effective_environment
+    from aksgpu.cli.workflow.commands import backend_kind
     from aksgpu.components.spec import SpecError
 
     environments = load_environments(project_dir)
@@ -144,13 +144,13 @@ def job_id(environment: str) -> str:
 def render_github(settings: CiSettings) -> dict[str, str]:
     """The workflow files (path relative to the repository root -> text); the ones that need Azure
     only when some environment has a shared backend."""
-    from aksgpu.cli.ci_oidc import (
+    from aksgpu.cli.ci.oidc import (
         GITHUB_VARIABLES,
         deploy_client_variable,
         plan_client_variable,
     )
-    from aksgpu.cli.generated import stamp, stamp_placeholder
-    from aksgpu.cli.summary import MARKER
+    from aksgpu.cli.project.generated import stamp, stamp_placeholder
+    from aksgpu.cli.plan.summary import MARKER
 
     jinja = _jinja()
     names = ["checks", "comment"] + (["preview", "deploy", "drift"] if settings.shared else [])
@@ -180,7 +180,7 @@ def deploy_connection(environment: str) -> str:
 
 def render_azure_devops(settings: CiSettings) -> dict[str, str]:
     """The Azure Pipelines file (path relative to the repository root -> text)."""
-    from aksgpu.cli.generated import stamp, stamp_placeholder
+    from aksgpu.cli.project.generated import stamp, stamp_placeholder
 
     connections = [name for env in settings.shared for name in (plan_connection(env.name), deploy_connection(env.name))]
     text = _jinja().get_template("azure-devops/aksgpu.yml.j2").render(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from aksgpu.cli.planner import PLAN_FORMAT_VERSION, Plan, PlannedResource
+from aksgpu.cli.plan.planner import PLAN_FORMAT_VERSION, Plan, PlannedResource
 from aksgpu.components import data
 from aksgpu.components.spec import Issue
 

@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aksgpu.cli.files import write_text_atomically
-from aksgpu.cli.stackfile import UserError
+from aksgpu.cli.project.files import write_text_atomically
+from aksgpu.cli.project.stackfile import UserError
 
 if TYPE_CHECKING:
     import jinja2
 
-    from aksgpu.cli.initialize import InitRequest
+    from aksgpu.cli.environments.initialize import InitRequest
 
-PROJECT_TEMPLATES = Path(__file__).resolve().parents[1] / "templates" / "project"
+PROJECT_TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "project"
 # template -> file in the new repository
 PROJECT_FILES = {
     "Pulumi.yaml.j2": "Pulumi.yaml",
@@ -90,7 +90,7 @@ def new_project(directory: Path, first: InitRequest, *, github: bool = True) -> 
 
 def _write_project(root: Path, first: InitRequest, values: dict[str, str], github: bool) -> list[Path]:
     """The project's files under `root`; returns their paths relative to it."""
-    from aksgpu.cli.initialize import add_environment
+    from aksgpu.cli.environments.initialize import add_environment
 
     written = []
     for template, target in PROJECT_FILES.items():
@@ -100,7 +100,7 @@ def _write_project(root: Path, first: InitRequest, values: dict[str, str], githu
     add_environment(first, project_dir=root)
     written += sorted(path.relative_to(root) for path in (root / "stacks").iterdir())
     if github:
-        from aksgpu.cli.ci import ci_settings, render_github
+        from aksgpu.cli.ci.pipelines import ci_settings, render_github
 
         for relative, text in render_github(ci_settings(root)).items():
             write_text_atomically(root / relative, text)

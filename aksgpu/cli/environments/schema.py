@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aksgpu.cli.environments import LIST_ITEM_KEYS, REMOVE_KEY
+from aksgpu.cli.environments.file import LIST_ITEM_KEYS, REMOVE_KEY
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -20,7 +20,7 @@ def cluster_schema() -> dict[str, Any]:
 
 def environments_schema() -> dict[str, Any]:
     """The schema of stacks/environments.yaml; `overrides` are partial cluster specs."""
-    from aksgpu.cli.environments import EnvironmentsDocument
+    from aksgpu.cli.environments.file import EnvironmentsDocument
 
     document = EnvironmentsDocument.model_json_schema(by_alias=True)
     from aksgpu.components.spec import ClusterSpec

@@ -39,7 +39,7 @@ from aksgpu.cli.exit_codes import (
 if TYPE_CHECKING:
     from pulumi.automation import Stack
 
-    from aksgpu.cli.stackfile import StackFile
+    from aksgpu.cli.project.stackfile import StackFile
     from aksgpu.components.kubeconfig import Kubeconfig
 
 DEFAULT_STATE_DIR = ".pulumi-state"
@@ -95,7 +95,7 @@ class Target:
 
 def backend_kind(url: str) -> str:
     """file, azblob or cloud for a Pulumi backend URL; a UserError for anything else."""
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     if url.startswith("file://"):
         return "file"
@@ -143,7 +143,7 @@ def resolve_target(
     passphrase for a file backend, the service's own for Pulumi Cloud; an azblob backend needs an
     azurekeyvault:// key, since a team cannot share one passphrase safely.
     """
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     if backend_flag:
         backend_url, backend_source = backend_flag, "--backend"
@@ -210,8 +210,8 @@ def resolve_target(
 def target_for(stack_file: StackFile, *, backend_flag: str | None, secrets_provider_flag: str | None,
                env: Mapping[str, str]) -> Target:
     """resolve_target with the settings of stacks/environments.yaml and of the stack file itself."""
-    from aksgpu.cli.environments import load_environments
-    from aksgpu.cli.stackfile import UserError, load_yaml, stack_config_dir
+    from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.project.stackfile import UserError, load_yaml, stack_config_dir
 
     config_dir = (stack_file.project_dir / stack_config_dir(stack_file.project_dir)).resolve()
     if stack_file.path.parent.resolve() != config_dir:
@@ -350,7 +350,7 @@ def open_stack(target: Target, *, create: bool) -> Stack:
     stack files in stacks/). `create`: create it in the backend when it does not exist yet."""
     from pulumi import automation as auto
 
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     if target.local_state_dir is not None:
         target.local_state_dir.mkdir(parents=True, exist_ok=True)
@@ -432,7 +432,7 @@ def automation_error_message(error: BaseException, target: Target, operation: st
 @contextmanager
 def command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
     """Turns user errors and Automation API errors into one message and an exit code, never a traceback."""
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     try:
         yield
@@ -489,7 +489,7 @@ class _EngineOutput:
 
 def _prepare(stack: str, backend: str | None, secrets_provider: str | None,
              box: list[Target]) -> tuple[StackFile, Target]:
-    from aksgpu.cli.stackfile import resolve_stack
+    from aksgpu.cli.project.stackfile import resolve_stack
 
     stack_file = resolve_stack(stack)
     target = target_for(stack_file, backend_flag=backend, secrets_provider_flag=secrets_provider, env=os.environ)
@@ -498,7 +498,7 @@ def _prepare(stack: str, backend: str | None, secrets_provider: str | None,
 
 
 def _require_ready(command: str, stack_file: StackFile, target: Target, *, needs_azure: bool) -> None:
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     readiness = check_readiness(target, env=os.environ, config=stack_file.config, needs_azure=needs_azure)
     for warning in readiness.warnings:
@@ -508,7 +508,7 @@ def _require_ready(command: str, stack_file: StackFile, target: Target, *, needs
 
 
 def _require_confirmable(command: str, stack: str) -> None:
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     if not _stdin_is_interactive():
         raise UserError(f"`aksgpu {command} {stack}` asks for confirmation, but stdin is not a terminal (a script or "
@@ -518,7 +518,7 @@ def _require_confirmable(command: str, stack: str) -> None:
 
 def _policy_packs(folders: list[Path] | None) -> list[str] | None:
     """Policy pack folders as the engine takes them; each must hold a PulumiPolicy.yaml."""
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     for folder in folders or []:
         if not (folder / "PulumiPolicy.yaml").is_file():
@@ -529,8 +529,8 @@ def _policy_packs(folders: list[Path] | None) -> list[str] | None:
 
 def _require_rendered(command: str, stack_file: StackFile) -> None:
     """`up` deploys only a stack file that matches stacks/environments.yaml; `preview` warns."""
-    from aksgpu.cli.render import EnvironmentNotRendered, render_state
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.environments.render import EnvironmentNotRendered, render_state
+    from aksgpu.cli.project.stackfile import UserError
 
     name = stack_file.stack
     try:
@@ -611,7 +611,7 @@ def outputs_text(outputs: Mapping[str, tuple[Any, bool]], *, show_secrets: bool)
 
 def kubeconfig_for_login(kubeconfig: str, login: LoginMode | str) -> Kubeconfig:
     """components.kubeconfig.kubeconfig_for_login, with its errors as UserError (exit code 2)."""
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
     from aksgpu.components.kubeconfig import KubeconfigError
     from aksgpu.components.kubeconfig import kubeconfig_for_login as convert
 
@@ -624,8 +624,8 @@ def kubeconfig_for_login(kubeconfig: str, login: LoginMode | str) -> Kubeconfig:
 def write_kubeconfig(path: Path, text: str, *, force: bool) -> str:
     """Writes the kubeconfig with mode 0600; 'written', 'replaced' or 'unchanged'. An existing
     different file is replaced only with `force`: it may hold other clusters' credentials."""
-    from aksgpu.cli.files import read_text_if_exists, write_text_atomically
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
+    from aksgpu.cli.project.stackfile import UserError
 
     current = read_text_if_exists(path)
     existed = current is not None
@@ -845,7 +845,7 @@ def substitute(argv: list[str], values: Mapping[str, str]) -> list[str]:
 def run_bootstrap(settings: BootstrapSettings, *, run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
                   sleep: Callable[[float], None] = time.sleep) -> None:
     """Runs the steps one by one; a failed step is a UserError naming the command and Azure's message."""
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     values: dict[str, str] = {}
     steps = bootstrap_steps(settings)
@@ -982,7 +982,7 @@ def destroy(
     and its stack file stay. Exit codes: 0 done, 1 the destroy failed or you declined, 2 bad input,
     a protected stack or a missing prerequisite.
     """
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     box: list[Target] = []
     with command_errors("destroy", box):
@@ -1100,7 +1100,7 @@ def kubeconfig(
     Prints `export KUBECONFIG=...` on stdout, so `eval "$(aksgpu kubeconfig dev)"` uses it. Exit codes:
     0 done, 1 reading the state failed, 2 bad input, an existing different file, or a missing prerequisite.
     """
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     box: list[Target] = []
     with command_errors("stack output", box):
@@ -1152,7 +1152,7 @@ def bootstrap(
 
     Exit codes: 0 done, 1 an az command failed, 2 a name breaks Azure's rules or az is missing.
     """
-    from aksgpu.cli.stackfile import UserError
+    from aksgpu.cli.project.stackfile import UserError
 
     settings = BootstrapSettings(resource_group, location, storage_account, container, key_vault, key, assignee, sku,
                                  retention_days)
