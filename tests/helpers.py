@@ -60,7 +60,7 @@ REMOVE = object()
 
 def preset_spec(preset: str, **overrides: Any) -> dict[str, Any]:
     """A full spec from a preset, as `aksgpu init` would start it (names and an admin group added)."""
-    from aksgpu.cli.environments.file import merge
+    from aksgpu.cli.environments.overrides import merge
     from aksgpu.cli.environments.presets import load_preset
 
     base = {"name": f"gpu-{preset}", "location": "eastus2", "resourceGroup": {"name": f"rg-gpu-{preset}"},

@@ -17,14 +17,14 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
+from aksgpu.cli.ci.comment import post_or_update
 from aksgpu.cli.ci.pipelines import (
     changed_environments,
     ci_settings,
     render_azure_devops,
     render_github,
 )
-from aksgpu.cli.ci.comment import post_or_update
-from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.plan.summary import MARKER, EnvironmentResult, summary_markdown
 
 runner = CliRunner()

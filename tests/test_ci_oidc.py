@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,31 +15,33 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from aksgpu.cli.ci.commands import ci_app
 from aksgpu.cli.ci.oidc import (
-    GITHUB_OIDC_AUDIENCE,
-    GITHUB_OIDC_ISSUER,
-    GITHUB_VARIABLES,
     PROGRAM_ASSIGNED_ROLES,
     ROLE_CONDITION_VARIABLE,
-    OidcSettings,
-    deploy_client_variable,
     github_commands,
     identities,
-    input_problems,
     notes,
     oidc_script,
     oidc_steps,
-    parse_azblob_backend,
-    parse_key_vault_provider,
-    plan_client_variable,
     program_role_condition,
-    register,
     role_condition,
     run_oidc,
 )
-from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.ci.oidc_settings import (
+    GITHUB_OIDC_AUDIENCE,
+    GITHUB_OIDC_ISSUER,
+    GITHUB_VARIABLES,
+    OidcSettings,
+    deploy_client_variable,
+    input_problems,
+    parse_azblob_backend,
+    parse_key_vault_provider,
+    plan_client_variable,
+)
+from aksgpu.cli.errors import UserError
 from aksgpu.components import data
-from tests.helpers import REPO, typer_app_with
+from tests.helpers import REPO
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("no_cloud_environment")
@@ -80,7 +81,7 @@ exit 0
 
 @pytest.fixture
 def app() -> typer.Typer:
-    return typer_app_with(register, "A test app holding only `oidc`, as `aksgpu ci` would.")
+    return ci_app
 
 
 def _configure(project: Path, *, backend: str | None = AZBLOB, secrets: str | None = KEYVAULT,
@@ -521,13 +522,3 @@ def test_script_steps_are_numbered_like_the_steps() -> None:
     script = oidc_script(settings)
     for number, step in enumerate(oidc_steps(settings), start=1):
         assert f"# {number}. {step.description[:40]}" in script
-
-
-def test_registering_imports_neither_pulumi_nor_the_spec() -> None:
-    """`aksgpu --help` must stay fast: only typer, the standard library and aksgpu.cli.workflow.commands at import time."""
-    code = ("import sys, typer; from aksgpu.cli.ci.oidc import register; register(typer.Typer()); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'yaml', 'pydantic', 'rich', 'jinja2'}"
-            " | {m for m in sys.modules if m.startswith('aksgpu.components')}), "
-            "sorted(m for m in sys.modules if m.startswith('aksgpu.cli.')))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.ci', 'aksgpu.cli.ci.oidc', 'aksgpu.cli.exit_codes', 'aksgpu.cli.workflow', 'aksgpu.cli.workflow.commands']"

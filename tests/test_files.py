@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 import aksgpu.cli.project.files
 from aksgpu.cli.app import app
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.exit_codes import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
 from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
-from aksgpu.cli.project.stackfile import UserError
 
 runner = CliRunner()
 

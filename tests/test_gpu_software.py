@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from aksgpu.cli.plan.planner import Plan
 from aksgpu.cli.environments.presets import preset_names
+from aksgpu.cli.plan.planner import Plan
 from aksgpu.cli.plan.report import gpu_software_by_pool
 from aksgpu.components.spec import SpecError, parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec, preset_spec

@@ -19,9 +19,9 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
+from aksgpu.cli.environments.presets import preset_names
 from aksgpu.cli.plan.manifests import MARKER_FILE
 from aksgpu.cli.plan.planner import Plan
-from aksgpu.cli.environments.presets import preset_names
 from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.azure_openapi import AksOpenApi

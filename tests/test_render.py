@@ -10,7 +10,7 @@ import yaml
 from aksgpu.cli.environments.file import load_environments
 from aksgpu.cli.environments.presets import preset_names
 from aksgpu.cli.environments.render import plan_render, spec_config, write_rendered
-from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.errors import UserError
 from aksgpu.components.spec import parse_cluster_spec
 from tests.helpers import EXAMPLE
 

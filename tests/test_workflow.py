@@ -13,7 +13,6 @@ import json
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,33 +21,31 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from aksgpu.cli.project.stackfile import UserError, resolve_stack
-from aksgpu.cli.workflow.commands import (
+from aksgpu.cli.errors import UserError
+from aksgpu.cli.project.stackfile import resolve_stack
+from aksgpu.cli.workflow.backend import (
     BootstrapSettings,
-    Target,
-    automation_error_message,
-    azure_credential_source,
     bootstrap_problems,
     bootstrap_script,
     bootstrap_steps,
-    check_readiness,
+    run_bootstrap,
+)
+from aksgpu.cli.workflow.commands import register
+from aksgpu.cli.workflow.kubeconfig import kubeconfig_for_login, write_kubeconfig
+from aksgpu.cli.workflow.runner import (
+    automation_error_message,
     describe_changes,
     first_error_line,
     has_changes,
-    kubeconfig_for_login,
     open_stack,
     outputs_document,
     outputs_text,
     protected_in_state,
-    register,
-    resolve_target,
-    run_bootstrap,
     summarize_changes,
-    target_for,
-    write_kubeconfig,
 )
+from aksgpu.cli.workflow.target import Target, azure_credential_source, check_readiness, resolve_target, target_for
 from aksgpu.components.kubeconfig import AKS_AAD_SERVER_ID
-from tests.helpers import EXAMPLE, REPO, base_spec, typer_app_with
+from tests.helpers import EXAMPLE, base_spec, typer_app_with
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("no_cloud_environment")
@@ -594,19 +591,6 @@ def test_bootstrap_steps_and_script_agree() -> None:
         in script
 
 
-# --- import cost -----------------------------------------------------------------------------
-
-
-def test_registering_imports_neither_pulumi_nor_the_spec() -> None:
-    """`aksgpu --help` must stay fast: only typer and the standard library at import time."""
-    code = ("import sys, typer; from aksgpu.cli.workflow.commands import register; register(typer.Typer()); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'yaml', 'pydantic', 'rich', 'jinja2'}"
-            " | {m for m in sys.modules if m.startswith('aksgpu.components')}), "
-            "sorted(m for m in sys.modules if m.startswith('aksgpu.cli.')))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[] ['aksgpu.cli.arguments', 'aksgpu.cli.exit_codes', 'aksgpu.cli.workflow', 'aksgpu.cli.workflow.commands']"
-
-
 def test_up_refuses_a_stack_file_out_of_date_with_environments_yaml(app: typer.Typer, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     project_dir = tmp_path / "full"
@@ -627,10 +611,10 @@ def test_up_refuses_a_stack_file_out_of_date_with_environments_yaml(app: typer.T
 
 
 def test_a_policy_pack_must_be_a_policy_pack_folder(tmp_path: Path) -> None:
-    from aksgpu.cli.workflow.commands import _policy_packs
+    from aksgpu.cli.workflow.runner import policy_packs
 
     with pytest.raises(UserError, match="no PulumiPolicy.yaml there"):
-        _policy_packs([tmp_path])
+        policy_packs([tmp_path])
     (tmp_path / "PulumiPolicy.yaml").write_text("runtime: python\n")
-    assert _policy_packs([tmp_path]) == [str(tmp_path.resolve())]
-    assert _policy_packs(None) is None
+    assert policy_packs([tmp_path]) == [str(tmp_path.resolve())]
+    assert policy_packs(None) is None

@@ -4,13 +4,16 @@ those pipelines call (the plan summary, the environments a change touches)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentsArg
+from aksgpu.cli.console import fail, say
+from aksgpu.cli.exit_codes import EXIT_FAILED
 
 if TYPE_CHECKING:
     from aksgpu.cli.ci.pipelines import CiSettings
@@ -26,18 +29,13 @@ OutputDirOption = Annotated[Path | None, typer.Option(
     "--output-dir", help="The repository root to write into (default: the project folder).")]
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool, command: str) -> None:
     """Write (or with `check`, compare) rendered files; hand-edited ones are refused unless forced."""
     import difflib
 
+    from aksgpu.cli.errors import UserError
     from aksgpu.cli.project.files import read_text_if_exists
     from aksgpu.cli.project.generated import write_generated
-    from aksgpu.cli.project.stackfile import UserError
 
     if check:
         stale = []
@@ -62,7 +60,7 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
             state, backup = write_generated(root / relative, text, force=force,
                                             fix=f"change the options or templates/ci/ and run `{command}` again")
         except UserError as error:
-            _fail(str(error))
+            fail(str(error))
         typer.echo(f"{relative}: {state}")
         if backup is not None:
             typer.echo(f"  the previous file was kept as {backup.relative_to(root)}")
@@ -72,14 +70,15 @@ def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, b
                output_dir: Path | None, *, check: bool, force: bool) -> CiSettings:
     """Render CI files for the project in the current folder, then write or check them."""
     from aksgpu.cli.ci.pipelines import ci_settings
-    from aksgpu.cli.project.stackfile import UserError, find_project_dir
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.project.stackfile import find_project_dir
 
     try:
         project_dir = find_project_dir(Path.cwd().resolve())
         settings = ci_settings(project_dir, branch=branch)
         files = renderer(settings)
     except UserError as error:
-        _fail(str(error))
+        fail(str(error))
     _write_files(files, output_dir or project_dir, check=check, force=force, command=command)
     return settings
 
@@ -119,13 +118,13 @@ def summary(
     Deterministic: the same stack files give the same bytes. Exit codes: 0 every environment
     planned, 1 some environment has errors (the summary still lists them), 2 bad input.
     """
-    from aksgpu.cli.project.stackfile import UserError
+    from aksgpu.cli.errors import UserError
     from aksgpu.cli.plan.summary import check_environments, summary_markdown
 
     try:
         results = check_environments(environments or [])
     except UserError as error:
-        _fail(str(error))
+        fail(str(error))
     text = summary_markdown(results, commit=commit)
     if output is None:
         typer.echo(text, nl=False)
@@ -135,7 +134,7 @@ def summary(
         try:
             write_text_atomically(output, text)
         except UserError as error:
-            _fail(str(error))
+            fail(str(error))
         typer.echo(f"wrote {output}")
     if any(result.errors for result in results):
         raise typer.Exit(1)
@@ -157,7 +156,8 @@ def changed(
     """
     from aksgpu.cli.ci.pipelines import changed_environments, changed_files
     from aksgpu.cli.environments.file import load_environments
-    from aksgpu.cli.project.stackfile import UserError, stack_config_dir
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.project.stackfile import stack_config_dir
 
     try:
         environments = load_environments()
@@ -166,12 +166,12 @@ def changed(
             wanted = [name.strip() for name in only.split(",") if name.strip()]
             unknown = [name for name in wanted if name not in names]
             if unknown:
-                _fail(f"--only names unknown environments: {', '.join(unknown)}. Fix: use some of: {', '.join(names)}.")
+                fail(f"--only names unknown environments: {', '.join(unknown)}. Fix: use some of: {', '.join(names)}.")
             names = [name for name in names if name in wanted]
         files = changed_files(environments.project_dir, base, head)
         result = changed_environments(files, names, stack_config_dir(environments.project_dir))
     except UserError as error:
-        _fail(str(error))
+        fail(str(error))
     typer.echo(json.dumps(result) if as_json else "\n".join(result))
 
 
@@ -205,25 +205,80 @@ def azure_devops_comment(
     import os
 
     from aksgpu.cli.ci.comment import post_or_update
+    from aksgpu.cli.errors import UserError
     from aksgpu.cli.project.files import read_text_if_exists
-    from aksgpu.cli.project.stackfile import UserError
 
     try:
         body = read_text_if_exists(file)
     except UserError as error:
-        _fail(str(error))
+        fail(str(error))
     if body is None:
-        _fail(f"cannot read {file}: there is no such file. Fix: pass the file the previous step wrote.")
+        fail(f"cannot read {file}: there is no such file. Fix: pass the file the previous step wrote.")
     try:
         typer.echo(f"pull-request comment {post_or_update(body, os.environ)}")
     except UserError as error:
-        _fail(str(error))
+        fail(str(error))
 
 
-def _register_oidc() -> None:
-    from aksgpu.cli.ci.oidc import register
+@ci_app.command()
+def oidc(
+    environment: Annotated[str, typer.Argument(help="An environment of stacks/environments.yaml.")],
+    repo: Annotated[str, typer.Option(
+        "--repo", help="The GitHub repository, OWNER/REPO exactly as GitHub spells it.")],
+    branch: Annotated[str, typer.Option(
+        "--branch", help="The default branch: the drift check runs there, deploys only from there.")] = "main",
+    subscription: Annotated[str | None, typer.Option(
+        "--subscription", help="Subscription ID of the environment. Default: the Azure CLI's current one.")] = None,
+    apply: Annotated[bool, typer.Option(
+        "--apply", help="Run the commands with the Azure CLI instead of printing them.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the identities and steps as JSON (with --apply: the values to set).")] = False,
+) -> None:
+    """Print (or --apply) the az commands that create the environment's CI identities: app
+    registrations with GitHub OIDC federated credentials and least-privilege role assignments.
 
-    register(ci_app)
+    plan (pull-request previews, drift check): read-only. deploy (GitHub environment ENV): can
+    change the environment's resources and assign only the roles the program assigns. Ends with
+    the repository variables and GitHub environment the workflows expect. Exit codes: 0 done,
+    1 an az command failed or the spec has errors, 2 bad input, a local state backend, or az missing.
+    """
+    from aksgpu.cli.ci.oidc import github_commands, github_variables, notes, oidc_document, oidc_script, run_oidc
+    from aksgpu.cli.ci.oidc_settings import input_problems, oidc_settings
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.workflow.az_steps import AZ_MISSING, substitute
+    from aksgpu.cli.workflow.runner import command_errors
+    from aksgpu.components.spec import SpecError
 
-
-_register_oidc()
+    with command_errors("ci oidc", []):
+        problems = input_problems(repo, branch, subscription)
+        if problems:
+            raise UserError(problems[0] if len(problems) == 1 else "\n".join(
+                [f"{len(problems)} options are wrong:", *(f"  - {problem}" for problem in problems)]))
+        try:
+            settings = oidc_settings(environment, repo, branch, subscription)
+        except SpecError as error:
+            typer.echo(str(error), err=True)
+            raise typer.Exit(EXIT_FAILED) from None
+        if not apply:
+            if as_json:
+                typer.echo(json.dumps(oidc_document(settings), indent=2))
+            else:
+                typer.echo(oidc_script(settings), nl=False)
+            return
+        if shutil.which("az") is None:
+            raise UserError(AZ_MISSING)
+        try:
+            values = run_oidc(settings)
+        except UserError as error:
+            fail(str(error), EXIT_FAILED)
+            return
+        for note in notes(settings):
+            say(f"note: {note}", "yellow")
+        commands = [substitute([line], values)[0] for line in github_commands(settings)]
+        if as_json:
+            typer.echo(json.dumps({"github": {"variables": github_variables(settings, values),
+                                              "environment": settings.environment, "commands": commands}}, indent=2))
+            return
+        say("Identities ready. Set what the workflows read (where gh is signed in to GitHub):", "bold")
+        for line in commands:
+            typer.echo(line)

@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.errors import UserError
 
 API_VERSION = "7.1"
 MARKER_LINE = re.compile(r"^<!-- aksgpu:[a-z0-9:._-]+ -->$")

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.errors import UserError
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates" / "ci"
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -78,7 +78,7 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
     """What the CI templates need from environments.yaml and the rendered specs."""
     from aksgpu.cli.environments.file import load_environments
     from aksgpu.cli.environments.render import effective_environment
-    from aksgpu.cli.workflow.commands import backend_kind
+    from aksgpu.cli.workflow.target import backend_kind
     from aksgpu.components.spec import SpecError
 
     environments = load_environments(project_dir)
@@ -144,13 +144,9 @@ def job_id(environment: str) -> str:
 def render_github(settings: CiSettings) -> dict[str, str]:
     """The workflow files (path relative to the repository root -> text); the ones that need Azure
     only when some environment has a shared backend."""
-    from aksgpu.cli.ci.oidc import (
-        GITHUB_VARIABLES,
-        deploy_client_variable,
-        plan_client_variable,
-    )
-    from aksgpu.cli.project.generated import stamp, stamp_placeholder
+    from aksgpu.cli.ci.oidc_settings import GITHUB_VARIABLES, deploy_client_variable, plan_client_variable
     from aksgpu.cli.plan.summary import MARKER
+    from aksgpu.cli.project.generated import stamp, stamp_placeholder
 
     jinja = _jinja()
     names = ["checks", "comment"] + (["preview", "deploy", "drift"] if settings.shared else [])

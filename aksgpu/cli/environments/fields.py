@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from aksgpu.cli.environments.file import list_item_key
+from aksgpu.cli.environments.overrides import list_item_key
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,12 @@ from aksgpu.cli.environments.file import (
     EnvironmentsDocument,
     EnvironmentSettings,
     EnvironmentsFile,
-    assignment_overrides,
     load_environments,
-    merge,
 )
-from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
+from aksgpu.cli.environments.overrides import assignment_overrides, merge
 from aksgpu.cli.environments.presets import load_preset
-from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.errors import UserError
+from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
 
 NEW_FILE_HEADER = """\
 # yaml-language-server: $schema=./{schema}

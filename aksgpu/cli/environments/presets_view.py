@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aksgpu.cli.environments.file import merge
 from aksgpu.cli.environments.fields import field_rows, is_set_by, paths_in
+from aksgpu.cli.environments.overrides import merge
 from aksgpu.cli.environments.presets import load_preset
 
 # What `aksgpu init` fills in for every environment; placeholders here, so the spec validates.

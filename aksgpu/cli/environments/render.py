@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from aksgpu.cli.environments.file import (
-    Environment,
-    EnvironmentsFile,
+from aksgpu.cli.environments.file import Environment, EnvironmentsFile
+from aksgpu.cli.environments.overrides import (
     check_override_items,
     check_override_keys,
     describe_overrides,
@@ -35,10 +34,11 @@ from aksgpu.cli.environments.file import (
     merge,
     user_path,
 )
+from aksgpu.cli.environments.presets import Preset, load_preset
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
 from aksgpu.cli.project.generated import free_backup_path, stamp, stamp_placeholder, stamp_state
-from aksgpu.cli.environments.presets import Preset, load_preset
-from aksgpu.cli.project.stackfile import UserError, load_yaml
+from aksgpu.cli.project.stackfile import load_yaml
 
 if TYPE_CHECKING:
     import jinja2

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aksgpu.cli.environments.file import LIST_ITEM_KEYS, REMOVE_KEY
+from aksgpu.cli.environments.file import REMOVE_KEY
+from aksgpu.cli.environments.overrides import LIST_ITEM_KEYS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 

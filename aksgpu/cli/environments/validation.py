@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from aksgpu.cli.environments.file import EnvironmentsFile, load_environments
-from aksgpu.cli.project.stackfile import UserError, find_project_dir, resolve_stack
+from aksgpu.cli.errors import UserError
+from aksgpu.cli.project.stackfile import find_project_dir, resolve_stack
 from aksgpu.components.spec.base import Issue, render_value
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.plan.planner import Plan, PlannedResource
-from aksgpu.cli.project.stackfile import UserError
 
 MARKER_FILE = ".aksgpu-manifests"
 HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"

@@ -241,7 +241,8 @@ def plan_stack(stack_file: StackFile, project: str | None = None) -> Plan:
 
 
 def _project_name(stack_file: StackFile) -> str:
-    from aksgpu.cli.project.stackfile import UserError, load_yaml
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.project.stackfile import load_yaml
 
     try:
         document = load_yaml(stack_file.project_dir / "Pulumi.yaml")

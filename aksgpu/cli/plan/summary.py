@@ -121,10 +121,11 @@ def summary_markdown(results: list[EnvironmentResult], *, commit: str | None = N
 def check_environments(names: list[str] | None = None) -> list[EnvironmentResult]:
     """Validate and plan each environment's stack file (every environment when `names` is empty)."""
     from aksgpu.cli.environments.file import load_environments
-    from aksgpu.cli.plan.planner import plan_stack
     from aksgpu.cli.environments.render import plan_render
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.plan.planner import plan_stack
     from aksgpu.cli.plan.report import summary
-    from aksgpu.cli.project.stackfile import UserError, resolve_stack
+    from aksgpu.cli.project.stackfile import resolve_stack
     from aksgpu.components.spec import SpecError, parse_cluster_spec
 
     environments = load_environments()

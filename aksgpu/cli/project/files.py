@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.errors import UserError
 
 _NEW_FILE_MODE = 0o666
 

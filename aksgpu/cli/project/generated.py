@@ -9,8 +9,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
-from aksgpu.cli.project.stackfile import UserError
 
 STAMP_PREFIX = "aksgpu-render: text sha256="
 _STAMP_LINE = re.compile(r"^(?P<lead>\s*#\s*)aksgpu-render: text sha256=(?P<digest>[0-9a-f]{64})?$", re.MULTILINE)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.project.files import write_text_atomically
-from aksgpu.cli.project.stackfile import UserError
 
 if TYPE_CHECKING:
     import jinja2

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-class UserError(Exception):
-    """A problem with the user's input or environment: printed as one message, no traceback."""
+from aksgpu.cli.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aksgpu.cli.project.stackfile import UserError
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.project.yaml_input import parse_yaml
 from aksgpu.components.spec.base import did_you_mean
 

@@ -1,0 +1,59 @@
+"""What every command prints the same way: one-line errors with their exit code, status lines on
+stderr (stdout carries only data), JSON, and a spinner when a person is watching.
+
+Only typer and the standard library are imported at module level (rich only when a line is
+printed), so importing this costs `aksgpu --help` nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import typer
+
+from aksgpu.cli.exit_codes import EXIT_USAGE
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """`error: message` on stderr, then exit with `code` (2, bad input, unless said otherwise)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def say(message: str, style: str | None = None) -> None:
+    """A status line on stderr, so stdout carries only engine output or data."""
+    from rich.console import Console
+    from rich.text import Text
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(message, style=style or ""))
+
+
+def echo_json(document: Any) -> None:
+    typer.echo(json.dumps(document, indent=2, default=str))
+
+
+@contextlib.contextmanager
+def progress(message: str) -> Iterator[None]:
+    """A spinner on stderr for a long step, only when a person is watching (a terminal)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(message):
+        yield
+
+
+def table_width() -> int | None:
+    """Rich's width for tables: the terminal's, or wide enough for paths and values when not on a
+    terminal (pipes, tests, CI logs)."""
+    return None if sys.stdout.isatty() else 160
+
+
+def show_value(value: Any) -> str:
+    """A spec value in a table cell: strings as they are, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)

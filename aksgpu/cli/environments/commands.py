@@ -1,0 +1,393 @@
+"""The commands on stacks/environments.yaml and what is made from it: validate, render, init, new,
+diff, schema, and `presets list|show`. Only typer and the standard library at import; the spec,
+YAML, jinja2 and rich are imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from aksgpu.cli.arguments import (
+    CONTEXT_SETTINGS,
+    EnvironmentArg,
+    EnvironmentsArg,
+    PresetArg,
+    PresetOption,
+    preset_names,
+)
+from aksgpu.cli.console import echo_json, fail, show_value, table_width
+
+if TYPE_CHECKING:
+    from aksgpu.cli.environments.file import EnvironmentsFile
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _environments() -> EnvironmentsFile:
+    from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.errors import UserError
+
+    try:
+        return load_environments()
+    except UserError as error:
+        fail(str(error))
+
+
+def validate(
+    targets: Annotated[
+        list[str] | None,
+        typer.Argument(help="Environments or stack files (default: every environment and every stack file).",
+                       show_default=False),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check environments and stack files against every spec rule, and print all problems at once.
+
+    An environment is checked as environments.yaml defines it (preset + overrides) and as its
+    rendered stack file says; a stack file out of date with environments.yaml is a warning.
+    Exit codes: 0 valid (warnings may be printed), 1 errors, 2 bad input (a target that cannot be read).
+    """
+    from aksgpu.cli.environments.validation import validate_targets
+
+    try:
+        reports = validate_targets(targets or [])
+    except Exception as error:  # UserError: one clear message
+        from aksgpu.cli.errors import UserError
+
+        if isinstance(error, UserError):
+            fail(str(error))
+        raise
+    if as_json:
+        echo_json([report.as_json() for report in reports])
+    else:
+        for report in reports:
+            typer.echo(report.text())
+    if any(report.failed for report in reports):
+        raise typer.Exit(2)  # a target could not be read: bad input, as in every other command
+    if any(report.errors for report in reports):
+        raise typer.Exit(1)
+
+
+def render(
+    environments: EnvironmentsArg = None,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 and show a diff when a stack "
+                                                         "file is out of date (for CI).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite stack files edited by hand "
+                                                         "(each is kept as a .bak file beside it).")] = False,
+) -> None:
+    """Render stacks/Pulumi.<env>.yaml from stacks/environments.yaml through templates/.
+
+    Each file holds the full, effective config: the preset, then defaults.overrides, then the
+    environment's overrides, every field resolved. Same input, same bytes. A stack file edited
+    by hand is never overwritten unless --force. An environment with errors is named and skipped;
+    the others are still written. Exit codes: 0 written or current, 1 --check found a file out of
+    date or an environment has spec errors, 2 bad input or a hand-edited file.
+    """
+    from aksgpu.cli.environments.render import plan_render, write_rendered
+    from aksgpu.cli.errors import UserError
+    from aksgpu.components.spec import SpecError
+
+    if check and force:
+        fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
+    env_file = _environments()
+    if not env_file.exists:
+        fail(f"{env_file.relative_path} does not exist. Fix: create it with `aksgpu init ENV --preset NAME`.")
+    if not env_file.names:
+        fail(f"{env_file.relative_path} defines no environments, so there is nothing to render. "
+              "Fix: add one under environments: (or with `aksgpu init ENV --preset NAME`).")
+    names = environments or env_file.names
+    try:
+        env_file.require(names)
+    except UserError as error:
+        fail(str(error))
+    rendered_stacks = []
+    failed: list[str] = []
+    bad_input = False
+    for name in names:
+        try:
+            rendered_stacks.append(plan_render(env_file, name))
+        except UserError as error:
+            typer.echo(f"error: environment {name}: {error}", err=True)
+            failed.append(name)
+            bad_input = True
+        except SpecError as error:
+            typer.echo(str(error), err=True)
+            failed.append(name)
+    project = env_file.project_dir
+    if check:
+        _render_check(rendered_stacks, project, failed)
+        return
+    for rendered in rendered_stacks:
+        relative = rendered.path.relative_to(project)
+        try:
+            backup = write_rendered(rendered, force=force)
+        except UserError as error:
+            typer.echo(f"error: {error}", err=True)
+            failed.append(rendered.environment)
+            bad_input = True
+            continue
+        verb = {"new": "created", "stale": "updated", "current": "unchanged", "hand-edited": "overwritten"}
+        typer.echo(f"{relative}: {verb[rendered.state]}")
+        if backup is not None:
+            typer.echo(f"  the hand-edited file was kept as {backup.relative_to(project)}")
+    if failed:
+        typer.echo(f"not rendered: {', '.join(failed)} (see above); every other environment was.", err=True)
+        raise typer.Exit(2 if bad_input else 1)
+
+
+def _render_check(rendered_stacks: list[Any], project: Path, failed: list[str]) -> None:
+    """`render --check`: each file's state and diff; exit 1 when any differs or did not render."""
+    out_of_date = [r for r in rendered_stacks if r.state in ("new", "stale")]
+    hand_edited = [r for r in rendered_stacks if r.state == "hand-edited"]
+    for rendered in rendered_stacks:
+        relative = rendered.path.relative_to(project)
+        if rendered.state == "current":
+            typer.echo(f"{relative}: up to date")
+            continue
+        why = {"new": "missing", "stale": "out of date", "hand-edited": f"edited by hand: {rendered.reason}"}
+        typer.echo(f"{relative}: {why[rendered.state]}")
+        typer.echo(rendered.diff(project))
+    if out_of_date:
+        typer.echo(f"{len(out_of_date)} stack file(s) differ from what `aksgpu render` writes. "
+                   f"Fix: run `aksgpu render {' '.join(r.environment for r in out_of_date)}` and commit the result.",
+                   err=True)
+    if hand_edited:
+        typer.echo(f"{len(hand_edited)} stack file(s) were edited by hand, and `aksgpu render` keeps them. Fix: move "
+                   "each change into stacks/environments.yaml, then run "
+                   f"`aksgpu render {' '.join(r.environment for r in hand_edited)} --force` (the edited file is kept "
+                   "as a .bak) and commit the result.", err=True)
+    if failed:
+        typer.echo(f"not checked: {', '.join(failed)} does not render (see above).", err=True)
+    if out_of_date or hand_edited or failed:
+        raise typer.Exit(1)
+
+
+def init(
+    environment: Annotated[str, typer.Argument(help="The new environment's name (also its Pulumi stack).")],
+    preset: PresetOption,
+    location: Annotated[str | None, typer.Option(metavar="REGION", help="Azure region, e.g. eastus2.")] = None,
+    name: Annotated[str | None, typer.Option(metavar="NAME", help="Cluster name (default: gpu-ENV).")] = None,
+    resource_group: Annotated[str | None, typer.Option(
+        metavar="NAME", help="Resource group (default: rg-NAME).")] = None,
+    admin_group: Annotated[list[str] | None, typer.Option(
+        "--admin-group", metavar="OBJECT_ID", help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
+    description: Annotated[str | None, typer.Option(metavar="TEXT", help="What the environment is for.")] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="PATH=VALUE", help="Override a spec field: PATH=VALUE, e.g. controlPlane.tier=Premium or "
+                      "nodePools.a100.maxCount=8 (repeatable; values are YAML).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited stack file of the same name "
+                                                         "(kept as a .bak file).")] = False,
+) -> None:
+    """Add an environment to stacks/environments.yaml (creating it if needed) and render its stack.
+
+    Nothing is written unless the new environment's spec is valid.
+    """
+    from aksgpu.cli.environments.initialize import InitRequest, add_environment
+    from aksgpu.cli.errors import UserError
+    from aksgpu.components.spec import SpecError
+
+    request = InitRequest(environment=environment, preset=preset, location=location, name=name,
+                          resource_group=resource_group, admin_groups=admin_group or [], description=description,
+                          assignments=set_ or [], force=force)
+    try:
+        outcome = add_environment(request)
+    except UserError as error:
+        fail(str(error))
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        typer.echo("Nothing was written.", err=True)
+        raise typer.Exit(1) from None
+    for line in outcome.messages:
+        typer.echo(line)
+
+
+def new(
+    directory: Annotated[Path, typer.Argument(help="The new repository's folder (new or empty).")],
+    preset: Annotated[str, typer.Option(
+        "--preset", "-p", metavar="PRESET", help="The preset of the first environment (aksgpu presets list).",
+        autocompletion=preset_names)] = "dev",
+    environment: Annotated[str, typer.Option(
+        "--environment", "-e", metavar="ENV", help="The first environment's name (also its Pulumi stack).")] = "dev",
+    location: Annotated[str | None, typer.Option(metavar="REGION", help="Azure region, e.g. eastus2.")] = None,
+    admin_group: Annotated[list[str] | None, typer.Option(
+        "--admin-group", metavar="OBJECT_ID",
+        help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
+    github: Annotated[bool, typer.Option("--github/--no-github", help="Also write the GitHub workflows "
+                                         "(`aksgpu ci github`).")] = True,
+) -> None:
+    """Start your own infrastructure repository: a Pulumi project that uses aksgpu, a first environment and its CI.
+
+    Writes Pulumi.yaml, a two-line __main__.py (aksgpu's program), requirements.txt pinning this
+    aksgpu, .gitignore, a README, stacks/ with the first environment rendered, and the GitHub
+    workflows. DIR must be new or empty; nothing is written unless all of it can be. Exit codes:
+    0 written, 1 the first environment's spec has errors, 2 bad input.
+    """
+    from aksgpu.cli.environments.initialize import InitRequest
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.project.scaffold import new_project
+    from aksgpu.components.spec import SpecError
+
+    request = InitRequest(environment=environment, preset=preset, location=location,
+                          admin_groups=admin_group or [])
+    try:
+        project = new_project(directory, request, github=github)
+    except UserError as error:
+        fail(str(error))
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    for path in project.written:
+        typer.echo(f"{path}: created")
+    typer.echo(f"Next: cd {directory}, `python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt`, "
+               f"then `.venv/bin/aksgpu plan {environment}`; commit, and push to see the checks run.")
+
+
+def diff(
+    environment_a: EnvironmentArg,
+    environment_b: EnvironmentArg,
+    as_json: JsonOption = False,
+) -> None:
+    """Show how two environments' effective specs differ, field by field.
+
+    Pools and other keyed list items are matched by name. Exit codes: 0 (whether or not they
+    differ), 1 a spec has errors, 2 bad input.
+    """
+    from aksgpu.cli.environments.fields import field_differences, field_rows
+    from aksgpu.cli.environments.render import effective_environment, spec_config
+    from aksgpu.cli.errors import UserError
+    from aksgpu.components.spec import SpecError
+
+    env_file = _environments()
+    rows = {}
+    for env in (environment_a, environment_b):
+        try:
+            effective = effective_environment(env_file, env)
+        except UserError as error:
+            fail(str(error))
+        except SpecError as error:
+            typer.echo(str(error), err=True)
+            raise typer.Exit(1) from None
+        rows[env] = {row.path: row.value for row in field_rows(spec_config(effective.spec))}
+    differences = field_differences(rows[environment_a], rows[environment_b], environment_a, environment_b)
+    if as_json:
+        echo_json({"a": environment_a, "b": environment_b, "differences": differences})
+        return
+    if not differences:
+        typer.echo(f"{environment_a} and {environment_b} have the same effective spec.")
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("field", environment_a, environment_b, title=f"{len(differences)} fields differ", box=None,
+                  title_justify="left")
+    for row in differences:
+        cells = (row["path"], show_value(row[environment_a]), show_value(row[environment_b]))
+        table.add_row(*(Text(text) for text in cells))
+    Console(width=table_width()).print(table)
+
+
+def schema(
+    kind: Annotated[str, typer.Argument(help="cluster (the aksgpu:cluster value of a stack file) or environments "
+                                             "(stacks/environments.yaml).")] = "cluster",
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write to this file instead of printing (- prints); an existing file is "
+                               "replaced only if it is a JSON Schema.")] = None,
+) -> None:
+    """Print the JSON Schema of the cluster spec or of environments.yaml, for editors and CI.
+
+    stacks/environments.yaml starts with a yaml-language-server comment that points editors at
+    stacks/environments.schema.json (`aksgpu schema environments -o stacks/environments.schema.json`).
+    """
+    from aksgpu.cli.environments.schema import cluster_schema, environments_schema
+
+    builders = {"cluster": cluster_schema, "environments": environments_schema}
+    if kind not in builders:
+        fail(f'no schema "{kind}". Fix: use one of: {", ".join(builders)}.')
+    text = json.dumps(builders[kind](), indent=2) + "\n"
+    if output is None or str(output) == "-":
+        typer.echo(text, nl=False)
+        return
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
+
+    try:
+        existing = read_text_if_exists(output)
+        if existing is not None and not _is_json_schema(existing):
+            fail(f"{output} exists and is not a JSON Schema, so writing the schema there would lose it. "
+                  "Fix: name another file, or move that one away.")
+        write_text_atomically(output, text)
+    except UserError as error:
+        fail(str(error))
+    typer.echo(f"wrote {output}")
+
+
+def _is_json_schema(text: str) -> bool:
+    """Whether `text` is a JSON Schema document (one `aksgpu schema -o` may replace)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and "$schema" in document
+
+
+def presets_list(as_json: JsonOption = False) -> None:
+    """List the presets with what each is for."""
+    from aksgpu.cli.environments.presets import all_presets
+
+    presets = all_presets()
+    if as_json:
+        echo_json([{"name": p.name, "description": p.description} for p in presets])
+        return
+    width = max(len(p.name) for p in presets)
+    for preset in presets:
+        typer.echo(f"{preset.name.ljust(width)}  {preset.description}")
+
+
+def presets_show(
+    name: PresetArg,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a preset's effective spec: every field, its value, where it comes from and what it does.
+
+    `preset` marks the values the preset sets; `default` the spec's defaults; `init` the values
+    `aksgpu init` fills in (name, location, resource group).
+    """
+    from aksgpu.cli.environments.presets_view import preset_rows
+    from aksgpu.cli.errors import UserError
+
+    try:
+        rows = preset_rows(name)
+    except UserError as error:
+        fail(str(error))
+    if as_json:
+        echo_json([{"path": r.path, "value": r.value, "source": r.source, "description": r.description}
+                   for r in rows])
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("field", "value", "from", "what it does", box=None, show_lines=False)
+    for row in rows:
+        table.add_row(*(Text(text) for text in (row.path, show_value(row.value), row.source, row.description)))
+    Console(width=table_width()).print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Adds these commands and the `presets` group to the aksgpu app."""
+    app.command()(validate)
+    app.command()(render)
+    app.command()(init)
+    app.command()(new)
+    app.command()(diff)
+    app.command()(schema)
+    presets_app = typer.Typer(help="The presets environments start from.", no_args_is_help=True,
+                              context_settings=CONTEXT_SETTINGS)
+    presets_app.command("list")(presets_list)
+    presets_app.command("show")(presets_show)
+    app.add_typer(presets_app, name="presets")

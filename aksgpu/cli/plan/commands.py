@@ -1,0 +1,93 @@
+"""`aksgpu plan STACK`: every resource `pulumi up` would create, offline. Only typer and the
+standard library at import; the planner, the spec and Pulumi are imported when the command runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from aksgpu.cli.arguments import StackArg
+from aksgpu.cli.console import fail, progress
+
+if TYPE_CHECKING:
+    from aksgpu.cli.project.stackfile import StackFile
+    from aksgpu.components.spec import Issue
+
+
+def _load(stack: str) -> tuple[StackFile, list[Issue]]:
+    """The stack file and its spec's warnings; exits 2 on bad input and 1 on spec errors."""
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.project.stackfile import resolve_stack
+    from aksgpu.components.spec import SpecError, parse_cluster_spec
+
+    try:
+        stack_file = resolve_stack(stack)
+    except UserError as error:
+        fail(str(error))
+    try:
+        _, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    return stack_file, warnings
+
+
+def _stale_note(stack_file: StackFile) -> str | None:
+    """A note when the stack file is not what environments.yaml renders (None: current or unknown);
+    exits when environments.yaml cannot render the stack's environment (it may be out of date)."""
+    from aksgpu.cli.environments.render import EnvironmentNotRendered, render_state
+
+    try:
+        rendered = render_state(stack_file)
+    except EnvironmentNotRendered as error:
+        fail(str(error), error.exit_code)
+    if rendered is None or rendered.state == "current":
+        return None
+    why = rendered.reason or "it is out of date with stacks/environments.yaml"
+    return f"note: {stack_file.path.name} is not what `aksgpu render {stack_file.stack}` would write: {why}."
+
+
+def plan(
+    stack: StackArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan document (JSON) instead of text.")] = False,
+    manifests: Annotated[Path | None, typer.Option(
+        "--manifests", metavar="DIR",
+        help="Also write every Kubernetes object (and Helm release) of the plan as YAML into DIR: "
+             "a new or empty folder, or one an earlier --manifests run wrote.")] = None,
+) -> None:
+    """Show every resource `pulumi up` would create for a stack, offline.
+
+    Runs the real Pulumi program under Pulumi's mock runtime: no Azure account, no Pulumi CLI,
+    no network. Exit codes: 0 planned, 1 the spec has errors, 2 bad input (stack, YAML, DIR).
+    """
+    stack_file, warnings = _load(stack)
+    note = _stale_note(stack_file)
+
+    from aksgpu.cli.plan.planner import plan_stack
+    from aksgpu.cli.plan.report import plan_document, render_text
+
+    with progress("Planning offline: running the Pulumi program under the mock engine"):
+        result = plan_stack(stack_file)
+    if manifests is not None:
+        from aksgpu.cli.errors import UserError
+        from aksgpu.cli.plan.manifests import write_manifests
+
+        try:
+            written = write_manifests(result, manifests)
+        except UserError as error:
+            fail(str(error))
+        typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
+    if as_json:
+        typer.echo(json.dumps(plan_document(result, warnings), indent=2, sort_keys=False, default=str))
+        return
+    typer.echo(render_text(result, warnings))
+    if note:
+        typer.echo(note, err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Adds `plan` to the aksgpu app."""
+    app.command()(plan)

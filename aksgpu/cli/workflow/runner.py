@@ -1,0 +1,285 @@
+"""Running Pulumi through its Automation API for one stack: opening it in its backend, the steps
+every command takes before the engine starts (spec valid, stack file rendered, prerequisites
+present, confirmation possible), streaming the engine's output, and turning its errors and change
+summaries into one clear message or line. pulumi.automation is imported only when a stack opens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from aksgpu.cli.console import fail, say
+from aksgpu.cli.errors import UserError
+from aksgpu.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from aksgpu.cli.workflow.target import PULUMI_CLI_MISSING, Target, check_readiness, readiness_message, target_for
+
+if TYPE_CHECKING:
+    from pulumi.automation import Stack
+
+    from aksgpu.cli.project.stackfile import StackFile
+
+# Preview operations that change nothing in Azure.
+NO_CHANGE_OPS = frozenset({"same", "read"})
+SECRET_MASK = "[secret]"  # a secret output, as `aksgpu outputs` shows it without --show-secrets
+
+
+def open_stack(target: Target, *, create: bool) -> Stack:
+    """The stack through the Automation API on this project (a local program: Pulumi.yaml and the
+    stack files in stacks/). `create`: create it in the backend when it does not exist yet."""
+    from pulumi import automation as auto
+
+    if target.local_state_dir is not None:
+        target.local_state_dir.mkdir(parents=True, exist_ok=True)
+    options = auto.LocalWorkspaceOptions(env_vars=target.workspace_env(), secrets_provider=target.secrets_provider)
+    open_fn = auto.create_or_select_stack if create else auto.select_stack
+    try:
+        return open_fn(stack_name=target.stack, work_dir=str(target.project_dir), opts=options)
+    except FileNotFoundError as error:
+        # The SDK runs `pulumi version` first; with no CLI that is the error it gets.
+        if error.filename and Path(str(error.filename)).name != "pulumi":
+            raise
+        raise UserError(PULUMI_CLI_MISSING) from None
+    except subprocess.CalledProcessError as error:
+        raise UserError(f"`pulumi version` failed (exit code {error.returncode}): the Pulumi CLI on PATH "
+                        f"({shutil.which('pulumi')}) does not work. Fix: reinstall it "
+                        "(https://www.pulumi.com/docs/iac/download-install/).") from None
+
+
+def summarize_changes(change_summary: Mapping[Any, int] | None) -> dict[str, int]:
+    """An engine change summary as {operation: count}, zero counts dropped."""
+    summary: dict[str, int] = {}
+    for operation, count in (change_summary or {}).items():
+        if count:
+            summary[str(getattr(operation, "value", operation))] = int(count)
+    return summary
+
+
+def has_changes(changes: Mapping[str, int]) -> bool:
+    return any(count for operation, count in changes.items() if operation not in NO_CHANGE_OPS)
+
+
+def describe_changes(changes: Mapping[str, int]) -> str:
+    parts = [f"{count} to {operation}" for operation, count in changes.items() if operation not in NO_CHANGE_OPS]
+    unchanged = changes.get("same", 0)
+    if not parts:
+        return f"no changes ({unchanged} unchanged)"
+    return ", ".join(parts) + (f", {unchanged} unchanged" if unchanged else "")
+
+
+def first_error_line(text: str) -> str | None:
+    """The engine's own error from a failed Pulumi command's output, skipping the generic summaries."""
+    generic = re.compile(r"^error: (update|preview|refresh|destroy) failed$|^error: an error occurred", re.I)
+    for line in text.splitlines():
+        # str(CommandError) starts its stdout and stderr on the " stdout: " / " stderr: " lines.
+        line = re.sub(r"^\s*(stdout|stderr):\s*", "", line).strip()
+        if line.lower().startswith("error:") and not generic.match(line):
+            return line[len("error:"):].strip()
+    return None
+
+
+def automation_error_message(error: BaseException, target: Target, operation: str) -> str | None:
+    """One clear message for an Automation API error; None when `error` is not one."""
+    errors = sys.modules.get("pulumi.automation.errors")
+    if errors is None:
+        return None
+    stack = target.stack
+    if isinstance(error, errors.ConcurrentUpdateError):
+        return (f"stack {stack} is locked by another update (an `aksgpu up`, `pulumi up` or CI job). Fix: wait for "
+                f"it to finish; if none is running (a run was killed), clear the lock with "
+                f"`PULUMI_BACKEND_URL={target.backend_url} pulumi cancel --stack {stack}`.")
+    if isinstance(error, errors.StackNotFoundError):
+        return (f"stack {stack} does not exist in the backend {target.backend_url} ({target.backend_source}). Fix: "
+                f"create it with `aksgpu up {stack}`, or point at the backend that holds it with --backend or "
+                "backend: in stacks/environments.yaml.")
+    if isinstance(error, errors.InvalidVersionError):
+        return f"the Pulumi CLI on PATH is too old for this Pulumi SDK: {error}. Fix: upgrade the CLI."
+    if isinstance(error, errors.CommandError):
+        detail = first_error_line(str(error))
+        what = "the Pulumi program failed" if isinstance(error, (errors.RuntimeError, errors.CompilationError)) \
+            else f"`pulumi {operation}` failed"
+        return (f"{what} for stack {stack}" + (f": {detail}" if detail else "")
+                + ". The engine's full output is above.")
+    if type(error).__name__ == "RuntimeError" and "summary event never found" in str(error):
+        return (f"`pulumi {operation}` ended without a summary for stack {stack}: the engine stopped early. "
+                "Its output is above.")
+    return None
+
+
+@contextmanager
+def command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
+    """Turns user errors and Automation API errors into one message and an exit code, never a traceback."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except UserError as error:
+        fail(str(error), getattr(error, "exit_code", EXIT_USAGE))
+    except KeyboardInterrupt:
+        stack = target_box[0].stack if target_box else "ENV"
+        fail(f"interrupted. Pulumi was told to stop; if it was changing resources, run `aksgpu refresh {stack}` to "
+              f"bring the state in line with Azure (and `pulumi cancel --stack {stack}` if the stack stays locked).",
+              EXIT_INTERRUPTED)
+    except Exception as error:  # noqa: BLE001 - only Automation API errors are translated; others re-raise
+        message = automation_error_message(error, target_box[0], operation) if target_box else None
+        if message is None:
+            raise
+        fail(message, EXIT_FAILED)
+
+
+def stdin_is_interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+class EngineOutput:
+    """Streams the engine's lines as they come: to stdout, or to stderr when stdout carries JSON."""
+
+    def __init__(self, to_stderr: bool) -> None:
+        self.to_stderr = to_stderr
+        stream = sys.stderr if to_stderr else sys.stdout
+        self.color = "always" if stream.isatty() else "never"
+
+    def out(self, line: str) -> None:
+        typer.echo(line, err=self.to_stderr)
+
+    def err(self, line: str) -> None:
+        typer.echo(line, err=True)
+
+    def options(self) -> dict[str, Any]:
+        return {"on_output": self.out, "on_error": self.err, "color": self.color}
+
+
+def prepare(stack: str, backend: str | None, secrets_provider: str | None,
+             box: list[Target]) -> tuple[StackFile, Target]:
+    from aksgpu.cli.project.stackfile import resolve_stack
+
+    stack_file = resolve_stack(stack)
+    target = target_for(stack_file, backend_flag=backend, secrets_provider_flag=secrets_provider, env=os.environ)
+    box.append(target)
+    return stack_file, target
+
+
+def require_ready(command: str, stack_file: StackFile, target: Target, *, needs_azure: bool) -> None:
+    readiness = check_readiness(target, env=os.environ, config=stack_file.config, needs_azure=needs_azure)
+    for warning in readiness.warnings:
+        say(f"warning: {warning}", "yellow")
+    if readiness.problems:
+        raise UserError(readiness_message(command, target.stack, readiness.problems, suggest_plan=needs_azure))
+
+
+def require_confirmable(command: str, stack: str) -> None:
+    if not stdin_is_interactive():
+        raise UserError(f"`aksgpu {command} {stack}` asks for confirmation, but stdin is not a terminal (a script or "
+                        f"CI job), so it cannot ask. Fix: pass --yes to go ahead without asking "
+                        f"(review `aksgpu preview {stack}` first).")
+
+
+def policy_packs(folders: list[Path] | None) -> list[str] | None:
+    """Policy pack folders as the engine takes them; each must hold a PulumiPolicy.yaml."""
+    for folder in folders or []:
+        if not (folder / "PulumiPolicy.yaml").is_file():
+            raise UserError(f"--policy-pack {folder}: no PulumiPolicy.yaml there, so it is not a policy pack. Fix: "
+                            "point at the folder of a Pulumi policy pack.")
+    return [str(folder.resolve()) for folder in folders] if folders else None
+
+
+def require_rendered(command: str, stack_file: StackFile) -> None:
+    """`up` deploys only a stack file that matches stacks/environments.yaml; `preview` warns."""
+    from aksgpu.cli.environments.render import EnvironmentNotRendered, render_state
+    name = stack_file.stack
+    try:
+        rendered = render_state(stack_file)
+    except EnvironmentNotRendered as error:
+        if command == "up":
+            raise
+        say(f"warning: {error}", "yellow")
+        return
+    if rendered is None or rendered.state == "current":
+        return
+    if rendered.state == "stale" and command == "up":
+        raise UserError(f"{stack_file.path.name} is out of date with stacks/environments.yaml, so `aksgpu up {name}` "
+                        f"would deploy something else than the environment says. Fix: run `aksgpu render {name}`, "
+                        "review and commit the change, then run up again.")
+    why = rendered.reason or "it is out of date with stacks/environments.yaml"
+    say(f"warning: {stack_file.path.name} is not what `aksgpu render {name}` would write: {why}. "
+         "Pulumi uses the stack file as it is.", "yellow")
+
+
+def validate_spec(stack_file: StackFile) -> None:
+    """The spec's errors before Pulumi starts: the same message as `aksgpu validate`, exit 1."""
+    from aksgpu.components.spec import SpecError, parse_cluster_spec
+
+    try:
+        parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+def print_header(command: str, target: Target) -> None:
+    say(f"aksgpu {command} {target.stack}", "bold")
+    say(f"  backend  {target.backend_url}  ({target.backend_source})", "dim")
+    provider = target.secrets_provider or "service"
+    say(f"  secrets  {provider}  ({target.secrets_source})", "dim")
+
+
+def is_protected(stack_file: StackFile) -> bool:
+    cluster = stack_file.cluster
+    return isinstance(cluster, dict) and cluster.get("protect") is True
+
+
+def protected_in_state(deployment: Mapping[str, Any] | None) -> list[str]:
+    """URNs of the resources a stack's state marks protected (`pulumi stack export`)."""
+    resources = (deployment or {}).get("resources") or []
+    return [str(resource.get("urn")) for resource in resources
+            if isinstance(resource, dict) and resource.get("protect")]
+
+
+def report_update(operation: str, target: Target, summary: Any, as_json: bool,
+                   outputs: Mapping[str, tuple[Any, bool]] | None = None) -> None:
+    changes = summarize_changes(getattr(summary, "resource_changes", None))
+    outcome = str(getattr(summary, "result", "succeeded"))
+    if as_json:
+        document: dict[str, Any] = {"stack": target.stack, "backend": target.backend_url, "operation": operation,
+                                    "result": outcome, "changes": changes}
+        if outputs is not None:
+            document["outputs"] = outputs_document(outputs, show_secrets=False)
+        typer.echo(json.dumps(document, indent=2, default=str))
+    else:
+        counts = ", ".join(f"{count} {op}" for op, count in changes.items()) or "no resources"
+        say(f"{operation} of {target.stack}: {outcome} ({counts}).", "bold" if outcome == "succeeded" else "red")
+    if outcome != "succeeded":
+        raise typer.Exit(EXIT_FAILED)
+
+
+def outputs_document(outputs: Mapping[str, tuple[Any, bool]], *, show_secrets: bool) -> dict[str, Any]:
+    """Stack outputs {name: value}; secret values masked unless `show_secrets`."""
+    return {name: (value if show_secrets or not secret else SECRET_MASK)
+            for name, (value, secret) in sorted(outputs.items())}
+
+
+def outputs_text(outputs: Mapping[str, tuple[Any, bool]], *, show_secrets: bool) -> str:
+    document = outputs_document(outputs, show_secrets=show_secrets)
+    if not document:
+        return ""
+    width = max(len(name) for name in document)
+    lines: list[str] = []
+    for name, value in document.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        if "\n" in text.strip():
+            lines.append(name)
+            lines += [f"    {line}" for line in text.rstrip("\n").splitlines()]
+        else:
+            suffix = "  (--show-secrets to print)" if value == SECRET_MASK and outputs[name][1] else ""
+            lines.append(f"{name.ljust(width)}  {text}{suffix}")
+    return "\n".join(lines)
