@@ -1,4 +1,4 @@
-"""The real workflow commands (cli/workflow.py), tested up to the Pulumi CLI boundary.
+"""The real workflow commands (cli/workflow/), tested up to the Pulumi CLI boundary.
 
 There is no Pulumi CLI and no Azure account here, so nothing below runs the engine: the pure
 parts (backend and secrets resolution, prerequisites, kubeconfig, bootstrap) are tested directly,

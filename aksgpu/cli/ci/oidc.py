@@ -20,11 +20,9 @@ writes no history or checkpoint, so the plan identity can preview with read-only
 provided the stack exists (the first `pulumi up`, by the deploy identity, creates it) and the
 backend's .pulumi/meta.yaml exists (written on first use).
 
-The repository variables the workflows read are named in GITHUB_VARIABLES. Only typer and the
-standard library are imported at module level, so `aksgpu --help` stays fast.
-
-Exit codes: 0 done; 1 an az command failed, or the environment's spec has errors; 2 bad input,
-a local state backend, or az missing for --apply.
+This module makes the identities, the az steps that create them, and the script, document and
+GitHub commands that show them; oidc_settings.py resolves the environment they are made for, and
+ci/commands.py holds the command. Standard library only at import.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
 
 @functools.cache
 def action_pins() -> dict[str, dict[str, str]]:
-    """The pinned GitHub Actions (aksgpu/cli/data/ci_actions.yaml)."""
+    """The pinned GitHub Actions (aksgpu/cli/ci/data/ci_actions.yaml)."""
     return yaml.safe_load((DATA_DIR / "ci_actions.yaml").read_text(encoding="utf-8"))["actions"]
 
 
