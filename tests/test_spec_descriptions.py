@@ -8,6 +8,7 @@ from typing import Any, get_args
 from pydantic import BaseModel
 
 from aksgpu.components.spec import ClusterSpec
+from aksgpu.components.spec.descriptions import field_descriptions
 
 
 def models_in(annotation: Any) -> list[type[BaseModel]]:
@@ -36,8 +37,8 @@ def test_every_spec_field_has_a_description() -> None:
     missing = [
         f"{model.__name__}.{name}"
         for model in reachable_models(ClusterSpec)
-        for name, field in model.model_fields.items()
-        if not (field.description or "").strip()
+        for name in model.model_fields
+        if not field_descriptions(model).get(name, "").strip()
     ]
     assert not missing, "fields without a description (add a docstring under each): " + ", ".join(missing)
 
@@ -47,3 +48,30 @@ def test_json_schema_describes_node_pool_vm_size() -> None:
     ref = schema["properties"]["nodePools"]["items"]["$ref"]
     node_pool = schema["$defs"][ref.removeprefix("#/$defs/")]
     assert node_pool["properties"]["vmSize"]["description"].strip()
+
+
+def test_descriptions_are_what_pydantic_itself_reads_from_the_source() -> None:
+    """descriptions.py reads the docstrings under the fields once per module instead of once per
+    class at import; for every model it must find exactly what pydantic's own reader finds."""
+    from pydantic._internal._docs_extraction import extract_docstrings_from_cls
+
+    from aksgpu.cli.environments.file import EnvironmentsDocument
+
+    for model in reachable_models(ClusterSpec) + reachable_models(EnvironmentsDocument):
+        expected: dict[str, str] = {}
+        for cls in reversed(model.__mro__):
+            if isinstance(cls, type) and issubclass(cls, BaseModel) and cls is not BaseModel:
+                expected.update(extract_docstrings_from_cls(cls, use_inspect=True))
+        expected = {name: doc for name, doc in expected.items() if name in model.model_fields}
+        assert field_descriptions(model) == expected, model.__name__
+
+
+def test_importing_the_spec_reads_no_source() -> None:
+    """The descriptions cost nothing until something prints them."""
+    import subprocess
+    import sys
+
+    code = ("import aksgpu.components.spec, aksgpu.components.spec.descriptions as d; "
+            "print(d._module_classes.cache_info().currsize)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "0"

@@ -26,13 +26,15 @@ def field_rows(config: dict[str, Any], model: type[BaseModel] | None = None, pre
     """
     from aksgpu.components.spec import ClusterSpec
     from aksgpu.components.spec.base import _model_in
+    from aksgpu.components.spec.descriptions import field_descriptions
 
     model = model or ClusterSpec
-    fields = {(info.alias or name): info for name, info in model.model_fields.items()}
+    fields = {(info.alias or name): (name, info) for name, info in model.model_fields.items()}
+    descriptions = field_descriptions(model)
     rows: list[FieldRow] = []
     for key, value in config.items():
-        info = fields.get(key)
-        description = (info.description or "") if info else ""
+        name, info = fields.get(key, (key, None))
+        description = descriptions.get(name, "")
         inner = _model_in(info.annotation) if info else None
         path = f"{prefix}.{key}" if prefix else key
         item_key = list_item_key(value)

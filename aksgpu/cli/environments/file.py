@@ -27,6 +27,7 @@ from aksgpu.components.spec.base import (
     did_you_mean,
     issues_from_validation_error,
 )
+from aksgpu.components.spec.descriptions import describe_schema_properties
 
 ENVIRONMENTS_FILE = "environments.yaml"
 SCHEMA_FILE = "environments.schema.json"
@@ -48,7 +49,7 @@ EnvironmentName = Annotated[
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True, strict=True,
-                              use_attribute_docstrings=True, populate_by_name=True)
+                              json_schema_extra=describe_schema_properties, populate_by_name=True)
 
 
 class Defaults(_Model):

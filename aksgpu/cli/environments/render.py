@@ -182,8 +182,10 @@ def to_yaml(value: Any) -> str:
 
 def _sections(spec: ClusterSpec, config: dict[str, Any]) -> list[dict[str, Any]]:
     from aksgpu.components.spec import ClusterSpec
+    from aksgpu.components.spec.descriptions import field_descriptions
 
-    descriptions = {(info.alias or name): info.description for name, info in ClusterSpec.model_fields.items()}
+    described = field_descriptions(ClusterSpec)
+    descriptions = {(info.alias or name): described.get(name) for name, info in ClusterSpec.model_fields.items()}
     sections = []
     for key, value in config.items():
         comments = _wrap(_first_sentence(descriptions.get(key)), HEADER_WIDTH - 6)

@@ -9,13 +9,15 @@ from typing import Any
 import yaml
 
 DATA_DIR = Path(__file__).resolve().parent
+# libyaml's loader when PyYAML was built with it (the wheels are): the same tables, about ten times faster.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @functools.cache
 def load(name: str) -> dict[str, Any]:
     """The parsed table `name` (a file `<name>.yaml` beside this module)."""
     with (DATA_DIR / f"{name}.yaml").open(encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        return yaml.load(handle, Loader=_LOADER)  # noqa: S506 - a safe loader, C or Python
 
 
 def text(file_name: str) -> str:

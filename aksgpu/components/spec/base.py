@@ -22,6 +22,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from aksgpu.components.spec.descriptions import describe_schema_properties
+
 Severity = Literal["error", "warning"]
 # Line breaks (\n, \r, U+0085, U+2028, U+2029) and other control characters.
 _LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -43,8 +45,9 @@ class SpecModel(BaseModel):
         validate_default=True,
         # No silent conversions: "yes" is not true, 2.0 is not 2, "8" is not 8.
         strict=True,
-        # The string under each field is its description (JSON Schema, `aksgpu presets show`).
-        use_attribute_docstrings=True,
+        # The string under each field is its description (JSON Schema, `aksgpu presets show`),
+        # read from the source only when asked for: see descriptions.py.
+        json_schema_extra=describe_schema_properties,
     )
 
 
