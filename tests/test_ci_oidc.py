@@ -77,8 +77,6 @@ exit 0
 """
 
 
-
-
 @pytest.fixture
 def app() -> typer.Typer:
     return ci_app

@@ -16,8 +16,6 @@ from tests.helpers import base_spec
 runner = CliRunner()
 
 
-
-
 def _write_stack(project: Path, name: str, spec: object) -> None:
     (project / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": {"aksgpu:cluster": spec}}))
 

@@ -24,8 +24,6 @@ runner = CliRunner()
 ADMIN = "11111111-1111-1111-1111-111111111111"
 
 
-
-
 @pytest.fixture
 def empty_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the project with no environments and no stacks yet."""

@@ -54,8 +54,6 @@ STACK_PATH = PROJECT / "stacks" / "Pulumi.dev.yaml"
 SERVICE_PRINCIPAL = {"ARM_CLIENT_ID": "c", "ARM_TENANT_ID": "t", "ARM_SUBSCRIPTION_ID": "s", "ARM_CLIENT_SECRET": "x"}
 
 
-
-
 @pytest.fixture
 def app() -> typer.Typer:
     return typer_app_with(register, "A test app holding only the workflow commands.")

@@ -177,4 +177,3 @@ def _check_round_trip(text: str, expected: dict[str, EnvironmentSettings], envir
     if document is None or document.environments != expected or document.defaults != environments.document.defaults:
         raise UserError(f"could not add the environment to {environments.relative_path} without changing what is "
                         "already there; nothing was written. Fix: add it by hand (see `aksgpu presets show`).")
-

@@ -200,4 +200,3 @@ def _pool_table(pools: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
             for row in [header, *rows]]
-

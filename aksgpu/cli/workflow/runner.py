@@ -138,6 +138,7 @@ def command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
 
 
 def stdin_is_interactive() -> bool:
+    """Whether a person can answer a confirmation (tests replace it)."""
     return sys.stdin.isatty()
 
 
@@ -160,7 +161,9 @@ class EngineOutput:
 
 
 def prepare(stack: str, backend: str | None, secrets_provider: str | None,
-             box: list[Target]) -> tuple[StackFile, Target]:
+            box: list[Target]) -> tuple[StackFile, Target]:
+    """The stack file and where its stack lives; the target also goes into `box`, so
+    command_errors can name the stack in its messages."""
     from aksgpu.cli.project.stackfile import resolve_stack
 
     stack_file = resolve_stack(stack)
@@ -196,6 +199,7 @@ def policy_packs(folders: list[Path] | None) -> list[str] | None:
 def require_rendered(command: str, stack_file: StackFile) -> None:
     """`up` deploys only a stack file that matches stacks/environments.yaml; `preview` warns."""
     from aksgpu.cli.environments.render import EnvironmentNotRendered, render_state
+
     name = stack_file.stack
     try:
         rendered = render_state(stack_file)

@@ -302,4 +302,3 @@ def readiness_message(command: str, stack: str, problems: list[str], *, suggest_
         text += (f"\nTo see every resource `aksgpu up {stack}` would create, offline (no Pulumi CLI, no Azure "
                  f"account): aksgpu plan {stack}")
     return text
-

@@ -143,4 +143,3 @@ def system_pool_placement() -> dict[str, Any]:
         "nodeSelector": {MODE_LABEL: "system"},
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}],
     }
-

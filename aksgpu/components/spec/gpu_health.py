@@ -59,6 +59,7 @@ def valid_cron(schedule: str) -> bool:
                 return False
     return True
 
+
 Image = Annotated[
     str,
     checked(IMAGE.fullmatch, "must be a container image reference: registry/repository:tag or @sha256:digest",
