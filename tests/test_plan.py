@@ -322,3 +322,18 @@ def test_ctrl_c_while_the_program_runs_ends_the_plan_with_one_line_and_130() -> 
                             check=False)
     assert result.returncode == 130 and result.stdout == ""
     assert result.stderr == "interrupted: the offline plan stopped; nothing was written.\n"
+
+
+def test_a_stack_without_helm_releases_does_not_load_helm_support() -> None:
+    """Pulumi evaluates a component's annotations when it registers it; an annotation naming
+    k8s.helm.v3 loaded Helm's Chart support (PyYAML, requests), 0.15 s of every plan and preview."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from aksgpu.cli.project.stackfile import resolve_stack; "
+            "from aksgpu.cli.plan.planner import plan_stack; "
+            "plan = plan_stack(resolve_stack('stacks/Pulumi.dev.yaml')); "
+            "print(sorted({r.type for r in plan.resources if 'helm' in r.type}), "
+            "'pulumi_kubernetes.helm.v3.helm' in sys.modules, 'requests' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=EXAMPLE, capture_output=True, text=True, check=True)
+    assert result.stdout.split("\n")[-2] == "[] False False"
