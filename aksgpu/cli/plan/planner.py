@@ -156,7 +156,9 @@ def _make_recorder(plan_resources: list[PlannedResource], thread_loops: list[asy
     return RecordingMonitor
 
 
-def _make_mocks(invokes: list[str]) -> Any:
+def make_plan_mocks(invokes: list[str]) -> Any:
+    """The offline plan's answers to registrations and invokes (also used to run the program
+    with aliases, tests/registrations.py); `invokes` collects the tokens of the invokes made."""
     from pulumi.runtime import mocks
 
     class PlanMocks(mocks.Mocks):
@@ -291,7 +293,7 @@ def _plan_in_context(stack_file: StackFile, project: str) -> Plan:
     asyncio.set_event_loop(loop)
     try:
         pulumi.runtime.set_all_config(stack_file.engine_config(), [])
-        monitor = _make_recorder(resources, thread_loops)(_make_mocks(invokes)())
+        monitor = _make_recorder(resources, thread_loops)(make_plan_mocks(invokes)())
         quiet = logging.getLogger("aksgpu.plan")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
