@@ -1,5 +1,6 @@
-"""The `aksgpu ci` commands: render CI for GitHub Actions or Azure Pipelines, and the helpers
-those pipelines call (the plan summary, the environments a change touches)."""
+"""The `aksgpu ci` commands: render CI for GitHub Actions or Azure Pipelines, the helpers those
+pipelines call (the plan summary, the environments a change touches, the Azure DevOps comment),
+and `oidc`, the identities the workflows sign in with."""
 
 from __future__ import annotations
 

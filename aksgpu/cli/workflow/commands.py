@@ -1,9 +1,9 @@
 """The workflow commands: preview, up, destroy, refresh, outputs, kubeconfig and `backend bootstrap`.
 
 Each command is the order of its steps; the steps live in runner.py (the Automation API),
-target.py (backend, secrets, prerequisites), kubeconfig.py and backend.py. Only typer and the
-standard library are imported at module level: `aksgpu --help` must stay fast, so
-pulumi.automation, yaml, rich and the spec are imported when a command runs.
+target.py (backend, secrets, prerequisites), kubeconfig.py and backend.py, which import only typer
+and the standard library at module level: `aksgpu --help` must stay fast, so pulumi.automation,
+yaml, rich and the spec are imported when a command runs.
 
 Exit codes: 0 done; 1 the operation failed (engine error, spec errors, declined); 2 bad input or a
 missing prerequisite (Pulumi CLI, Azure credentials, passphrase); 3 `preview --expect-no-changes`
