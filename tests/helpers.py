@@ -32,6 +32,8 @@ def base_spec() -> dict[str, Any]:
         "access": {"aad": {"adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"]}},
         # No managed Prometheus here, so say plainly that nothing scrapes the GPU metrics.
         "gpuHealth": {"metrics": {"scraper": "none"}},
+        # The AKS-managed VNet has no room for the registry's private endpoint.
+        "registry": {"publicNetworkAccess": True},
     }
 
 

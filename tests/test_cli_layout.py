@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import REPO
 
 CLI = REPO / "aksgpu" / "cli"
-CONCERNS = ("project", "environments", "plan", "workflow", "ci")
+CONCERNS = ("project", "environments", "plan", "workflow", "ci", "policy")
 MAX_MODULE_LINES = 420  # "about 400": a module a newcomer reads in one sitting
 
 

@@ -157,7 +157,9 @@ def test_access_profile(example_plans: dict[str, Plan]) -> None:
                                   "adminGroupObjectIDs": ["11111111-1111-1111-1111-111111111111"]}
     assert prod["disableLocalAccounts"] is True and prod["enableRBAC"] is True
     assert prod["oidcIssuerProfile"] == {"enabled": True}
-    assert prod["securityProfile"] == {"workloadIdentity": {"enabled": True}}
+    assert prod["securityProfile"] == {
+        "workloadIdentity": {"enabled": True}, "imageCleaner": {"enabled": True, "intervalHours": 168},
+        "defender": {"logAnalyticsWorkspaceResourceId": UNKNOWN_TEXT, "securityMonitoring": {"enabled": True}}}
 
 
 def test_network_vnet_integration_and_nat_gateway(example_plans: dict[str, Plan]) -> None:
@@ -168,13 +170,15 @@ def test_network_vnet_integration_and_nat_gateway(example_plans: dict[str, Plan]
         "networkPolicy": "cilium", "podCidr": "10.244.0.0/14", "serviceCidr": "10.0.0.0/16",
         "dnsServiceIP": "10.0.0.10", "outboundType": "userAssignedNATGateway", "loadBalancerSku": "standard"}
     assert cluster["apiServerAccessProfile"] == {"enablePrivateCluster": True, "privateDNSZone": "system",
-                                                 "enableVnetIntegration": True, "subnetId": UNKNOWN_TEXT}
+                                                 "enableVnetIntegration": True, "subnetId": UNKNOWN_TEXT,
+                                                 "disableRunCommand": True}
     subnets = {s.inputs["subnetName"]: s for s in plan.by_type(SUBNET)}
     assert subnets["apiserver"].inputs["delegations"] == [
         {"name": "aks-apiserver", "serviceName": "Microsoft.ContainerService/managedClusters"}]
     assert "natGateway" in subnets["nodes"].inputs and "natGateway" in subnets["gpu"].inputs
     assert "natGateway" not in subnets["apiserver"].inputs
-    ordered = [subnets[n] for n in ("nodes", "gpu", "apiserver")]
+    # In the merged spec's order: the preset's subnets (nodes, apiserver), then the environment's.
+    ordered = [subnets[n] for n in ("nodes", "apiserver", "gpu")]
     for earlier, later in zip(ordered, ordered[1:]):
         assert earlier.urn in later.dependencies, "subnets of one VNet are written one at a time"
     assert len(plan.by_type("azure-native:network:PublicIPAddress")) == 2
@@ -211,9 +215,11 @@ def test_monitoring(example_plans: dict[str, Plan]) -> None:
 def test_monitoring_can_be_turned_off() -> None:
     spec = edit(base_spec(), "monitoring", {"logAnalytics": {"mode": "none"}, "containerInsights": False,
                                             "controlPlaneLogs": []})
+    spec = edit(spec, "security", {"defender": False})  # Defender reports to the workspace
     plan = plan_spec(spec)
     assert not [r for r in plan.resources if r.type.startswith("azure-native:monitor:")]
-    assert "addonProfiles" not in plan.by_type(CLUSTER)[0].inputs
+    cluster = plan.by_type(CLUSTER)[0].inputs
+    assert "omsagent" not in cluster["addonProfiles"] and "defender" not in cluster["securityProfile"]
 
 
 def test_existing_resource_group_registry_and_subnets_are_not_created() -> None:

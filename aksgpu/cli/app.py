@@ -22,6 +22,7 @@ from aksgpu.cli.ci import commands as ci_commands
 from aksgpu.cli.environments import commands as environment_commands
 from aksgpu.cli.exit_codes import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
 from aksgpu.cli.plan import commands as plan_commands
+from aksgpu.cli.policy import commands as policy_commands
 from aksgpu.cli.workflow import commands as workflow_commands
 
 # The click Typer runs on: its own copy (typer._click) in recent Typer releases, click itself in older ones.
@@ -92,6 +93,7 @@ plan_commands.register(app)
 environment_commands.register(app)
 workflow_commands.register(app)
 app.add_typer(ci_commands.ci_app, name="ci")
+app.add_typer(policy_commands.policy_app, name="policy")
 
 
 def main() -> None:

@@ -77,7 +77,8 @@ class AksGpuCluster(pulumi.ComponentResource):
         self.registry = Registry(f"{name}-registry", RegistryArgs(
             spec=spec.registry, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
             kubelet_principal_id=self.cluster.kubelet_principal_id, subscription_id=subscription_id,
-            protect=spec.protect, tags=tags), child)
+            protect=spec.protect, tags=tags, subnet_ids=self.network.subnet_ids, node_subnet=vnet.node_subnet,
+            workspace_id=self.monitoring.workspace_id), child)
         self.access = Access(f"{name}-access", AccessArgs(
             spec=spec.access, cluster_id=self.cluster.cluster_id, subscription_id=subscription_id), child)
         self.cluster_monitoring = ClusterMonitoring(f"{name}-cluster-monitoring", ClusterMonitoringArgs(

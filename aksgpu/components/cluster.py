@@ -97,7 +97,7 @@ class Cluster(pulumi.ComponentResource):
             aad_profile=args.aad_profile,
             disable_local_accounts=not spec.access.local_accounts,
             oidc_issuer_profile={"enabled": spec.access.oidc_issuer},
-            security_profile={"workload_identity": {"enabled": spec.access.workload_identity}},
+            security_profile=_security_profile(spec, args.workspace_id),
             addon_profiles=_addon_profiles(spec, args.workspace_id),
             azure_monitor_profile=_azure_monitor_profile(args.prometheus_enabled),
             node_resource_group=names.node_resource_group(spec.resource_group.name, spec.name),
@@ -174,7 +174,8 @@ def _network_profile(spec: ClusterSpec) -> dict[str, Any]:
 
 def _api_server_profile(spec: ClusterSpec, subnet_ids: Mapping[str, pulumi.Input[str]]) -> dict[str, Any]:
     api = spec.control_plane.api_server
-    profile: dict[str, Any] = {"enable_private_cluster": api.access == "private"}
+    profile: dict[str, Any] = {"enable_private_cluster": api.access == "private",
+                               "disable_run_command": not spec.security.run_command}
     if api.access == "private":
         profile["private_dns_zone"] = api.private_dns_zone
     if api.authorized_ip_ranges:
@@ -187,12 +188,33 @@ def _api_server_profile(spec: ClusterSpec, subnet_ids: Mapping[str, pulumi.Input
 
 
 def _addon_profiles(spec: ClusterSpec, workspace_id: pulumi.Input[str] | None) -> dict[str, Any] | None:
-    if workspace_id is None or not spec.monitoring.container_insights:
-        return None
-    # useAADAuth: the agent signs in with managed identity and sends through a data collection
-    # rule (ClusterMonitoring) instead of a shared workspace key.
-    return {"omsagent": {"enabled": True, "config": {
-        "logAnalyticsWorkspaceResourceID": workspace_id, "useAADAuth": "true"}}}
+    addons: dict[str, Any] = {}
+    if workspace_id is not None and spec.monitoring.container_insights:
+        # useAADAuth: the agent signs in with managed identity and sends through a data collection
+        # rule (ClusterMonitoring) instead of a shared workspace key.
+        addons["omsagent"] = {"enabled": True, "config": {
+            "logAnalyticsWorkspaceResourceID": workspace_id, "useAADAuth": "true"}}
+    security = spec.security
+    if security.azure_policy:
+        addons["azurepolicy"] = {"enabled": True, "config": {"version": "v2"}}
+    provider = security.key_vault_secrets_provider
+    if provider.enabled:
+        # Add-on config values are strings in the API: "true", not true.
+        addons["azureKeyvaultSecretsProvider"] = {"enabled": True, "config": {
+            "enableSecretRotation": "true" if provider.rotation else "false",
+            "rotationPollInterval": provider.rotation_poll_interval}}
+    return addons or None
+
+
+def _security_profile(spec: ClusterSpec, workspace_id: pulumi.Input[str] | None) -> dict[str, Any]:
+    security = spec.security
+    profile: dict[str, Any] = {"workload_identity": {"enabled": spec.access.workload_identity}}
+    if security.defender and workspace_id is not None:
+        profile["defender"] = {"log_analytics_workspace_resource_id": workspace_id,
+                               "security_monitoring": {"enabled": True}}
+    if security.image_cleaner_hours is not None:
+        profile["image_cleaner"] = {"enabled": True, "interval_hours": security.image_cleaner_hours}
+    return profile
 
 
 def _azure_monitor_profile(enabled: bool) -> dict[str, Any] | None:

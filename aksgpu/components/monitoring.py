@@ -49,6 +49,8 @@ class Monitoring(pulumi.ComponentResource):
                 location=args.location,
                 sku={"name": "PerGB2018"},
                 retention_in_days=spec.retention_days,
+                # Entra ID sign-in only (policy log-local-auth): the agents use managed identity.
+                features={"disable_local_auth": True},
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
             )

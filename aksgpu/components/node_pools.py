@@ -24,6 +24,7 @@ REPLACE_ON_CHANGES = [
     "osDiskSizeGB",
     "kubeletDiskType",
     "maxPods",
+    "enableEncryptionAtHost",
     "scaleSetPriority",
     "scaleSetEvictionPolicy",
     "spotMaxPrice",

@@ -22,7 +22,9 @@ def pool_properties(
         "count": pool.initial_count,
         "enable_auto_scaling": pool.autoscale,
         "availability_zones": zones or None,
-        "max_pods": pool.max_pods,
+        # Stated even when it is AKS's default for the network plugin (policy pool-max-pods): the
+        # pod IP plan should not depend on a default.
+        "max_pods": pool.max_pods or spec.network.default_max_pods(pool),
         "os_type": "Linux",
         "os_sku": pool.os_sku,
         "os_disk_type": pool.os_disk_type,
@@ -30,6 +32,9 @@ def pool_properties(
         "kubelet_disk_type": pool.kubelet_disk_type,
         "type": "VirtualMachineScaleSets",
         "orchestrator_version": spec.control_plane.kubernetes_version,
+        # Sent only when on: off is AKS's default, and an unchanged pool keeps an unchanged body.
+        "enable_encryption_at_host": True if pool.encryption_at_host else None,
+        "security_profile": {"ssh_access": pool.ssh},
     }
     if pool.autoscale:
         props["min_count"] = pool.min_count

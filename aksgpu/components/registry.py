@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import containerregistry
+from pulumi_azure_native import containerregistry, monitor, privatedns
+from pulumi_azure_native import network as azure_network
 
 from aksgpu.components.roles import assign_role
 from aksgpu.components.spec import Registry as RegistrySpec
@@ -22,6 +24,20 @@ class RegistryArgs:
     subscription_id: pulumi.Input[str]
     protect: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    # Subnet IDs by name, for the private endpoint of a registry without public access.
+    subnet_ids: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    node_subnet: str = "nodes"
+    # The Log Analytics workspace that receives the registry's logs (None: no workspace).
+    workspace_id: pulumi.Input[str] | None = None
+
+
+# The registry's log categories (learn.microsoft.com azure-monitor reference supported-logs
+# microsoft-containerregistry-registries-logs): pushes, pulls and deletes, and sign-ins.
+REGISTRY_LOG_CATEGORIES = ("ContainerRegistryRepositoryEvents", "ContainerRegistryLoginEvents")
+# Azure's private DNS zone for registries in the public cloud (private-endpoint-dns.md) and the
+# private-link sub-resource a registry's endpoint connects to.
+REGISTRY_PRIVATE_DNS_ZONE = "privatelink.azurecr.io"
+REGISTRY_GROUP_ID = "registry"
 
 
 class Registry(pulumi.ComponentResource):
@@ -37,6 +53,12 @@ class Registry(pulumi.ComponentResource):
         self.registry_id = None
         self.login_server = None
         if spec.mode == "create":
+            policies: dict[str, object] = {}
+            if spec.untagged_retention_days is not None:
+                policies["retention_policy"] = {"days": spec.untagged_retention_days, "status": "enabled"}
+            if not spec.public_network_access:
+                # Azure allows turning export off only on a registry without public access.
+                policies["export_policy"] = {"status": "disabled"}
             registry = containerregistry.Registry(
                 f"{name}-acr",
                 registry_name=spec.name or default_registry_name(args.cluster_name),
@@ -44,12 +66,27 @@ class Registry(pulumi.ComponentResource):
                 location=args.location,
                 sku={"name": spec.sku},
                 admin_user_enabled=False,
+                anonymous_pull_enabled=False,
+                public_network_access="Enabled" if spec.public_network_access else "Disabled",
+                policies=policies or None,
                 zone_redundancy="Enabled" if spec.zone_redundancy else "Disabled",
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
             )
             self.registry_id = registry.id
             self.login_server = registry.login_server
+            if not spec.public_network_access:
+                self._private_endpoint(name, args, registry)
+            if args.workspace_id is not None:
+                monitor.DiagnosticSetting(
+                    f"{name}-logs",
+                    name="aksgpu-registry",
+                    resource_uri=registry.id,
+                    workspace_id=args.workspace_id,
+                    logs=[{"category": category, "enabled": True} for category in REGISTRY_LOG_CATEGORIES],
+                    metrics=[{"category": "AllMetrics", "enabled": True}],
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
         elif spec.mode == "existing":
             self.registry_id = pulumi.Output.from_input(spec.id)
             # An existing registry's login server is its lowercase name plus azurecr.io (Azure public
@@ -66,3 +103,28 @@ class Registry(pulumi.ComponentResource):
                 parent=self,
             )
         self.register_outputs({"registryId": self.registry_id, "loginServer": self.login_server})
+
+    def _private_endpoint(self, name: str, args: RegistryArgs, registry: containerregistry.Registry) -> None:
+        """A private endpoint in the cluster's VNet and the DNS zone that makes the registry's name
+        resolve to it there."""
+        subnet_id = pulumi.Output.from_input(args.subnet_ids[args.spec.private_endpoint_subnet or args.node_subnet])
+        child = pulumi.ResourceOptions(parent=self)
+        zone = privatedns.PrivateZone(
+            f"{name}-dns", private_zone_name=REGISTRY_PRIVATE_DNS_ZONE, resource_group_name=args.resource_group_name,
+            location="global", tags=args.tags, opts=child)
+        privatedns.VirtualNetworkLink(
+            f"{name}-dns-link", private_zone_name=zone.name, resource_group_name=args.resource_group_name,
+            virtual_network_link_name=f"{args.cluster_name}-vnet", location="global", registration_enabled=False,
+            # The VNet is the subnet's parent: its ID is the subnet's up to /subnets/.
+            virtual_network={"id": subnet_id.apply(lambda subnet: subnet.rsplit("/subnets/", 1)[0])},
+            tags=args.tags, opts=child)
+        endpoint = azure_network.PrivateEndpoint(
+            f"{name}-endpoint", private_endpoint_name=f"{args.cluster_name}-acr-pe",
+            resource_group_name=args.resource_group_name, location=args.location, subnet={"id": subnet_id},
+            private_link_service_connections=[{"name": "registry", "private_link_service_id": registry.id,
+                                               "group_ids": [REGISTRY_GROUP_ID]}],
+            tags=args.tags, opts=child)
+        azure_network.PrivateDnsZoneGroup(
+            f"{name}-endpoint-dns", private_dns_zone_group_name="default", private_endpoint_name=endpoint.name,
+            resource_group_name=args.resource_group_name,
+            private_dns_zone_configs=[{"name": "registry", "private_dns_zone_id": zone.id}], opts=child)

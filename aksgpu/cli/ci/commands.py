@@ -117,7 +117,8 @@ def summary(
     """Plan every environment offline and print the pull-request summary (markdown).
 
     Deterministic: the same stack files give the same bytes. Exit codes: 0 every environment
-    planned, 1 some environment has errors (the summary still lists them), 2 bad input.
+    planned, 1 some environment has errors or failing security policy findings (the summary still
+    lists them), 2 bad input.
     """
     from aksgpu.cli.errors import UserError
     from aksgpu.cli.plan.summary import check_environments, summary_markdown
@@ -137,7 +138,7 @@ def summary(
         except UserError as error:
             fail(str(error))
         typer.echo(f"wrote {output}")
-    if any(result.errors for result in results):
+    if any(result.errors or (result.policy and result.policy["problems"]) for result in results):
         raise typer.Exit(1)
 
 

@@ -44,17 +44,24 @@ def validate(
                        show_default=False),
     ] = None,
     as_json: JsonOption = False,
+    spec_only: Annotated[bool, typer.Option(
+        "--spec-only", help="Check the spec rules only, without planning each target for the security policies "
+                            "(fast: for editors and pre-commit hooks).")] = False,
 ) -> None:
-    """Check environments and stack files against every spec rule, and print all problems at once.
+    """Check environments and stack files against every spec rule and aksgpu's security policies,
+    and print all problems at once.
 
     An environment is checked as environments.yaml defines it (preset + overrides) and as its
-    rendered stack file says; a stack file out of date with environments.yaml is a warning.
-    Exit codes: 0 valid (warnings may be printed), 1 errors, 2 bad input (a target that cannot be read).
+    rendered stack file says; a stack file out of date with environments.yaml is a warning. Each
+    valid target is then planned offline and checked by the security policies (`aksgpu policy
+    list`) with its waivers, unless --spec-only.
+    Exit codes: 0 valid (warnings may be printed), 1 errors or failing policy findings, 2 bad input
+    (a target that cannot be read).
     """
     from aksgpu.cli.environments.validation import validate_targets
 
     try:
-        reports = validate_targets(targets or [])
+        reports = validate_targets(targets or [], policies=not spec_only)
     except Exception as error:  # UserError: one clear message
         from aksgpu.cli.errors import UserError
 

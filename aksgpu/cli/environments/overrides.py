@@ -21,8 +21,8 @@ from aksgpu.components.spec.base import Issue, did_you_mean, fields_by_alias
 def merge(base: Any, override: Any) -> Any:
     """`override` deep-merged onto `base`, neither changed.
 
-    Mappings merge key by key. Lists of keyed items (every item a mapping with a `name`, or a
-    `schedule` for maintenance windows) merge item by item by key: new keys are appended and
+    Mappings merge key by key. Lists of keyed items (every item a mapping with a `name`, a
+    `schedule` for maintenance windows, a `rule` for policy waivers) merge item by item by key: new keys are appended and
     `_remove: true` drops an item. Anything else in the override replaces the base value.
     """
     if isinstance(base, dict) and isinstance(override, dict):
@@ -46,8 +46,9 @@ def merge(base: Any, override: Any) -> Any:
     return _strip_removals(override)
 
 
-# Fields that identify an item in a list of mappings, so overrides can address it.
-LIST_ITEM_KEYS = ("name", "schedule")
+# Fields that identify an item in a list of mappings, so overrides can address it (policy
+# waivers by their rule: one waiver per rule).
+LIST_ITEM_KEYS = ("name", "schedule", "rule")
 
 
 def list_item_key(value: Any) -> str | None:

@@ -8,7 +8,9 @@ from typing import Any
 
 from aksgpu.cli.environments.file import EnvironmentsFile, load_environments
 from aksgpu.cli.errors import UserError
-from aksgpu.cli.project.stackfile import find_project_dir, resolve_stack
+from aksgpu.cli.project.stackfile import StackFile, find_project_dir, resolve_stack
+from aksgpu.cli.project.yaml_input import parse_yaml
+from aksgpu.components.spec import ClusterSpec
 from aksgpu.components.spec.base import Issue, render_value
 
 
@@ -22,13 +24,17 @@ class Report:
     notes: list[str] = field(default_factory=list)  # problems that are not spec rules (files, drift)
     failed: bool = False  # a problem outside the spec (unreadable file) made it invalid
     cluster: tuple[str, str] | None = None  # (resource group, cluster name) of a valid environment
+    # What the security policies need: the stack to plan offline and its spec (None: invalid).
+    planned: tuple[StackFile, ClusterSpec] | None = None
+    policy_problems: list[str] = field(default_factory=list)  # failing policy findings, expired waivers
+    policy_notes: list[str] = field(default_factory=list)  # advisory findings, unused waivers
 
     @property
     def errors(self) -> list[Issue | str]:
         found: list[Issue | str] = [i for i in self.issues if i.severity == "error"]
         if self.failed:
             found += [note for note in self.notes if note.startswith("error")]
-        return found
+        return found + list(self.policy_problems)
 
     @property
     def warnings(self) -> list[Issue]:
@@ -42,6 +48,8 @@ class Report:
             lines.append(f"{self.source} has {len(spec_errors)} {noun}:")
             lines += [f"  - {issue}" for issue in spec_errors]
         lines += self.notes
+        lines += [f"error: policy {problem}" for problem in self.policy_problems]
+        lines += [f"note: policy {note}" for note in self.policy_notes]
         lines += [f"warning: {issue}" for issue in self.warnings]
         errors = len(self.errors)
         counts = _count(len(self.warnings), "warning") + (f", {_count(errors, 'error')}" if errors else "")
@@ -54,6 +62,8 @@ class Report:
             "valid": not self.errors,
             "problems": [_issue_json(i) for i in self.issues],
             "notes": self.notes,
+            "policyProblems": self.policy_problems,
+            "policyNotes": self.policy_notes,
         }
 
 
@@ -62,8 +72,9 @@ def _issue_json(issue: Issue) -> dict[str, Any]:
             "severity": issue.severity}
 
 
-def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report]:
-    """Reports for `targets` (environment names or stack file paths); none: everything."""
+def validate_targets(targets: list[str], cwd: Path | None = None, *, policies: bool = False) -> list[Report]:
+    """Reports for `targets` (environment names or stack file paths); none: everything. With
+    `policies`, each valid target is also planned offline and checked by aksgpu's security policies."""
     project_dir = find_project_dir((cwd or Path.cwd()).resolve())
     environments = load_environments(project_dir)
     if environments.exists and not environments.names:
@@ -83,7 +94,23 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
                             "Fix: add one with `aksgpu init dev --preset dev`.")
     reports = [_validate_one(target, environments, cwd) for target in targets]
     _note_shared_clusters(reports)
+    if policies:
+        for report in reports:
+            _check_policies(report)
     return reports
+
+
+def _check_policies(report: Report) -> None:
+    """The security policies over the target's offline plan, with its waivers."""
+    if report.planned is None or report.errors:
+        return
+    from aksgpu.cli.plan.planner import plan_stack
+    from aksgpu.cli.plan.policy_results import evaluate_plan
+
+    stack_file, spec = report.planned
+    policy = evaluate_plan(plan_stack(stack_file), spec)
+    report.policy_problems = policy.problems()
+    report.policy_notes = policy.notes()
 
 
 def _note_shared_clusters(reports: list[Report]) -> None:
@@ -128,6 +155,9 @@ def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
     report.issues = list(rendered.warnings)
     if rendered.spec is not None:
         report.cluster = (rendered.spec.resource_group.name, rendered.spec.name)
+        # The environment as environments.yaml defines it: the config render would write.
+        config = parse_yaml(rendered.text).get("config", {})
+        report.planned = (StackFile(environments.project_dir, rendered.path, name, config), rendered.spec)
     stack = rendered.path.relative_to(environments.project_dir)
     if rendered.state == "new":
         report.notes.append(f"note: {stack} is not rendered yet. Fix: run `aksgpu render {name}`.")
@@ -156,11 +186,12 @@ def _validate_stack_file(target: str, cwd: Path | None) -> Report:
     source = f"aksgpu:cluster in {stack_file.path.name}"
     report = Report(stack_file.path.name, source)
     try:
-        _, warnings = parse_cluster_spec(stack_file.cluster, source=source)
+        spec, warnings = parse_cluster_spec(stack_file.cluster, source=source)
     except SpecError as error:
         report.issues = list(error.issues)
         return report
     report.issues = list(warnings)
+    report.planned = (stack_file, spec)
     return report
 
 

@@ -14,11 +14,11 @@ from aksgpu.cli.console import fail, progress
 
 if TYPE_CHECKING:
     from aksgpu.cli.project.stackfile import StackFile
-    from aksgpu.components.spec import Issue
+    from aksgpu.components.spec import ClusterSpec, Issue
 
 
-def _load(stack: str) -> tuple[StackFile, list[Issue]]:
-    """The stack file and its spec's warnings; exits 2 on bad input and 1 on spec errors."""
+def _load(stack: str) -> tuple[StackFile, ClusterSpec, list[Issue]]:
+    """The stack file, its spec and the spec's warnings; exits 2 on bad input and 1 on spec errors."""
     from aksgpu.cli.errors import UserError
     from aksgpu.cli.project.stackfile import resolve_stack
     from aksgpu.components.spec import SpecError, parse_cluster_spec
@@ -28,11 +28,11 @@ def _load(stack: str) -> tuple[StackFile, list[Issue]]:
     except UserError as error:
         fail(str(error))
     try:
-        _, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+        spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
     except SpecError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(1) from None
-    return stack_file, warnings
+    return stack_file, spec, warnings
 
 
 def _stale_note(stack_file: StackFile) -> str | None:
@@ -61,16 +61,20 @@ def plan(
     """Show every resource `pulumi up` would create for a stack, offline.
 
     Runs the real Pulumi program under Pulumi's mock runtime: no Azure account, no Pulumi CLI,
-    no network. Exit codes: 0 planned, 1 the spec has errors, 2 bad input (stack, YAML, DIR).
+    no network; then aksgpu's security policies over what it declares (`aksgpu policy list`).
+    Exit codes: 0 planned, 1 the spec has errors or a mandatory policy finding is not waived
+    (the plan is still printed), 2 bad input (stack, YAML, DIR).
     """
-    stack_file, warnings = _load(stack)
+    stack_file, spec, warnings = _load(stack)
     note = _stale_note(stack_file)
 
     from aksgpu.cli.plan.planner import plan_stack
+    from aksgpu.cli.plan.policy_results import evaluate_plan, policy_lines
     from aksgpu.cli.plan.report import plan_document, render_text
 
     with progress("Planning offline: running the Pulumi program under the mock engine"):
         result = plan_stack(stack_file)
+    policy = evaluate_plan(result, spec)
     if manifests is not None:
         from aksgpu.cli.errors import UserError
         from aksgpu.cli.plan.manifests import write_manifests
@@ -81,11 +85,17 @@ def plan(
             fail(str(error))
         typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
     if as_json:
-        typer.echo(json.dumps(plan_document(result, warnings), indent=2, sort_keys=False, default=str))
-        return
-    typer.echo(render_text(result, warnings))
-    if note:
-        typer.echo(note, err=True)
+        document = {**plan_document(result, warnings), "policy": policy.document()}
+        typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
+    else:
+        typer.echo(render_text(result, warnings))
+        typer.echo("\n".join(["", *policy_lines(policy)]))
+        if note:
+            typer.echo(note, err=True)
+    if policy.failed:
+        typer.echo(f"error: {len(policy.problems())} security policy finding(s) fail this plan (see above); fix them "
+                   "or waive each under policy.waivers with a reason.", err=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -25,6 +25,8 @@ class EnvironmentResult:
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # aksgpu's security policies over the plan: counts, what fails, what is only reported.
+    policy: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,23 @@ def _notes(result: EnvironmentResult) -> Section | None:
     return Section("Notes", [f"- {_escape(note)}" for note in result.notes])
 
 
-# Later findings (cost, policy) are added here, in the order they should appear.
+def _policy(result: EnvironmentResult) -> Section | None:
+    policy = result.policy
+    if policy is None:
+        return None
+    counts = policy["counts"]
+    lines = [f"{counts['rules']} rules: {counts['failing']} failing, {counts['advisory']} advisory, "
+             f"{counts['waived']} waived (`aksgpu policy list` explains each rule)."]
+    if policy["problems"] or policy["notes"]:
+        lines.append("")
+    lines += [f"- ❌ {_escape(line)}" for line in policy["problems"]]
+    lines += [f"- {_escape(line)}" for line in policy["notes"]]
+    return Section("Security policies", lines)
+
+
+# Later findings (cost) are added here, in the order they should appear.
 SECTION_BUILDERS: tuple[Callable[[EnvironmentResult], Section | None], ...] = (
-    _errors, _notes, _pools, _resources, _warnings,
+    _errors, _notes, _policy, _pools, _resources, _warnings,
 )
 
 
@@ -91,6 +107,9 @@ def _escape(text: str) -> str:
 def _status(result: EnvironmentResult) -> str:
     if result.errors:
         return "❌ invalid"
+    if result.policy is not None and result.policy["problems"]:
+        count = len(result.policy["problems"])
+        return f"❌ {count} policy finding{'' if count == 1 else 's'}"
     if result.warnings:
         count = len(result.warnings)
         return f"⚠️ {count} warning{'' if count == 1 else 's'}"
@@ -124,6 +143,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
     from aksgpu.cli.environments.render import plan_render
     from aksgpu.cli.errors import UserError
     from aksgpu.cli.plan.planner import plan_stack
+    from aksgpu.cli.plan.policy_results import evaluate_plan
     from aksgpu.cli.plan.report import summary
     from aksgpu.cli.project.stackfile import resolve_stack
     from aksgpu.components.spec import SpecError, parse_cluster_spec
@@ -144,7 +164,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
                              "the plan below is of the stack file as committed.")
             stack_file = resolve_stack(name, environments.project_dir)
             stack_name = str(stack_file.path.relative_to(stack_file.project_dir))
-            _, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+            spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
         except SpecError as error:
             results.append(EnvironmentResult(name, stack_name, None, errors=[str(i) for i in error.errors],
                                              notes=notes))
@@ -153,5 +173,8 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
             results.append(EnvironmentResult(name, stack_name, None, errors=[str(error)], notes=notes))
             continue
         plan = plan_stack(stack_file)
-        results.append(EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes))
+        report = evaluate_plan(plan, spec)
+        policy = {"counts": report.counts(), "problems": report.problems(), "notes": report.notes()}
+        results.append(EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes,
+                                         policy=policy))
     return results

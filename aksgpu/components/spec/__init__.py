@@ -37,6 +37,7 @@ from .in_cluster import GpuSoftware, InCluster, check_in_cluster
 from .monitoring import LogAnalytics, Monitoring, check_monitoring
 from .names import check_derived_names
 from .network import Network, Subnet, Vnet, check_network
+from .policy import PolicySettings, Waiver, check_policy
 from .pools import (
     GpuSettings,
     NodePool,
@@ -48,12 +49,14 @@ from .pools import (
 )
 from .registry import Registry, check_registry, default_registry_name
 from .scheduling import GangScheduling, check_scheduling, spot_fallbacks
+from .security import KeyVaultSecretsProvider, Security, check_security
 
 __all__ = [
     "Aad", "Access", "ApiServer", "Autoscaler", "ClusterSpec", "ControlPlane", "GangScheduling", "GpuHealth",
-    "GpuSettings", "GpuSoftware", "InCluster", "Issue", "LogAnalytics", "MaintenanceWindow", "Monitoring",
-    "Network", "NodePool", "PoolBase", "Registry", "ResourceGroup", "SpecError", "SpotSettings", "Subnet",
-    "SystemPool", "Team", "TeamQuota", "Vnet", "ZonePool", "default_registry_name", "parse_cluster_spec",
+    "GpuSettings", "GpuSoftware", "InCluster", "Issue", "KeyVaultSecretsProvider", "LogAnalytics",
+    "MaintenanceWindow", "Monitoring", "Network", "NodePool", "PolicySettings", "PoolBase", "Registry",
+    "ResourceGroup", "Security", "SpecError", "SpotSettings", "Subnet", "SystemPool", "Team", "TeamQuota", "Vnet",
+    "Waiver", "ZonePool", "default_registry_name", "parse_cluster_spec",
     "spot_fallbacks", "team_gpu_quota",
 ]
 
@@ -136,6 +139,10 @@ class ClusterSpec(SpecModel):
     """DCGM metrics and alert rules, the check that gates new GPU nodes, and re-checks of idle ones."""
     gang_scheduling: GangScheduling = GangScheduling()
     """Kueue: per-team queues with GPU quotas and all-or-nothing admission of multi-pod jobs."""
+    security: Security = Security()
+    """Defender for Containers, the Azure Policy add-on, the Key Vault secrets provider, the image cleaner and run command."""
+    policy: PolicySettings = PolicySettings()
+    """Waivers of aksgpu's security policies (`aksgpu policy list`) for this environment, each with a reason."""
 
     @property
     def effective_dns_prefix(self) -> str:
@@ -161,7 +168,7 @@ class ClusterSpec(SpecModel):
         found: list[Issue] = []
         for check in (_check_cluster, check_derived_names, check_control_plane, check_pools, check_network,
                       check_access, check_registry, check_monitoring, check_in_cluster, check_gpu_health,
-                      check_scheduling):
+                      check_scheduling, check_security, check_policy):
             found.extend(check(self))
         return found
 

@@ -102,6 +102,10 @@ class PoolBase(SpecModel):
     """Name of the subnet in network.vnet.subnets that pods take IPs from (plugin azure only). None: network.vnet.podSubnet, or the node subnet when that is unset too. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     upgrade: UpgradeSettings = UpgradeSettings()
     """How AKS rolls the pool's nodes during upgrades: surge, unavailability, drain timeout, soak time."""
+    encryption_at_host: bool = True
+    """Encrypt the temp disk (kubelet data and images live there), the disk caches and the OS disk's data flows at the VM host (policy pool-encryption-at-host). Needs the subscription's Microsoft.Compute EncryptionAtHost feature and a VM size that supports it. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
+    ssh: Literal["Disabled", "LocalUser"] = "Disabled"
+    """SSH to the nodes: Disabled turns the SSH service off (policy pool-ssh; `kubectl debug node/NAME` still reaches a node through the API server); LocalUser allows a private key."""
 
     @property
     def autoscale(self) -> bool:

@@ -6,7 +6,9 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
-from .base import Issue, SpecModel
+from pydantic import Field
+
+from .base import Issue, SpecModel, did_you_mean
 
 if TYPE_CHECKING:
     from . import ClusterSpec
@@ -31,6 +33,12 @@ class Registry(SpecModel):
     """Make the registry aksgpu creates zone-redundant; needs sku Premium."""
     id: str | None = None
     """Resource ID of an existing registry (mode existing only)."""
+    public_network_access: bool = False
+    """Let the registry aksgpu creates be reached from the internet. false (policy acr-public-network): only through a private endpoint aksgpu adds in the cluster's VNet, with its privatelink.azurecr.io DNS zone, and image export off (policy acr-export); needs sku Premium and a network.vnet that aksgpu creates or is given. Pushing images then needs a machine in (or peered with) that VNet."""
+    private_endpoint_subnet: str | None = None
+    """Name of the subnet in network.vnet.subnets for the registry's private endpoint. None: network.vnet.nodeSubnet."""
+    untagged_retention_days: int | None = Field(default=7, ge=0, le=365)
+    """Days (0-365) an untagged manifest is kept before the registry deletes it (policy acr-retention; needs sku Premium). None: kept for ever."""
 
 
 def default_registry_name(cluster_name: str) -> str:
@@ -51,6 +59,28 @@ def check_registry(spec: ClusterSpec) -> Iterator[Issue]:
                         "set registry.sku: Premium, or zoneRedundancy: false")
         if registry.id is not None:
             yield Issue("registry.id", registry.id, "an id is for mode: existing", "remove id, or set mode: existing")
+        if not registry.public_network_access:
+            if registry.sku != "Premium":
+                yield Issue("registry.publicNetworkAccess", False, "a registry without public access is reached "
+                            "through a private endpoint, which needs the Premium SKU",
+                            "set registry.sku: Premium, or publicNetworkAccess: true")
+            if spec.network.vnet.mode == "managed":
+                yield Issue("registry.publicNetworkAccess", False, "the registry's private endpoint goes in the "
+                            "cluster's VNet, and an AKS-managed VNet cannot hold it",
+                            "set network.vnet.mode to create (with subnets) or existing, or publicNetworkAccess: true")
+            else:
+                subnet = registry.private_endpoint_subnet or spec.network.vnet.node_subnet
+                names = [s.name for s in spec.network.vnet.subnets]
+                if subnet not in names:
+                    yield Issue("registry.privateEndpointSubnet", subnet, "must name a subnet of network.vnet.subnets",
+                                did_you_mean(subnet, names) + "name one of: " + ", ".join(names))
+        if registry.untagged_retention_days is not None and registry.sku != "Premium":
+            yield Issue("registry.untaggedRetentionDays", registry.untagged_retention_days,
+                        "the retention policy for untagged manifests needs the Premium SKU",
+                        "set registry.sku: Premium, or untaggedRetentionDays: null")
+    elif registry.private_endpoint_subnet is not None:
+        yield Issue("registry.privateEndpointSubnet", registry.private_endpoint_subnet,
+                    "aksgpu adds a private endpoint only to a registry it creates", "remove it")
     elif registry.mode == "existing":
         if registry.id is None or not REGISTRY_ID.fullmatch(registry.id):
             yield Issue("registry.id", registry.id, "must be the resource ID of an existing container registry",

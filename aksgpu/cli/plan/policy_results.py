@@ -1,0 +1,27 @@
+"""aksgpu's security policies (aksgpu.policy) over an offline plan: the resources it recorded, the
+environment's waivers and today's date (waivers expire)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from aksgpu.cli.plan.planner import Plan
+from aksgpu.components.spec import ClusterSpec
+from aksgpu.policy.checks import PolicyResource
+from aksgpu.policy.engine import PolicyReport, evaluate
+
+
+def evaluate_plan(plan: Plan, spec: ClusterSpec, today: date | None = None) -> PolicyReport:
+    """Every policy over the plan's resources, with the spec's waivers."""
+    resources = [PolicyResource(r.urn, r.type, r.name, r.inputs) for r in plan.resources]
+    return evaluate(resources, spec.policy.waivers, today=today or date.today())
+
+
+def policy_lines(report: PolicyReport) -> list[str]:
+    """The plan's policy section as text: failing findings, then advisory ones, then a count."""
+    counts = report.counts()
+    lines = [f"Policy: {counts['rules']} rules, {counts['findings']} findings: {counts['failing']} failing, "
+             f"{counts['advisory']} advisory, {counts['waived']} waived (`aksgpu policy list` explains each rule)"]
+    lines += [f"  error: {line}" for line in report.problems()]
+    lines += [f"  note: {line}" for line in report.notes()]
+    return lines
