@@ -616,3 +616,28 @@ def test_a_policy_pack_must_be_a_policy_pack_folder(tmp_path: Path) -> None:
     (tmp_path / "PulumiPolicy.yaml").write_text("runtime: python\n")
     assert policy_packs([tmp_path]) == [str(tmp_path.resolve())]
     assert policy_packs(None) is None
+
+
+def test_aksgpus_own_pack_gets_the_environments_waivers_and_other_packs_an_empty_configuration(tmp_path: Path) -> None:
+    from aksgpu.cli.workflow.runner import policy_options
+    from aksgpu.components.spec import parse_cluster_spec
+    from tests.helpers import base_spec, edit
+
+    ours, theirs = tmp_path / "policy", tmp_path / "other"
+    for folder in (ours, theirs):
+        folder.mkdir()
+        (folder / "PulumiPolicy.yaml").write_text("runtime: python\n")
+    (ours / "__main__.py").write_text("from aksgpu.policy.pack import run\n\nrun()\n")
+    (theirs / "__main__.py").write_text("from pulumi_policy import PolicyPack\n")
+    waiver = {"rule": "acr-public-network", "resources": ["*"], "reason": "pushed from laptops in this test",
+              "expires": "2027-01-31"}
+    spec, _ = parse_cluster_spec(edit(base_spec(), "policy", {"waivers": [waiver]}))
+    with policy_options([ours, theirs], spec) as options:
+        assert options["policy_packs"] == [str(ours.resolve()), str(theirs.resolve())]
+        configs = [json.loads(Path(path).read_text()) for path in options["policy_pack_configs"]]
+        written = options["policy_pack_configs"]
+    assert configs == [{"acr-public-network": {"waivers": [
+        {"resources": ["*"], "reason": "pushed from laptops in this test", "expires": "2027-01-31"}]}}, {}]
+    assert not any(Path(path).exists() for path in written), "the configuration files go with the run"
+    with policy_options(None, spec) as options:
+        assert options == {}

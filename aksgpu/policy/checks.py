@@ -325,12 +325,24 @@ def _of_type(resources: Sequence[PolicyResource], type_: str) -> list[PolicyReso
     return [resource for resource in resources if resource.type == type_]
 
 
+def _belongs_to(resource: PolicyResource, cluster: PolicyResource, clusters: Sequence[PolicyResource]) -> bool:
+    """Whether a cluster's child resource (an AgentPool, a maintenance window) is `cluster`'s. With
+    one cluster in the stack it is; only then are names compared, since a real preview does not
+    know a new cluster's name yet (a policy reading an unknown value is skipped)."""
+    if len(clusters) == 1:
+        return True
+    return resource.props.get("resourceName") == cluster.props.get("resourceName", cluster.name)
+
+
 @stack_check("aks-pool-version")
 def _pool_version(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
-    clusters = {c.props.get("resourceName", c.name): c for c in _of_type(resources, CLUSTER_TYPE)}
+    clusters = _of_type(resources, CLUSTER_TYPE)
     for resource in resources:
-        cluster = resource if resource.type == CLUSTER_TYPE else clusters.get(resource.props.get("resourceName"))
-        if cluster is None or resource.type not in (CLUSTER_TYPE, POOL_TYPE):
+        if resource.type not in (CLUSTER_TYPE, POOL_TYPE):
+            continue
+        cluster = resource if resource.type == CLUSTER_TYPE else next(
+            (c for c in clusters if _belongs_to(resource, c, clusters)), None)
+        if cluster is None:
             continue
         version = cluster.props.get("kubernetesVersion", MISSING)
         for pool in pools_of(resource):
@@ -341,10 +353,10 @@ def _pool_version(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
 
 @stack_check("system-min-nodes")
 def _system_min_nodes(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
-    for cluster in _of_type(resources, CLUSTER_TYPE):
-        name = cluster.props.get("resourceName", cluster.name)
+    clusters = _of_type(resources, CLUSTER_TYPE)
+    for cluster in clusters:
         system = [pool for resource in resources if resource is cluster or (
-            resource.type == POOL_TYPE and resource.props.get("resourceName") == name)
+            resource.type == POOL_TYPE and _belongs_to(resource, cluster, clusters))
             for pool in pools_of(resource) if _is_system(pool)]
         counts = [_node_counts(pool)[0] for pool in system]
         total = sum(count for count in counts if isinstance(count, int | float))
@@ -412,10 +424,10 @@ MAINTENANCE_CONFIGS = ("aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgrade
 
 @stack_check("aks-maintenance-window")
 def _maintenance_window(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
-    for cluster in _of_type(resources, CLUSTER_TYPE):
-        name = cluster.props.get("resourceName", cluster.name)
+    clusters = _of_type(resources, CLUSTER_TYPE)
+    for cluster in clusters:
         declared = {m.props.get("configName") for m in _of_type(resources, MAINTENANCE_TYPE)
-                    if m.props.get("resourceName") == name}
+                    if _belongs_to(m, cluster, clusters)}
         missing = [config for config in MAINTENANCE_CONFIGS if config not in declared]
         if missing:
             yield Violation(cluster, cluster.name, "maintenanceConfigurations", sorted(c for c in declared if c) or MISSING)

@@ -34,6 +34,9 @@ PROJECT_FILES = {
     "requirements.txt.j2": "requirements.txt",
     "gitignore.j2": ".gitignore",
     "README.md.j2": "README.md",
+    "policy/PulumiPolicy.yaml.j2": "policy/PulumiPolicy.yaml",
+    "policy/__main__.py.j2": "policy/__main__.py",
+    "policy/requirements.txt.j2": "policy/requirements.txt",
 }
 
 

@@ -44,6 +44,7 @@ from aksgpu.cli.workflow.runner import (
     open_stack,
     outputs_document,
     outputs_text,
+    policy_options,
     policy_packs,
     prepare,
     print_header,
@@ -96,13 +97,15 @@ def preview(
     box: list[Target] = []
     with command_errors("preview", box):
         stack_file, target = prepare(stack, backend, secrets_provider, box)
-        validate_spec(stack_file)
+        spec = validate_spec(stack_file)
         require_rendered("preview", stack_file)
+        policy_packs(policy_pack)  # a folder that is not a pack is bad input, before anything runs
         require_ready("preview", stack_file, target, needs_azure=True)
         print_header("preview", target)
         engine = EngineOutput(to_stderr=as_json)
-        result = open_stack(target, create=True).preview(diff=diff, refresh=refresh,
-                                                         policy_packs=policy_packs(policy_pack), **engine.options())
+        with policy_options(policy_pack, spec) as policies:
+            result = open_stack(target, create=True).preview(diff=diff, refresh=refresh, **policies,
+                                                             **engine.options())
         changes = summarize_changes(result.change_summary)
         changed = has_changes(changes)
         if as_json:
@@ -133,23 +136,24 @@ def up(
     box: list[Target] = []
     with command_errors("up", box):
         stack_file, target = prepare(stack, backend, secrets_provider, box)
-        validate_spec(stack_file)
+        spec = validate_spec(stack_file)
         require_rendered("up", stack_file)
+        policy_packs(policy_pack)  # a folder that is not a pack is bad input, before anything runs
         if not yes:
             require_confirmable("up", target.stack)
         require_ready("up", stack_file, target, needs_azure=True)
         print_header("up", target)
         engine = EngineOutput(to_stderr=as_json)
-        packs = policy_packs(policy_pack)
         pulumi_stack = open_stack(target, create=True)
-        if not yes:
-            preview_result = pulumi_stack.preview(diff=diff, refresh=refresh, policy_packs=packs, **engine.options())
-            say(f"Preview of {target.stack}: {describe_changes(summarize_changes(preview_result.change_summary))}.",
-                 "bold")
-            if not typer.confirm(f"Apply these changes to stack {target.stack}?", default=False, err=True):
-                say("Cancelled: nothing was changed.")
-                raise typer.Exit(EXIT_FAILED)
-        result = pulumi_stack.up(diff=diff, refresh=refresh, policy_packs=packs, **engine.options())
+        with policy_options(policy_pack, spec) as policies:
+            if not yes:
+                preview_result = pulumi_stack.preview(diff=diff, refresh=refresh, **policies, **engine.options())
+                say(f"Preview of {target.stack}: {describe_changes(summarize_changes(preview_result.change_summary))}.",
+                    "bold")
+                if not typer.confirm(f"Apply these changes to stack {target.stack}?", default=False, err=True):
+                    say("Cancelled: nothing was changed.")
+                    raise typer.Exit(EXIT_FAILED)
+            result = pulumi_stack.up(diff=diff, refresh=refresh, **policies, **engine.options())
         report_update("up", target, result.summary, as_json,
                        outputs={name: (value.value, value.secret) for name, value in result.outputs.items()})
 

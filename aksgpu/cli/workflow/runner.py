@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pulumi.automation import Stack
 
     from aksgpu.cli.project.stackfile import StackFile
+    from aksgpu.components.spec import ClusterSpec
 
 # Preview operations that change nothing in Azure.
 NO_CHANGE_OPS = frozenset({"same", "read"})
@@ -219,15 +220,44 @@ def require_rendered(command: str, stack_file: StackFile) -> None:
          "Pulumi uses the stack file as it is.", "yellow")
 
 
-def validate_spec(stack_file: StackFile) -> None:
-    """The spec's errors before Pulumi starts: the same message as `aksgpu validate`, exit 1."""
+def validate_spec(stack_file: StackFile) -> ClusterSpec:
+    """The spec, or its errors before Pulumi starts: the same message as `aksgpu validate`, exit 1."""
     from aksgpu.components.spec import SpecError, parse_cluster_spec
 
     try:
-        parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+        spec, _ = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
     except SpecError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(EXIT_FAILED) from None
+    return spec
+
+
+# What aksgpu's policy pack folder (policy/ as `aksgpu new` writes it) runs: how it is recognised.
+AKSGPU_PACK_MARKER = "aksgpu.policy.pack"
+
+
+@contextmanager
+def policy_options(folders: list[Path] | None, spec: ClusterSpec) -> Iterator[dict[str, Any]]:
+    """The engine's policy pack options: the packs, and for aksgpu's own pack a configuration file
+    carrying the environment's waivers (other packs get an empty one, as the engine pairs each
+    configuration with the pack in the same place). Empty without packs."""
+    import tempfile
+
+    from aksgpu.policy.pack import pack_config
+
+    packs = policy_packs(folders)
+    if not packs:
+        yield {}
+        return
+    with tempfile.TemporaryDirectory(prefix="aksgpu-policy-") as folder:
+        configs = []
+        for index, pack in enumerate(packs):
+            main = Path(pack) / "__main__.py"
+            ours = main.is_file() and AKSGPU_PACK_MARKER in main.read_text(encoding="utf-8", errors="replace")
+            config = Path(folder) / f"pack-{index}.json"
+            config.write_text(json.dumps(pack_config(spec.policy.waivers) if ours else {}), encoding="utf-8")
+            configs.append(str(config))
+        yield {"policy_packs": packs, "policy_pack_configs": configs}
 
 
 def print_header(command: str, target: Target) -> None:
