@@ -66,11 +66,24 @@ def compliant() -> dict[str, dict[str, Any]]:
             "ContainerRegistryRepositoryEvents", "ContainerRegistryLoginEvents")]},
         "auto-upgrade": {"resourceName": "gpu", "configName": "aksManagedAutoUpgradeSchedule"},
         "node-os-upgrade": {"resourceName": "gpu", "configName": "aksManagedNodeOSUpgradeSchedule"},
+        "workload": {"metadata": {"name": "agent", "namespace": "aksgpu-system"}, "spec": {"template": {"spec": {
+            "securityContext": {"runAsNonRoot": True},
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "initContainers": [{"name": "setup", "image": "example/setup:1", "securityContext": {
+                "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True,
+                "runAsUser": 65534}, "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                                   "limits": {"memory": "64Mi"}}}],
+            "containers": [{"name": "agent", "image": "example/agent:1", "securityContext": {
+                "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                "readOnlyRootFilesystem": True, "runAsUser": 65534},
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}}],
+        }}}},
     }
 
 
 TYPES = {"cluster": CLUSTER, "pool": POOL, "registry": REGISTRY, "workspace": WORKSPACE, "cluster-logs": SETTING,
-         "registry-logs": SETTING, "auto-upgrade": MAINTENANCE, "node-os-upgrade": MAINTENANCE}
+         "registry-logs": SETTING, "auto-upgrade": MAINTENANCE, "node-os-upgrade": MAINTENANCE,
+         "workload": "kubernetes:apps/v1:DaemonSet"}
 
 
 def resources(props: dict[str, dict[str, Any]]) -> list[PolicyResource]:
@@ -84,10 +97,11 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
         node = props[name]
         for key in keys[:-1]:
             node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        last: Any = int(keys[-1]) if isinstance(node, list) else keys[-1]
         if value is DROP:
-            node.pop(keys[-1], None)
+            node.pop(last, None)
         else:
-            node[keys[-1]] = value
+            node[last] = value
     return change
 
 
@@ -146,6 +160,17 @@ BREAKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "acr-retention": _set("registry.policies.retentionPolicy", DROP),
     "acr-diagnostic-logs": _drop_resource("registry-logs"),
     "log-local-auth": _set("workspace.features", DROP),
+    "k8s-privileged": _set("workload.spec.template.spec.containers.0.securityContext.privileged", True),
+    "k8s-privilege-escalation": _set(
+        "workload.spec.template.spec.initContainers.0.securityContext.allowPrivilegeEscalation", DROP),
+    "k8s-capabilities": _set("workload.spec.template.spec.containers.0.securityContext.capabilities.add",
+                             ["SYS_ADMIN"]),
+    "k8s-non-root": _set("workload.spec.template.spec.initContainers.0.securityContext.runAsUser", 0),
+    "k8s-read-only-root-fs": _set(
+        "workload.spec.template.spec.containers.0.securityContext.readOnlyRootFilesystem", False),
+    "k8s-resources": _set("workload.spec.template.spec.initContainers.0.resources.limits", {}),
+    "k8s-host-path": _set("workload.spec.template.spec.volumes.0", {"name": "dev", "hostPath": {"path": "/dev"}}),
+    "k8s-host-namespaces": _set("workload.spec.template.spec.hostPID", True),
 }
 
 
@@ -285,3 +310,29 @@ def test_the_readme_lists_every_policy() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for rule in rules():
         assert f"| `{rule.id}` | {rule.severity} | {rule.enforcement} | {rule.title} |" in readme, rule.id
+
+
+def test_a_workload_may_document_an_exception_on_itself() -> None:
+    props = copy.deepcopy(compliant())
+    BREAKS["k8s-host-path"](props)
+    annotations = props["workload"]["metadata"].setdefault("annotations", {})
+    annotations["policy.aksgpu.io/k8s-host-path"] = "too short"
+    assert _failed_rules(props) == {"k8s-host-path"}, "a reason under 10 characters documents nothing"
+    annotations["policy.aksgpu.io/k8s-host-path"] = "/dev: the agent reads the GPUs' device nodes"
+    assert _failed_rules(props) == set()
+    annotations.clear()
+    annotations["policy.aksgpu.io/k8s-non-root"] = "an exception to another rule excepts nothing here"
+    assert _failed_rules(props) == {"k8s-host-path"}
+
+
+def test_every_exception_of_the_gpu_stack_is_listed_in_the_readme(example_plans: dict[str, Any]) -> None:
+    from aksgpu.policy.workload_checks import documented_exceptions
+    from tests.helpers import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    found = documented_exceptions([PolicyResource(r.urn, r.type, r.name, r.inputs)
+                                   for r in example_plans["prod"].resources])
+    assert {rule for _, rule, _ in found} == {"k8s-non-root", "k8s-capabilities", "k8s-host-path",
+                                               "k8s-read-only-root-fs"}
+    for name, rule, reason in found:
+        assert f"| `{name}` | `{rule}` | {reason} |" in readme, (name, rule)

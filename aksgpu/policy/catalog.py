@@ -18,6 +18,10 @@ Severity = Literal["critical", "high", "medium", "low"]
 Enforcement = Literal["mandatory", "advisory"]
 POOLS = "pools"  # appliesTo: every node pool, inline in the cluster or an AgentPool resource
 STACK = "stack"  # appliesTo: the rule reads several resources together
+WORKLOADS = "workloads"  # appliesTo: every Kubernetes object with a pod template
+WORKLOAD_TYPES = ("kubernetes:core/v1:Pod", "kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:DaemonSet",
+                  "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:ReplicaSet", "kubernetes:batch/v1:Job",
+                  "kubernetes:batch/v1:CronJob")
 CLUSTER_TYPE = "azure-native:containerservice:ManagedCluster"
 POOL_TYPE = "azure-native:containerservice:AgentPool"
 
@@ -38,9 +42,11 @@ class Rule:
         """The Pulumi types a resource-level form of this rule validates (none for stack rules)."""
         if STACK in self.applies_to:
             return ()
-        types = [t for t in self.applies_to if t != POOLS]
+        types = [t for t in self.applies_to if t not in (POOLS, WORKLOADS)]
         if POOLS in self.applies_to:
             types += [CLUSTER_TYPE, POOL_TYPE]
+        if WORKLOADS in self.applies_to:
+            types += list(WORKLOAD_TYPES)
         return tuple(dict.fromkeys(types))
 
 

@@ -42,6 +42,7 @@ from aksgpu.components.kubernetes.objects import (
     image,
     labels,
     metadata,
+    policy_exceptions,
     pool_affinity,
     pool_tolerations,
     system_pool_placement,
@@ -91,6 +92,31 @@ class GpuHealthArgs:
 # --- metrics ---------------------------------------------------------------------------------
 
 
+# Why the DCGM exporter and the GPU checks are excepted from workload policies (shown on each
+# object as a policy.aksgpu.io/<rule> annotation; README "Security baseline and policies").
+EXPORTER_EXCEPTIONS = {
+    "k8s-non-root": "DCGM reads GPU state and profiling counters as root, as NVIDIA's dcgm-exporter manifest runs it.",
+    "k8s-capabilities": "SYS_ADMIN: DCGM's profiling metrics (DCGM_FI_PROF_*) need it, as in NVIDIA's manifest.",
+    "k8s-host-path": "/var/lib/kubelet/pod-resources, read-only: the kubelet's pod-resources socket maps each GPU "
+                     "to the pod using it.",
+    "k8s-read-only-root-fs": "NVIDIA's dcgm-exporter manifest does not set a read-only root filesystem; not "
+                             "verified here that the exporter runs with one.",
+}
+CHECK_EXCEPTIONS = {
+    "k8s-non-root": "The check container runs DCGM diagnostics, which need root as the DCGM exporter does; the "
+                    "pod's other containers run as nobody.",
+    "k8s-capabilities": "SYS_ADMIN: DCGM diagnostics read GPU state that needs it; only the check container adds it.",
+    "k8s-read-only-root-fs": "DCGM diagnostics are not verified to run on a read-only root filesystem; only the "
+                             "check container's is writable.",
+}
+VALIDATIONS_EXCEPTION = {
+    "k8s-host-path": "/run/nvidia/validations, read-only: the GPU Operator's driver validation marker, which the "
+                     "gate waits for before its check.",
+}
+# The check's own memory, as requested and at most (DCGM diagnostics, not the GPUs' memory).
+CHECK_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
+
+
 def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     """aksgpu's DCGM exporter on the driver Install pools (the operator runs its own elsewhere),
     shaped like NVIDIA's dcgm-exporter.yaml, reading aksgpu's metric list from a ConfigMap."""
@@ -132,7 +158,7 @@ def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
             {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources"}},
             {"name": "metrics-list", "configMap": {"name": DCGM_METRICS_CONFIG}},
         ],
-    }, extra_labels=EXPORTER_APP_LABEL)
+    }, extra_labels=EXPORTER_APP_LABEL, exceptions=EXPORTER_EXCEPTIONS)
 
 
 def _exporter_port() -> int:
@@ -262,11 +288,12 @@ def _check_container(spec: ClusterSpec, mode: str, gpus: int | None) -> dict[str
     }
     if gpus:
         # A re-check holds every GPU of an idle node through the device plugin.
-        container["resources"] = {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}
+        container["resources"] = {"requests": {**CHECK_RESOURCES["requests"], "nvidia.com/gpu": str(gpus)},
+                                  "limits": {**CHECK_RESOURCES["limits"], "nvidia.com/gpu": str(gpus)}}
     else:
         # The gate runs before any GPU is advertised: all GPUs, without a request.
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
-        container["resources"] = {"requests": {"cpu": "1", "memory": "2Gi"}}
+        container["resources"] = {kind: dict(values) for kind, values in CHECK_RESOURCES.items()}
     return container
 
 
@@ -324,7 +351,7 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
         pod = _gate_pod(spec, install, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn",
                         init=[pending, _check_container(spec, "gate", None)],
                         main=_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold"]))
-        daemonsets.append(daemonset(name, namespace, pod))
+        daemonsets.append(daemonset(name, namespace, pod, exceptions=CHECK_EXCEPTIONS))
     operator = operator_targets(spec)
     if operator:
         hold = f"{GATE}-operator-hold"
@@ -342,7 +369,8 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
                         extra_volumes=[{"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
                                                                              "type": "DirectoryOrCreate"}}])
         pod["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
-        daemonsets.append(daemonset(f"{GATE}-operator", namespace, pod))
+        daemonsets.append(daemonset(f"{GATE}-operator", namespace, pod,
+                                    exceptions={**CHECK_EXCEPTIONS, **VALIDATIONS_EXCEPTION}))
     return daemonsets
 
 
@@ -425,7 +453,7 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
     if operator:
         pod_spec["runtimeClassName"] = "nvidia"
     return {
-        "metadata": metadata(name, namespace),
+        "metadata": metadata(name, namespace, annotations=policy_exceptions(CHECK_EXCEPTIONS)),
         "spec": {
             "schedule": recheck.schedule,
             "timeZone": "Etc/UTC",

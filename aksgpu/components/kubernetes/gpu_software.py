@@ -55,6 +55,17 @@ def operator_targets(spec: ClusterSpec) -> list[PoolTarget]:
     return pool_targets(spec, lambda pool: pool.gpu_vendor == "nvidia" and driver_mode(pool) == "None")
 
 
+# Why the device plugin is excepted from workload policies (policy.aksgpu.io/<rule> annotations).
+DEVICE_PLUGIN_EXCEPTIONS = {
+    "k8s-host-path": "/var/lib/kubelet/device-plugins: the kubelet's device plugin directory, where the plugin "
+                     "registers its socket.",
+    "k8s-non-root": "The plugin creates its socket in the kubelet's root-owned device plugin directory, as "
+                    "NVIDIA's manifest runs it.",
+    "k8s-read-only-root-fs": "NVIDIA's static manifest (v0.20.0) does not set a read-only root filesystem; not "
+                             "verified here that the plugin runs with one.",
+}
+
+
 def device_plugin_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     """The device plugin for driver Install pools, as NVIDIA's static manifest (v0.20.0) runs it,
     placed on those pools only. With the node gate on, it runs only on nodes the gate has passed
@@ -80,7 +91,7 @@ def device_plugin_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]
         }],
         "volumes": [{"name": "device-plugins",
                      "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}],
-    })
+    }, exceptions=DEVICE_PLUGIN_EXCEPTIONS)
 
 
 def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:

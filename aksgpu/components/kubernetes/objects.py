@@ -51,11 +51,23 @@ def metadata(name: str, namespace: str | None = None, *, extra_labels: dict[str,
     return meta
 
 
+# An object's documented exception to a workload security policy (aksgpu/policy/workload_checks.py):
+# this prefix and the rule id as the annotation's key, the reason as its value.
+POLICY_EXCEPTION_PREFIX = "policy.aksgpu.io/"
+
+
+def policy_exceptions(reasons: dict[str, str]) -> dict[str, str]:
+    """Annotations documenting why an object is excepted from workload policies (rule id -> reason)."""
+    return {POLICY_EXCEPTION_PREFIX + rule: reason for rule, reason in sorted(reasons.items())}
+
+
 def daemonset(name: str, namespace: str, pod_spec: dict[str, Any], *,
-              extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A DaemonSet of aksgpu's (metadata and spec), its pods selected by their name label."""
+              extra_labels: dict[str, str] | None = None, exceptions: dict[str, str] | None = None) -> dict[str, Any]:
+    """A DaemonSet of aksgpu's (metadata and spec), its pods selected by their name label, with
+    its documented policy exceptions (rule id -> reason) as annotations."""
     return {
-        "metadata": metadata(name, namespace, extra_labels=extra_labels),
+        "metadata": metadata(name, namespace, extra_labels=extra_labels,
+                             annotations=policy_exceptions(exceptions) if exceptions else None),
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "updateStrategy": {"type": "RollingUpdate"},
