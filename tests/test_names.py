@@ -19,6 +19,9 @@ NAME_INPUTS = {
     "Microsoft.Insights/dataCollectionRules": ("azure-native:monitor:DataCollectionRule", "dataCollectionRuleName"),
     "Microsoft.Network/virtualNetworks": ("azure-native:network:VirtualNetwork", "virtualNetworkName"),
     "Microsoft.Network/natGateways": ("azure-native:network:NatGateway", "natGatewayName"),
+    "Microsoft.Network/networkSecurityGroups": ("azure-native:network:NetworkSecurityGroup",
+                                                "networkSecurityGroupName"),
+    "Microsoft.Network/privateEndpoints": ("azure-native:network:PrivateEndpoint", "privateEndpointName"),
     "Microsoft.Network/publicIPAddresses": ("azure-native:network:PublicIPAddress", "publicIpAddressName"),
     "Microsoft.ManagedIdentity/userAssignedIdentities": ("azure-native:managedidentity:UserAssignedIdentity",
                                                          "resourceName"),
@@ -48,6 +51,7 @@ def test_the_longest_valid_names_plan_only_names_azure_accepts() -> None:
     spec = edit(spec, "network.outboundIps", 100)
     spec = edit(spec, "network.vnet", {"mode": "create", "addressSpace": ["10.224.0.0/12"],
                                        "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}]})
+    spec = edit(spec, "registry.publicNetworkAccess", False)  # its private endpoint
     _, warnings = parse_cluster_spec(spec)  # valid, or this test does not test what it says
     plan = plan_spec(spec)
     checked = 0

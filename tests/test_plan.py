@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from aksgpu.cli.plan.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
 from aksgpu.cli.plan.report import plan_document
 from aksgpu.components.node_pools import REPLACE_ON_CHANGES
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.components.spec import SpecError, parse_cluster_spec
 from tests.helpers import EXAMPLE, REPO, base_spec, edit, plan_spec
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -343,3 +345,35 @@ def test_a_stack_without_helm_releases_does_not_load_helm_support() -> None:
             "'pulumi_kubernetes.helm.v3.helm' in sys.modules, 'requests' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=EXAMPLE, capture_output=True, text=True, check=True)
     assert result.stdout.split("\n")[-2] == "[] False False"
+
+
+def test_every_created_subnet_has_an_nsg_and_node_subnets_let_in_what_inbound_lists() -> None:
+    spec = edit(base_spec(), "network.vnet", {
+        "mode": "create", "addressSpace": ["10.224.0.0/12"],
+        "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}, {"name": "apiserver", "cidr": "10.225.0.0/28"}],
+        "inbound": [{"name": "https", "ports": ["443"], "sources": ["203.0.113.0/24", "AzureFrontDoor.Backend"]}]})
+    spec = edit(spec, "controlPlane.apiServer", {"access": "private", "vnetIntegration": True, "subnet": "apiserver"})
+    plan = plan_spec(spec)
+    groups = {g.inputs["networkSecurityGroupName"]: g.inputs for g in
+              plan.by_type("azure-native:network:NetworkSecurityGroup")}
+    assert set(groups) == {"gpu-test-nodes-nsg", "gpu-test-apiserver-nsg"}
+    assert groups["gpu-test-nodes-nsg"]["securityRules"] == [{
+        "name": "https", "priority": 1000, "direction": "Inbound", "access": "Allow", "protocol": "Tcp",
+        "sourceAddressPrefixes": ["203.0.113.0/24", "AzureFrontDoor.Backend"], "sourcePortRange": "*",
+        "destinationAddressPrefix": "*", "destinationPortRanges": ["443"]}]
+    assert "securityRules" not in groups["gpu-test-apiserver-nsg"], "the API server subnet takes no inbound rules"
+    assert all(s.inputs["networkSecurityGroup"] == {"id": UNKNOWN_TEXT} for s in plan.by_type(SUBNET))
+
+
+@pytest.mark.parametrize(("rule", "path"), [
+    ({"name": "web", "ports": ["0"], "sources": ["Internet"]}, "network.vnet.inbound[0].ports[0]"),
+    ({"name": "web", "ports": ["90-80"], "sources": ["Internet"]}, "network.vnet.inbound[0].ports[0]"),
+    ({"name": "web", "ports": ["443"], "sources": ["10.0.0.0/33"]}, "network.vnet.inbound[0].sources[0]"),
+    ({"name": "web", "ports": ["443"], "sources": ["not a tag!"]}, "network.vnet.inbound[0].sources[0]"),
+])
+def test_bad_inbound_rules_name_the_field(rule: dict, path: str) -> None:
+    spec = edit(base_spec(), "network.vnet", {"mode": "create", "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}],
+                                              "inbound": [rule]})
+    with pytest.raises(SpecError) as error:
+        parse_cluster_spec(spec)
+    assert [issue.path for issue in error.value.errors] == [path]

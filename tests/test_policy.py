@@ -59,6 +59,7 @@ def compliant() -> dict[str, dict[str, Any]]:
                      "policies": {"exportPolicy": {"status": "disabled"},
                                   "retentionPolicy": {"days": 7, "status": "enabled"}}},
         "workspace": {"features": {"disableLocalAuth": True}},
+        "subnet": {"subnetName": "nodes", "networkSecurityGroup": {"id": "(known after apply)"}},
         "cluster-logs": {"logs": [{"category": c, "enabled": True} for c in (
             "kube-apiserver", "kube-audit-admin", "kube-controller-manager", "kube-scheduler", "cluster-autoscaler",
             "guard")]},
@@ -83,7 +84,7 @@ def compliant() -> dict[str, dict[str, Any]]:
 
 TYPES = {"cluster": CLUSTER, "pool": POOL, "registry": REGISTRY, "workspace": WORKSPACE, "cluster-logs": SETTING,
          "registry-logs": SETTING, "auto-upgrade": MAINTENANCE, "node-os-upgrade": MAINTENANCE,
-         "workload": "kubernetes:apps/v1:DaemonSet"}
+         "workload": "kubernetes:apps/v1:DaemonSet", "subnet": "azure-native:network:Subnet"}
 
 
 def resources(props: dict[str, dict[str, Any]]) -> list[PolicyResource]:
@@ -160,6 +161,7 @@ BREAKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "acr-retention": _set("registry.policies.retentionPolicy", DROP),
     "acr-diagnostic-logs": _drop_resource("registry-logs"),
     "log-local-auth": _set("workspace.features", DROP),
+    "vnet-subnet-nsg": _set("subnet.networkSecurityGroup", DROP),
     "k8s-privileged": _set("workload.spec.template.spec.containers.0.securityContext.privileged", True),
     "k8s-privilege-escalation": _set(
         "workload.spec.template.spec.initContainers.0.securityContext.allowPrivilegeEscalation", DROP),

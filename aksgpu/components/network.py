@@ -12,6 +12,9 @@ from aksgpu.components.spec import Network as NetworkSpec
 from aksgpu.components.spec import names
 
 AKS_DELEGATION = "Microsoft.ContainerService/managedClusters"
+# Priorities of the inbound rules aksgpu adds (network.vnet.inbound): 1000, 1010, ... Azure allows
+# 100-4096, and leaves room below and above for rules a team adds itself.
+INBOUND_PRIORITY = 1000
 
 
 @dataclass
@@ -77,6 +80,7 @@ class Network(pulumi.ComponentResource):
                 props["delegations"] = [{"name": "aks-pods", "service_name": AKS_DELEGATION}]
             if nat_gateway is not None and subnet.name in args.node_subnets:
                 props["nat_gateway"] = {"id": nat_gateway.id}
+            props["network_security_group"] = {"id": self._security_group(name, args, subnet.name).id}
             created = azure_network.Subnet(
                 f"{name}-subnet-{subnet.name}",
                 subnet_name=subnet.name,
@@ -89,6 +93,26 @@ class Network(pulumi.ComponentResource):
             )
             self.subnet_ids[subnet.name] = created.id
             previous = created
+
+    def _security_group(self, name: str, args: NetworkArgs, subnet: str) -> azure_network.NetworkSecurityGroup:
+        """The subnet's NSG (policy vnet-subnet-nsg). Azure's default rules allow traffic within the
+        VNet and load balancer probes and deny the rest inbound; node and pod subnets also let in
+        what network.vnet.inbound lists (a public LoadBalancer service's ports)."""
+        receives_traffic = subnet in args.node_subnets or subnet in args.pod_subnets
+        rules = [{
+            "name": rule.name, "priority": INBOUND_PRIORITY + 10 * index, "direction": "Inbound", "access": "Allow",
+            "protocol": rule.protocol, "source_address_prefixes": list(rule.sources), "source_port_range": "*",
+            "destination_address_prefix": "*", "destination_port_ranges": list(rule.ports),
+        } for index, rule in enumerate(args.spec.vnet.inbound)] if receives_traffic else []
+        return azure_network.NetworkSecurityGroup(
+            f"{name}-nsg-{subnet}",
+            network_security_group_name=names.network_security_group(args.cluster_name, subnet),
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            security_rules=rules or None,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _nat_gateway(self, name: str, args: NetworkArgs) -> azure_network.NatGateway:
         child = pulumi.ResourceOptions(parent=self)

@@ -11,7 +11,7 @@ from pulumi_azure_native import network as azure_network
 
 from aksgpu.components.roles import assign_role
 from aksgpu.components.spec import Registry as RegistrySpec
-from aksgpu.components.spec import default_registry_name
+from aksgpu.components.spec import default_registry_name, names
 
 
 @dataclass
@@ -119,7 +119,7 @@ class Registry(pulumi.ComponentResource):
             virtual_network={"id": subnet_id.apply(lambda subnet: subnet.rsplit("/subnets/", 1)[0])},
             tags=args.tags, opts=child)
         endpoint = azure_network.PrivateEndpoint(
-            f"{name}-endpoint", private_endpoint_name=f"{args.cluster_name}-acr-pe",
+            f"{name}-endpoint", private_endpoint_name=names.registry_private_endpoint(args.cluster_name),
             resource_group_name=args.resource_group_name, location=args.location, subnet={"id": subnet_id},
             private_link_service_connections=[{"name": "registry", "private_link_service_id": registry.id,
                                                "group_ids": [REGISTRY_GROUP_ID]}],

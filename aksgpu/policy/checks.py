@@ -433,6 +433,16 @@ def _maintenance_window(resources: Sequence[PolicyResource]) -> Iterator[Violati
             yield Violation(cluster, cluster.name, "maintenanceConfigurations", sorted(c for c in declared if c) or MISSING)
 
 
+# --- the network ---------------------------------------------------------------------------
+
+@resource_check("vnet-subnet-nsg")
+def _subnet_nsg(subnet: PolicyResource) -> Iterator[Violation]:
+    group = subnet.props.get("networkSecurityGroup")
+    if not (isinstance(group, Mapping) and group.get("id")):
+        yield Violation(subnet, str(subnet.props.get("subnetName", subnet.name)), "networkSecurityGroup.id",
+                        MISSING if group is None else group)
+
+
 # --- the registry --------------------------------------------------------------------------
 
 @resource_check("acr-admin-user")

@@ -56,6 +56,14 @@ def nat_public_ip(cluster_name: str, index: int) -> str:
     return f"{cluster_name}-nat-ip-{index}"
 
 
+def network_security_group(cluster_name: str, subnet: str) -> str:
+    return f"{cluster_name}-{subnet}-nsg"
+
+
+def registry_private_endpoint(cluster_name: str) -> str:
+    return f"{cluster_name}-acr-pe"
+
+
 def identity(cluster_name: str, role: str) -> str:
     """The user-assigned identity of the cluster's control plane or kubelet."""
     return f"{cluster_name}-{role}"
@@ -94,6 +102,11 @@ def check_derived_names(spec: ClusterSpec) -> Iterator[Issue]:
     if vnet_spec.mode == "create" and vnet_spec.name is None:
         derived.append(("Microsoft.Network/virtualNetworks", vnet(spec.name), "name",
                         f"{rename}, or set network.vnet.name"))
+    if vnet_spec.mode == "create":
+        derived += [("Microsoft.Network/networkSecurityGroups", network_security_group(spec.name, subnet.name), "name",
+                     f"{rename}, or the subnet ({subnet.name})") for subnet in vnet_spec.subnets]
+    if spec.registry.mode == "create" and not spec.registry.public_network_access:
+        derived.append(("Microsoft.Network/privateEndpoints", registry_private_endpoint(spec.name), "name", rename))
     if spec.network.outbound == "userAssignedNATGateway":
         derived += [
             ("Microsoft.Network/natGateways", nat_gateway(spec.name), "name", rename),

@@ -35,6 +35,27 @@ class Subnet(SpecModel):
     """Resource ID of an existing subnet (vnet.mode existing only)."""
 
 
+# aksgpu's inbound NSG rules take priorities 1000, 1010, ... (Azure allows 100-4096).
+MAX_INBOUND_RULES = 100
+# A port or port range as an NSG rule takes it: "443", "8000-8100" (1-65535).
+PORTS = re.compile(r"^([1-9][0-9]{0,4})(-([1-9][0-9]{0,4}))?$")
+# An NSG rule's source: a CIDR or address, or a service tag ("Internet", "AzureFrontDoor.Backend").
+SERVICE_TAG = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z0-9]+)?$")
+
+
+class InboundRule(SpecModel):
+    """Traffic from outside the VNet that the node and pod subnets' NSGs let in."""
+
+    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
+    """Name of the NSG rule: 1-80 letters, digits, '_', '.' or '-'."""
+    ports: list[str] = Field(min_length=1)
+    """Destination ports or ranges, e.g. ["443"] or ["8000-8100"]."""
+    sources: list[str] = Field(min_length=1)
+    """Where the traffic may come from: CIDRs, addresses or Azure service tags (e.g. "AzureFrontDoor.Backend", "Internet")."""
+    protocol: Literal["Tcp", "Udp", "*"] = "Tcp"
+    """The protocol allowed."""
+
+
 class Vnet(SpecModel):
     """Where nodes live. managed: AKS creates the VNet; create: aksgpu does; existing: yours."""
 
@@ -50,6 +71,8 @@ class Vnet(SpecModel):
     """Name of the subnet for the nodes of every pool that sets no subnet of its own (modes create and existing)."""
     pod_subnet: str | None = None
     """Name of the subnet pods take IPs from, for every pool that sets no podSubnet of its own (plugin azure only). None: pods take IPs from the node subnet."""
+    inbound: list[InboundRule] = Field(default_factory=list)
+    """Traffic from outside the VNet to let in (mode create). aksgpu gives every subnet it creates a network security group (policy vnet-subnet-nsg) whose default rules allow traffic within the VNet and from Azure's load balancer probes and deny the rest inbound; a public LoadBalancer service's port must be listed here."""
 
     def subnet(self, name: str) -> Subnet | None:
         return next((s for s in self.subnets if s.name == name), None)
@@ -102,8 +125,43 @@ def check_network(spec: ClusterSpec) -> Iterator[Issue]:
     yield from _check_plugin_combinations(net, spec.total_max_nodes)
     yield from _check_ranges(net)
     yield from _check_vnet(spec)
+    yield from _check_inbound(net.vnet)
     yield from _check_outbound(net)
     yield from _check_capacity(spec)
+
+
+def _is_address(text: str) -> bool:
+    try:
+        network(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_inbound(vnet: Vnet) -> Iterator[Issue]:
+    if vnet.inbound and vnet.mode != "create":
+        yield Issue("network.vnet.inbound", [rule.name for rule in vnet.inbound],
+                    "aksgpu puts network security groups only on the subnets it creates",
+                    "set the rules on your own subnets' NSGs, or use vnet.mode: create")
+    if len(vnet.inbound) > MAX_INBOUND_RULES:
+        yield Issue("network.vnet.inbound", len(vnet.inbound), f"aksgpu numbers these rules within one block of "
+                    f"priorities, which holds {MAX_INBOUND_RULES}", "merge rules (each takes several ports and sources)")
+    seen: set[str] = set()
+    for index, rule in enumerate(vnet.inbound):
+        path = f"network.vnet.inbound[{index}]"
+        if rule.name.lower() in seen:
+            yield Issue(f"{path}.name", rule.name, "NSG rule names are unique", "rename one of them")
+        seen.add(rule.name.lower())
+        for p_index, ports in enumerate(rule.ports):
+            match = PORTS.fullmatch(ports)
+            low, high = (int(match.group(1)), int(match.group(3) or match.group(1))) if match else (0, 0)
+            if not match or not 1 <= low <= high <= 65535:
+                yield Issue(f"{path}.ports[{p_index}]", ports, "must be a port or a range of ports, 1-65535",
+                            'write it like "443" or "8000-8100"')
+        for s_index, source in enumerate(rule.sources):
+            if not (_is_address(source) or SERVICE_TAG.fullmatch(source)):
+                yield Issue(f"{path}.sources[{s_index}]", source, "must be a CIDR, an address or an Azure service tag",
+                            'write it like "203.0.113.0/24" or "AzureFrontDoor.Backend"')
 
 
 def _check_plugin_combinations(net: Network, total_nodes: int) -> Iterator[Issue]:
