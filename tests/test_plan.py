@@ -122,9 +122,11 @@ def test_mig_profile_reaches_the_pool() -> None:
 def test_protect_flag_guards_cluster_registry_workspace_and_group(example_plans: dict[str, Plan]) -> None:
     prod = example_plans["prod"]
     protected = {r.type for r in prod.resources if r.options["protect"]}
+    # The KMS vault and key too: deleting either makes the cluster's secrets unreadable.
     assert protected == {CLUSTER, "azure-native:containerregistry:Registry",
                          "azure-native:operationalinsights:Workspace", "azure-native:monitor:AzureMonitorWorkspace",
-                         "azure-native:resources:ResourceGroup"}
+                         "azure-native:resources:ResourceGroup", "azure-native:keyvault:Vault",
+                         "azure-native:keyvault:Key"}
     assert not any(r.options["protect"] for r in example_plans["dev"].resources)
 
 
@@ -159,7 +161,7 @@ def test_access_profile(example_plans: dict[str, Plan]) -> None:
                                   "adminGroupObjectIDs": ["11111111-1111-1111-1111-111111111111"]}
     assert prod["disableLocalAccounts"] is True and prod["enableRBAC"] is True
     assert prod["oidcIssuerProfile"] == {"enabled": True}
-    assert prod["securityProfile"] == {
+    assert {k: v for k, v in prod["securityProfile"].items() if k != "azureKeyVaultKms"} == {
         "workloadIdentity": {"enabled": True}, "imageCleaner": {"enabled": True, "intervalHours": 168},
         "defender": {"logAnalyticsWorkspaceResourceId": UNKNOWN_TEXT, "securityMonitoring": {"enabled": True}}}
 
@@ -376,4 +378,56 @@ def test_bad_inbound_rules_name_the_field(rule: dict, path: str) -> None:
                                               "inbound": [rule]})
     with pytest.raises(SpecError) as error:
         parse_cluster_spec(spec)
+    assert [issue.path for issue in error.value.errors] == [path]
+
+
+def test_kms_creates_a_private_vault_and_key_and_grants_them_before_the_cluster(
+        example_plans: dict[str, Plan]) -> None:
+    plan = example_plans["prod"]
+    [vault] = plan.by_type("azure-native:keyvault:Vault")
+    assert vault.inputs["vaultName"] == "gpu-prod-kms"
+    assert {k: vault.inputs["properties"][k] for k in ("enablePurgeProtection", "enableRbacAuthorization",
+                                                        "publicNetworkAccess", "networkAcls")} == {
+        "enablePurgeProtection": True, "enableRbacAuthorization": True, "publicNetworkAccess": "Disabled",
+        "networkAcls": {"bypass": "AzureServices", "defaultAction": "Deny"}}
+    [key] = plan.by_type("azure-native:keyvault:Key")
+    assert key.inputs["properties"] == {"kty": "RSA", "keySize": 2048}
+    cluster = plan.by_type(CLUSTER)[0]
+    assert cluster.inputs["securityProfile"]["azureKeyVaultKms"] == {
+        "enabled": True, "keyId": UNKNOWN_TEXT, "keyVaultNetworkAccess": "Private", "keyVaultResourceId": UNKNOWN_TEXT}
+    grants = {r.urn: r for r in plan.by_type(ROLE) if "-kms-" in r.name}
+    role_ids = sorted(r.inputs["roleDefinitionId"].rsplit("/", 1)[-1] for r in grants.values())
+    assert role_ids == sorted(["12338af0-0e69-4776-bea7-57ae8d297424", "f25e0fa2-a7c8-4377-a976-54943a77a395"])
+    assert set(grants) <= set(cluster.dependencies), "AKS checks the identity's access when KMS is turned on"
+
+
+def test_kms_with_an_existing_key_uses_it_and_grants_only_what_a_public_vault_needs() -> None:
+    vault = "/subscriptions/s/resourceGroups/sec/providers/Microsoft.KeyVault/vaults/corp-kms"
+    key = "https://corp-kms.vault.azure.net/keys/aks/0123456789abcdef0123456789abcdef"
+    spec = edit(base_spec(), "security.kms", {"mode": "existing", "networkAccess": "Public",
+                                              "keyVaultId": vault, "keyId": key})
+    plan = plan_spec(spec)
+    assert not plan.by_type("azure-native:keyvault:Vault") and not plan.by_type("azure-native:keyvault:Key")
+    assert plan.by_type(CLUSTER)[0].inputs["securityProfile"]["azureKeyVaultKms"] == {
+        "enabled": True, "keyId": key, "keyVaultNetworkAccess": "Public"}
+    [grant] = [r for r in plan.by_type(ROLE) if "-kms-" in r.name]
+    assert grant.inputs["scope"] == vault and grant.inputs["roleDefinitionId"].endswith(
+        "12338af0-0e69-4776-bea7-57ae8d297424")
+
+
+@pytest.mark.parametrize(("kms", "path"), [
+    ({"mode": "create"}, "security.kms.networkAccess"),  # private without API server VNet integration
+    ({"mode": "existing", "networkAccess": "Public", "keyVaultId": "/subscriptions/s/resourceGroups/r/providers/"
+      "Microsoft.KeyVault/vaults/corp-kms", "keyId": "https://corp-kms.vault.azure.net/keys/aks"},
+     "security.kms.keyId"),  # no version
+    ({"mode": "existing", "networkAccess": "Public", "keyVaultId": "/subscriptions/s/resourceGroups/r/providers/"
+      "Microsoft.KeyVault/vaults/corp-kms", "keyId": "https://other.vault.azure.net/keys/aks/"
+      "0123456789abcdef0123456789abcdef"}, "security.kms.keyId"),  # another vault's key
+    ({"mode": "create", "networkAccess": "Public", "keyVaultName": "bad--name"}, "security.kms.keyVaultName"),
+    ({"mode": "none", "keyId": "https://corp-kms.vault.azure.net/keys/aks/0123456789abcdef0123456789abcdef"},
+     "security.kms.keyId"),
+])
+def test_bad_kms_settings_name_the_field(kms: dict, path: str) -> None:
+    with pytest.raises(SpecError) as error:
+        parse_cluster_spec(edit(base_spec(), "security.kms", kms))
     assert [issue.path for issue in error.value.errors] == [path]

@@ -51,7 +51,8 @@ def compliant() -> dict[str, dict[str, Any]]:
                                       "azureKeyvaultSecretsProvider": {
                                           "enabled": True, "config": {"enableSecretRotation": "true"}}},
                     "securityProfile": {"defender": {"securityMonitoring": {"enabled": True}},
-                                        "imageCleaner": {"enabled": True, "intervalHours": 168}},
+                                        "imageCleaner": {"enabled": True, "intervalHours": 168},
+                                        "azureKeyVaultKms": {"enabled": True, "keyVaultNetworkAccess": "Private"}},
                     "agentPoolProfiles": [_pool()]},
         "pool": {"resourceName": "gpu", "agentPoolName": "gpu1", **user_pool},
         "registry": {"sku": {"name": "Premium"}, "adminUserEnabled": False, "anonymousPullEnabled": False,
@@ -60,6 +61,8 @@ def compliant() -> dict[str, dict[str, Any]]:
                                   "retentionPolicy": {"days": 7, "status": "enabled"}}},
         "workspace": {"features": {"disableLocalAuth": True}},
         "subnet": {"subnetName": "nodes", "networkSecurityGroup": {"id": "(known after apply)"}},
+        "vault": {"vaultName": "gpu-kms", "properties": {"enablePurgeProtection": True, "enableSoftDelete": True,
+                                                         "networkAcls": {"defaultAction": "Deny"}}},
         "cluster-logs": {"logs": [{"category": c, "enabled": True} for c in (
             "kube-apiserver", "kube-audit-admin", "kube-controller-manager", "kube-scheduler", "cluster-autoscaler",
             "guard")]},
@@ -84,7 +87,8 @@ def compliant() -> dict[str, dict[str, Any]]:
 
 TYPES = {"cluster": CLUSTER, "pool": POOL, "registry": REGISTRY, "workspace": WORKSPACE, "cluster-logs": SETTING,
          "registry-logs": SETTING, "auto-upgrade": MAINTENANCE, "node-os-upgrade": MAINTENANCE,
-         "workload": "kubernetes:apps/v1:DaemonSet", "subnet": "azure-native:network:Subnet"}
+         "workload": "kubernetes:apps/v1:DaemonSet", "subnet": "azure-native:network:Subnet",
+         "vault": "azure-native:keyvault:Vault"}
 
 
 def resources(props: dict[str, dict[str, Any]]) -> list[PolicyResource]:
@@ -162,6 +166,10 @@ BREAKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "acr-diagnostic-logs": _drop_resource("registry-logs"),
     "log-local-auth": _set("workspace.features", DROP),
     "vnet-subnet-nsg": _set("subnet.networkSecurityGroup", DROP),
+    "aks-kms": _set("cluster.securityProfile.azureKeyVaultKms", DROP),
+    "kv-purge-protection": _set("vault.properties.enablePurgeProtection", False),
+    "kv-soft-delete": _set("vault.properties.enableSoftDelete", False),
+    "kv-firewall": _set("vault.properties.networkAcls.defaultAction", "Allow"),
     "k8s-privileged": _set("workload.spec.template.spec.containers.0.securityContext.privileged", True),
     "k8s-privilege-escalation": _set(
         "workload.spec.template.spec.initContainers.0.securityContext.allowPrivilegeEscalation", DROP),

@@ -52,8 +52,8 @@ class AksGpuCluster(pulumi.ComponentResource):
             group_name: pulumi.Input[str] = group.name
         else:
             group_name = spec.resource_group.name
-        subscription_id = authorization.get_client_config_output(
-            opts=pulumi.InvokeOutputOptions(parent=self)).subscription_id
+        client_config = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        subscription_id = client_config.subscription_id
 
         vnet = spec.network.vnet
         node_subnets = sorted({pool.subnet or vnet.node_subnet for _, pool in spec.all_pools})
@@ -67,7 +67,7 @@ class AksGpuCluster(pulumi.ComponentResource):
             spec=spec.monitoring, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
             protect=spec.protect, tags=tags), child)
         self.cluster = Cluster(f"{name}-cluster", ClusterArgs(
-            spec=spec, resource_group_name=group_name,
+            spec=spec, resource_group_name=group_name, tenant_id=client_config.tenant_id,
             subscription_id=subscription_id, subnet_ids=self.network.subnet_ids,
             aad_profile=aad_profile(spec.access), workspace_id=self.monitoring.workspace_id,
             prometheus_enabled=self.monitoring.prometheus_workspace_id is not None), child)

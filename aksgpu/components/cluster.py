@@ -10,6 +10,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import containerservice, managedidentity
 
+from aksgpu.components.kms import secrets_encryption
 from aksgpu.components.pool_profile import pool_properties
 from aksgpu.components.roles import assign_role
 from aksgpu.components.spec import ClusterSpec, names
@@ -25,6 +26,7 @@ class ClusterArgs:
     aad_profile: dict[str, Any] | None
     workspace_id: pulumi.Input[str] | None
     prometheus_enabled: bool = False
+    tenant_id: pulumi.Input[str] = ""  # the Entra ID tenant of the KMS vault aksgpu creates
 
 
 class Cluster(pulumi.ComponentResource):
@@ -63,6 +65,11 @@ class Cluster(pulumi.ComponentResource):
                 principal_id=control_plane_identity.principal_id, principal_type="ServicePrincipal",
                 scope=subnet_id, subscription_id=args.subscription_id, parent=self))
 
+        kms_profile, kms_grants = secrets_encryption(
+            name, spec, parent=self, resource_group_name=args.resource_group_name, tenant_id=args.tenant_id,
+            subscription_id=args.subscription_id, principal_id=control_plane_identity.principal_id)
+        grants += kms_grants
+
         system = spec.system_pool
         system_profile = {
             "name": system.name,
@@ -97,7 +104,7 @@ class Cluster(pulumi.ComponentResource):
             aad_profile=args.aad_profile,
             disable_local_accounts=not spec.access.local_accounts,
             oidc_issuer_profile={"enabled": spec.access.oidc_issuer},
-            security_profile=_security_profile(spec, args.workspace_id),
+            security_profile=_security_profile(spec, args.workspace_id, kms_profile),
             addon_profiles=_addon_profiles(spec, args.workspace_id),
             azure_monitor_profile=_azure_monitor_profile(args.prometheus_enabled),
             node_resource_group=names.node_resource_group(spec.resource_group.name, spec.name),
@@ -206,9 +213,12 @@ def _addon_profiles(spec: ClusterSpec, workspace_id: pulumi.Input[str] | None) -
     return addons or None
 
 
-def _security_profile(spec: ClusterSpec, workspace_id: pulumi.Input[str] | None) -> dict[str, Any]:
+def _security_profile(spec: ClusterSpec, workspace_id: pulumi.Input[str] | None,
+                      kms_profile: dict[str, Any] | None) -> dict[str, Any]:
     security = spec.security
     profile: dict[str, Any] = {"workload_identity": {"enabled": spec.access.workload_identity}}
+    if kms_profile is not None:
+        profile["azure_key_vault_kms"] = kms_profile
     if security.defender and workspace_id is not None:
         profile["defender"] = {"log_analytics_workspace_resource_id": workspace_id,
                                "security_monitoring": {"enabled": True}}

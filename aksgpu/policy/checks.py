@@ -258,6 +258,11 @@ def _run_command(cluster: PolicyResource) -> Iterator[Violation]:
     yield from _expect(cluster, "apiServerAccessProfile.disableRunCommand", lambda v: v is True)
 
 
+@resource_check("aks-kms")
+def _kms(cluster: PolicyResource) -> Iterator[Violation]:
+    yield from _expect(cluster, "securityProfile.azureKeyVaultKms.enabled", lambda v: v is True)
+
+
 # --- node pools ----------------------------------------------------------------------------
 
 @pool_check("pool-max-pods")
@@ -441,6 +446,24 @@ def _subnet_nsg(subnet: PolicyResource) -> Iterator[Violation]:
     if not (isinstance(group, Mapping) and group.get("id")):
         yield Violation(subnet, str(subnet.props.get("subnetName", subnet.name)), "networkSecurityGroup.id",
                         MISSING if group is None else group)
+
+
+# --- key vaults ----------------------------------------------------------------------------
+
+@resource_check("kv-purge-protection")
+def _purge_protection(vault: PolicyResource) -> Iterator[Violation]:
+    yield from _expect(vault, "properties.enablePurgeProtection", lambda v: v is True)
+
+
+@resource_check("kv-soft-delete")
+def _soft_delete(vault: PolicyResource) -> Iterator[Violation]:
+    # Soft delete is on unless turned off (Azure no longer lets it be off on new vaults).
+    yield from _expect(vault, "properties.enableSoftDelete", lambda v: v is not False)
+
+
+@resource_check("kv-firewall")
+def _vault_firewall(vault: PolicyResource) -> Iterator[Violation]:
+    yield from _expect(vault, "properties.networkAcls.defaultAction", lambda v: v == "Deny")
 
 
 # --- the registry --------------------------------------------------------------------------

@@ -55,7 +55,7 @@ from aksgpu.cli.workflow.az_steps import (
     step_script_lines,
 )
 
-# Every role the Pulumi program assigns (aksgpu/components/access.py, cluster.py, registry.py), and to
+# Every role the Pulumi program assigns (aksgpu/components/access.py, cluster.py, kms.py, registry.py), and to
 # whom: the deploy identity may assign these and no others. The tests keep this list in step with
 # components/. All of them, not only those this environment's spec uses today, so turning on Azure
 # RBAC or a registry later does not break deploys; each is narrower than what the deploy identity
@@ -68,6 +68,8 @@ PROGRAM_ASSIGNED_ROLES = (
     "Azure Kubernetes Service RBAC Cluster Admin",  # admin groups, on the cluster (Azure RBAC)
     "Azure Kubernetes Service RBAC Writer",  # team groups, on their namespace (Azure RBAC)
     "Azure Kubernetes Service RBAC Reader",  # read-only groups, on the cluster (Azure RBAC)
+    "Key Vault Crypto User",  # the control-plane identity, on the KMS vault (encrypt and decrypt with its key)
+    "Key Vault Contributor",  # the control-plane identity, on a private KMS vault (AKS adds its private link)
 )
 PROGRAM_ASSIGNEE_TYPES = ("ServicePrincipal", "Group")  # managed identities are ServicePrincipal
 

@@ -112,7 +112,7 @@ class ClusterSpec(SpecModel):
     tags: dict[str, str] = Field(default_factory=dict)
     """Azure tags for every resource aksgpu creates; aksgpu adds managed-by: aksgpu. Tag names are 1-512 characters without <>%&\\?/, values at most 256."""
     protect: bool = False
-    """Protect the cluster, registry, workspaces and resource group (when aksgpu creates them) from `pulumi destroy`."""
+    """Protect the cluster, registry, workspaces, KMS vault and key, and resource group (when aksgpu creates them) from `pulumi destroy`."""
     dns_prefix: DnsPrefix | None = None
     """Prefix of the API server's DNS name: 1-54 letters, digits or '-', starting and ending with a letter or digit. None: derived from the cluster name. AKS cannot change it after the cluster is created."""
     node_pool_order: Literal["chained", "perSubnet"] = "chained"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -17,6 +17,28 @@ if TYPE_CHECKING:
 
 # The secrets store CSI driver reads a Go duration: "2m", "30s", "1h".
 POLL_INTERVAL = re.compile(r"^[1-9][0-9]{0,3}[smh]$")
+KEY_VAULT_ID = re.compile(
+    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.KeyVault/vaults/[a-zA-Z0-9-]{3,24}$", re.IGNORECASE)
+# A versioned key identifier, as KMS takes it (Key Vault's object identifier format).
+KEY_ID = re.compile(r"^https://[a-zA-Z0-9-]{3,24}\.vault\.azure\.net/keys/[a-zA-Z0-9-]{1,127}/[0-9a-fA-F]{32}$")
+# Key Vault names: 3-24 letters, digits and '-', starting with a letter, ending with a letter or
+# digit, no "--" (Learn naming rules, Microsoft.KeyVault vaults); unique across Azure.
+KEY_VAULT_NAME = re.compile(r"^(?!.*--)[a-zA-Z][a-zA-Z0-9-]{1,22}[a-zA-Z0-9]$")
+
+
+class Kms(SpecModel):
+    """KMS encryption of Kubernetes secrets in etcd with a key in Azure Key Vault (a customer key)."""
+
+    mode: Literal["none", "create", "existing"] = "none"
+    """create: aksgpu creates a Key Vault (Azure RBAC, purge protection) and an RSA key, and grants the control-plane identity what KMS needs; existing: the key given by keyId in the vault given by keyVaultId (Azure RBAC), which aksgpu grants the same; none: AKS's platform encryption only (policy aks-kms). Deleting the key, vault or identity later makes the cluster's secrets unreadable."""
+    network_access: Literal["Private", "Public"] = "Private"
+    """Private: the vault has no public access and AKS reaches it through a private link it creates (needs controlPlane.apiServer.vnetIntegration); Public: the vault is reachable from every network (KMS does not support a vault firewall). Cannot change while KMS is on."""
+    key_vault_name: str | None = None
+    """Name of the vault aksgpu creates: 3-24 letters, digits and '-', unique across Azure. None: "<cluster name>-kms", cut to 24 characters. Purge protection keeps a deleted vault's name taken for 90 days."""
+    key_vault_id: str | None = None
+    """Resource ID of an existing vault (mode existing)."""
+    key_id: str | None = None
+    """Versioned identifier of an existing key (mode existing), https://<vault>.vault.azure.net/keys/<name>/<version>; rotate by changing it to a new version."""
 
 
 class KeyVaultSecretsProvider(SpecModel):
@@ -43,6 +65,8 @@ class Security(SpecModel):
     """Hours (24-2160) between image cleaner runs, which remove unused images with known vulnerabilities from nodes (policy aks-image-cleaner). None: off."""
     run_command: bool = False
     """Allow `az aks command invoke`, which runs a privileged pod for anyone with the Azure action (policy aks-run-command)."""
+    kms: Kms = Kms()
+    """KMS encryption of Kubernetes secrets with a customer key in Azure Key Vault."""
 
 
 def check_security(spec: ClusterSpec) -> Iterator[Issue]:
@@ -54,7 +78,54 @@ def check_security(spec: ClusterSpec) -> Iterator[Issue]:
     if provider.rotation and not provider.enabled:
         yield Issue("security.keyVaultSecretsProvider.rotation", True, "rotation is a setting of the enabled add-on",
                     "set keyVaultSecretsProvider.enabled: true, or rotation: false")
+    yield from _check_kms(spec)
     if not POLL_INTERVAL.fullmatch(provider.rotation_poll_interval):
         yield Issue("security.keyVaultSecretsProvider.rotationPollInterval", provider.rotation_poll_interval,
                     "must be a duration of 1-9999 seconds, minutes or hours, such as \"2m\"",
                     'write it as a number and s, m or h, e.g. "2m"')
+
+
+def key_vault_name(spec: ClusterSpec) -> str:
+    """The name of the KMS vault aksgpu creates."""
+    kms = spec.security.kms
+    if kms.key_vault_name:
+        return kms.key_vault_name
+    base = re.sub(r"[^a-zA-Z0-9-]", "-", spec.name)
+    return re.sub(r"-+", "-", f"{base}-kms"[:24]).strip("-")
+
+
+def _check_kms(spec: ClusterSpec) -> Iterator[Issue]:
+    kms = spec.security.kms
+    if kms.mode == "none":
+        for field, value in (("keyVaultName", kms.key_vault_name), ("keyVaultId", kms.key_vault_id), ("keyId", kms.key_id)):
+            if value is not None:
+                yield Issue(f"security.kms.{field}", value, "is a setting of KMS, which is off (mode none)",
+                            "remove it, or set security.kms.mode")
+        return
+    if kms.network_access == "Private" and not spec.control_plane.api_server.vnet_integration:
+        yield Issue("security.kms.networkAccess", "Private", "KMS reaches a private vault only through API server "
+                    "VNet integration", "set controlPlane.apiServer.vnetIntegration: true, or networkAccess: Public")
+    if kms.mode == "create":
+        name = key_vault_name(spec)
+        if not KEY_VAULT_NAME.fullmatch(name):
+            yield Issue("security.kms.keyVaultName", name, "Key Vault names are 3-24 letters, digits and '-', start "
+                        "with a letter, end with a letter or digit, and have no '--'", "set keyVaultName to such a name")
+        for field, value in (("keyVaultId", kms.key_vault_id), ("keyId", kms.key_id)):
+            if value is not None:
+                yield Issue(f"security.kms.{field}", value, "is for mode existing; aksgpu creates the vault and key",
+                            "remove it, or set mode: existing")
+    else:
+        if kms.key_vault_id is None or not KEY_VAULT_ID.fullmatch(kms.key_vault_id):
+            yield Issue("security.kms.keyVaultId", kms.key_vault_id, "must be the resource ID of the existing vault",
+                        "copy it from `az keyvault show -n NAME --query id`")
+        if kms.key_id is None or not KEY_ID.fullmatch(kms.key_id):
+            yield Issue("security.kms.keyId", kms.key_id, "must be a key identifier with its version",
+                        "copy it from `az keyvault key show --vault-name VAULT -n KEY --query key.kid`")
+        elif kms.key_vault_id is not None and KEY_VAULT_ID.fullmatch(kms.key_vault_id):
+            vault = kms.key_vault_id.rsplit("/", 1)[-1].lower()
+            if kms.key_id.split("//", 1)[1].split(".", 1)[0].lower() != vault:
+                yield Issue("security.kms.keyId", kms.key_id, f"the key is not in the vault keyVaultId names ({vault})",
+                            "give a key of that vault, or that key's vault")
+        if kms.key_vault_name is not None:
+            yield Issue("security.kms.keyVaultName", kms.key_vault_name, "is for mode create",
+                        "remove it; keyVaultId names the existing vault")

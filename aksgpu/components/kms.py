@@ -1,0 +1,83 @@
+"""KMS encryption of the cluster's Kubernetes secrets with a customer key: the Key Vault and key
+(or an existing pair) and the control-plane identity's access, declared as children of the Cluster
+component, which owns that identity and must grant it before the cluster exists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import keyvault
+
+from aksgpu.components import data
+from aksgpu.components.roles import assign_role
+from aksgpu.components.spec import ClusterSpec
+from aksgpu.components.spec.security import key_vault_name
+
+KMS_KEY_NAME = "aks-kms"
+
+
+def secrets_encryption(
+    name: str,
+    spec: ClusterSpec,
+    *,
+    parent: pulumi.Resource,
+    resource_group_name: pulumi.Input[str],
+    tenant_id: pulumi.Input[str],
+    subscription_id: pulumi.Input[str],
+    principal_id: pulumi.Input[str],
+) -> tuple[dict[str, Any] | None, list[pulumi.Resource]]:
+    """The cluster's azureKeyVaultKms profile (None: KMS off) and the role assignments the cluster
+    must wait for (AKS checks the identity's access when KMS is turned on)."""
+    kms = spec.security.kms
+    if kms.mode == "none":
+        return None, []
+    private = kms.network_access == "Private"
+    child = pulumi.ResourceOptions(parent=parent, protect=spec.protect)
+    if kms.mode == "create":
+        vault = keyvault.Vault(
+            f"{name}-kms-vault",
+            vault_name=key_vault_name(spec),
+            resource_group_name=resource_group_name,
+            location=spec.location,
+            properties={
+                "tenant_id": tenant_id,
+                "sku": {"family": "A", "name": "standard"},
+                "enable_rbac_authorization": True,
+                # Losing the key loses every secret in etcd: it can be neither purged nor lost.
+                "enable_soft_delete": True,
+                "soft_delete_retention_in_days": 90,
+                "enable_purge_protection": True,
+                # KMS supports no vault firewall: private (AKS adds a private link) or open.
+                "public_network_access": "Disabled" if private else "Enabled",
+                "network_acls": {"default_action": "Deny" if private else "Allow", "bypass": "AzureServices"},
+            },
+            tags=spec.tags,
+            opts=child,
+        )
+        facts = data.limit("kms")
+        key = keyvault.Key(
+            f"{name}-kms-key",
+            key_name=KMS_KEY_NAME,
+            vault_name=vault.name,
+            resource_group_name=resource_group_name,
+            properties={"kty": facts["keyType"], "key_size": facts["keySize"]},
+            tags=spec.tags,
+            opts=child,
+        )
+        vault_id: pulumi.Input[str] = vault.id
+        key_id: pulumi.Input[str] = key.key_uri_with_version
+    else:
+        vault_id, key_id = kms.key_vault_id or "", kms.key_id or ""
+    # What KMS needs of the control-plane identity (aksgpu/components/data/aks_limits.yaml, source kms).
+    grants: list[pulumi.Resource] = [assign_role(
+        f"{name}-kms-key-vault-crypto-user", role="Key Vault Crypto User", principal_id=principal_id,
+        principal_type="ServicePrincipal", scope=vault_id, subscription_id=subscription_id, parent=parent)]
+    if private:
+        grants.append(assign_role(
+            f"{name}-kms-key-vault-contributor", role="Key Vault Contributor", principal_id=principal_id,
+            principal_type="ServicePrincipal", scope=vault_id, subscription_id=subscription_id, parent=parent))
+    profile: dict[str, Any] = {"enabled": True, "key_id": key_id, "key_vault_network_access": kms.network_access}
+    if private:
+        profile["key_vault_resource_id"] = vault_id
+    return profile, grants
