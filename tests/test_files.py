@@ -180,3 +180,15 @@ def test_the_console_script_keeps_exit_codes(args: list[str], code: int) -> None
     result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.app import main; main()", *args],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == code, result.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_141() -> None:
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "from aksgpu.cli.app import main; main()", "policy", "list"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # like `| head` exiting before aksgpu writes
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert stderr == "", "no internal error, no traceback"

@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 from aksgpu.cli.arguments import CONTEXT_SETTINGS
 from aksgpu.cli.ci import commands as ci_commands
 from aksgpu.cli.environments import commands as environment_commands
-from aksgpu.cli.exit_codes import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
+from aksgpu.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
 from aksgpu.cli.plan import commands as plan_commands
 from aksgpu.cli.policy import commands as policy_commands
 from aksgpu.cli.workflow import commands as workflow_commands
@@ -47,6 +47,12 @@ class _Commands(TyperGroup):
             typer.echo("interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete.",
                        err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except BrokenPipeError:
+            # The reader went away (`aksgpu policy list | head`): nothing is wrong and nothing more
+            # can be said. Point stdout at /dev/null so flushing at exit raises no second error.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except Exception as error:
             if os.environ.get("AKSGPU_DEBUG"):
                 raise
