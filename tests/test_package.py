@@ -93,7 +93,7 @@ def test_the_readme_path_runs_as_written_outside_this_repository(installed: Path
             assert yaml.safe_load(output)["summary"]["resourceCount"] > 20
     assert ran[0] == "new" and {"render", "validate", "plan", "ci"} <= set(ran)
     project = tmp_path / "infra"
-    assert (project / "requirements.txt").read_text().strip().splitlines()[-1].startswith("aksgpu==")
+    assert (project / "requirements.txt").read_text().strip().splitlines()[-1].startswith("aksgpu[policy]==")
     assert "from aksgpu.program import run" in (project / "__main__.py").read_text()
     assert "*.bak" in (project / ".gitignore").read_text()
     checks = (project / ".github" / "workflows" / "aksgpu-checks.yml").read_text()

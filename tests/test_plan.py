@@ -353,18 +353,28 @@ def test_every_created_subnet_has_an_nsg_and_node_subnets_let_in_what_inbound_li
     spec = edit(base_spec(), "network.vnet", {
         "mode": "create", "addressSpace": ["10.224.0.0/12"],
         "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}, {"name": "apiserver", "cidr": "10.225.0.0/28"}],
-        "inbound": [{"name": "https", "ports": ["443"], "sources": ["203.0.113.0/24", "AzureFrontDoor.Backend"]}]})
-    spec = edit(spec, "controlPlane.apiServer", {"access": "private", "vnetIntegration": True, "subnet": "apiserver"})
-    plan = plan_spec(spec)
+        "inbound": [{"name": "frontdoor", "ports": [443], "sources": ["AzureFrontDoor.Backend"]},
+                    {"name": "office", "ports": ["443", "8000-8100"], "sources": ["203.0.113.0/24", "2001:db8::/48"]}]})
+    private = edit(spec, "controlPlane.apiServer", {"access": "private", "vnetIntegration": True, "subnet": "apiserver"})
+    plan = plan_spec(private)
     groups = {g.inputs["networkSecurityGroupName"]: g.inputs for g in
               plan.by_type("azure-native:network:NetworkSecurityGroup")}
     assert set(groups) == {"gpu-test-nodes-nsg", "gpu-test-apiserver-nsg"}
-    assert groups["gpu-test-nodes-nsg"]["securityRules"] == [{
-        "name": "https", "priority": 1000, "direction": "Inbound", "access": "Allow", "protocol": "Tcp",
-        "sourceAddressPrefixes": ["203.0.113.0/24", "AzureFrontDoor.Backend"], "sourcePortRange": "*",
-        "destinationAddressPrefix": "*", "destinationPortRanges": ["443"]}]
+    common = {"direction": "Inbound", "access": "Allow", "protocol": "Tcp", "sourcePortRange": "*",
+              "destinationAddressPrefix": "*"}
+    # A service tag is a rule's one source (Azure takes tags only in sourceAddressPrefix).
+    assert groups["gpu-test-nodes-nsg"]["securityRules"] == [
+        {"name": "frontdoor", "priority": 1000, **common, "sourceAddressPrefix": "AzureFrontDoor.Backend",
+         "destinationPortRange": "443"},
+        {"name": "office", "priority": 1010, **common, "sourceAddressPrefixes": ["203.0.113.0/24", "2001:db8::/48"],
+         "destinationPortRanges": ["443", "8000-8100"]}]
     assert "securityRules" not in groups["gpu-test-apiserver-nsg"], "the API server subnet takes no inbound rules"
     assert all(s.inputs["networkSecurityGroup"] == {"id": UNKNOWN_TEXT} for s in plan.by_type(SUBNET))
+    # A public API server's endpoint takes traffic from outside the VNet: its subnet gets no NSG.
+    public = edit(spec, "controlPlane.apiServer", {"access": "public", "vnetIntegration": True, "subnet": "apiserver",
+                                                   "authorizedIpRanges": ["20.30.40.0/24"]})
+    subnets = {s.inputs["subnetName"]: s.inputs for s in plan_spec(public).by_type(SUBNET)}
+    assert "networkSecurityGroup" not in subnets["apiserver"] and "networkSecurityGroup" in subnets["nodes"]
 
 
 @pytest.mark.parametrize(("rule", "path"), [
@@ -372,6 +382,7 @@ def test_every_created_subnet_has_an_nsg_and_node_subnets_let_in_what_inbound_li
     ({"name": "web", "ports": ["90-80"], "sources": ["Internet"]}, "network.vnet.inbound[0].ports[0]"),
     ({"name": "web", "ports": ["443"], "sources": ["10.0.0.0/33"]}, "network.vnet.inbound[0].sources[0]"),
     ({"name": "web", "ports": ["443"], "sources": ["not a tag!"]}, "network.vnet.inbound[0].sources[0]"),
+    ({"name": "web", "ports": ["443"], "sources": ["Internet", "10.0.0.0/8"]}, "network.vnet.inbound[0].sources"),
 ])
 def test_bad_inbound_rules_name_the_field(rule: dict, path: str) -> None:
     spec = edit(base_spec(), "network.vnet", {"mode": "create", "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}],

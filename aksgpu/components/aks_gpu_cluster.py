@@ -60,6 +60,7 @@ class AksGpuCluster(pulumi.ComponentResource):
         self.network = Network(f"{name}-network", NetworkArgs(
             spec=spec.network, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
             node_subnets=node_subnets, api_server_subnet=spec.control_plane.api_server.subnet,
+            api_server_private=spec.control_plane.api_server.access == "private",
             pod_subnets=sorted({subnet for _, pool in spec.all_pools
                                 if (subnet := pool.pod_subnet or vnet.pod_subnet) is not None}),
             tags=tags), child)

@@ -27,6 +27,9 @@ class NetworkArgs:
     # (delegated to AKS).
     node_subnets: list[str] = field(default_factory=list)
     api_server_subnet: str | None = None
+    # A public API server's endpoint in the API server subnet takes traffic from outside the VNet,
+    # which an NSG's default rules would deny: that subnet gets an NSG only for a private one.
+    api_server_private: bool = False
     pod_subnets: list[str] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -80,7 +83,8 @@ class Network(pulumi.ComponentResource):
                 props["delegations"] = [{"name": "aks-pods", "service_name": AKS_DELEGATION}]
             if nat_gateway is not None and subnet.name in args.node_subnets:
                 props["nat_gateway"] = {"id": nat_gateway.id}
-            props["network_security_group"] = {"id": self._security_group(name, args, subnet.name).id}
+            if subnet.name != args.api_server_subnet or args.api_server_private:
+                props["network_security_group"] = {"id": self._security_group(name, args, subnet.name).id}
             created = azure_network.Subnet(
                 f"{name}-subnet-{subnet.name}",
                 subnet_name=subnet.name,
@@ -101,8 +105,12 @@ class Network(pulumi.ComponentResource):
         receives_traffic = subnet in args.node_subnets or subnet in args.pod_subnets
         rules = [{
             "name": rule.name, "priority": INBOUND_PRIORITY + 10 * index, "direction": "Inbound", "access": "Allow",
-            "protocol": rule.protocol, "source_address_prefixes": list(rule.sources), "source_port_range": "*",
-            "destination_address_prefix": "*", "destination_port_ranges": list(rule.ports),
+            "protocol": rule.protocol, "source_port_range": "*", "destination_address_prefix": "*",
+            # One source (a service tag must be alone) as a prefix; several as prefixes.
+            **({"source_address_prefix": rule.sources[0]} if len(rule.sources) == 1
+               else {"source_address_prefixes": list(rule.sources)}),
+            **({"destination_port_range": str(rule.ports[0])} if len(rule.ports) == 1
+               else {"destination_port_ranges": [str(port) for port in rule.ports]}),
         } for index, rule in enumerate(args.spec.vnet.inbound)] if receives_traffic else []
         return azure_network.NetworkSecurityGroup(
             f"{name}-nsg-{subnet}",

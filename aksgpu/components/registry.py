@@ -109,15 +109,20 @@ class Registry(pulumi.ComponentResource):
         resolve to it there."""
         subnet_id = pulumi.Output.from_input(args.subnet_ids[args.spec.private_endpoint_subnet or args.node_subnet])
         child = pulumi.ResourceOptions(parent=self)
-        zone = privatedns.PrivateZone(
-            f"{name}-dns", private_zone_name=REGISTRY_PRIVATE_DNS_ZONE, resource_group_name=args.resource_group_name,
-            location="global", tags=args.tags, opts=child)
-        privatedns.VirtualNetworkLink(
-            f"{name}-dns-link", private_zone_name=zone.name, resource_group_name=args.resource_group_name,
-            virtual_network_link_name=f"{args.cluster_name}-vnet", location="global", registration_enabled=False,
-            # The VNet is the subnet's parent: its ID is the subnet's up to /subnets/.
-            virtual_network={"id": subnet_id.apply(lambda subnet: subnet.rsplit("/subnets/", 1)[0])},
-            tags=args.tags, opts=child)
+        zone_id: pulumi.Input[str]
+        if args.spec.private_dns_zone_id is not None:
+            zone_id = args.spec.private_dns_zone_id  # a hub's zone, linked to the VNet by its owners
+        else:
+            zone = privatedns.PrivateZone(
+                f"{name}-dns", private_zone_name=REGISTRY_PRIVATE_DNS_ZONE, resource_group_name=args.resource_group_name,
+                location="global", tags=args.tags, opts=child)
+            privatedns.VirtualNetworkLink(
+                f"{name}-dns-link", private_zone_name=zone.name, resource_group_name=args.resource_group_name,
+                virtual_network_link_name=f"{args.cluster_name}-vnet", location="global", registration_enabled=False,
+                # The VNet is the subnet's parent: its ID is the subnet's up to /subnets/.
+                virtual_network={"id": subnet_id.apply(lambda subnet: subnet.rsplit("/subnets/", 1)[0])},
+                tags=args.tags, opts=child)
+            zone_id = zone.id
         endpoint = azure_network.PrivateEndpoint(
             f"{name}-endpoint", private_endpoint_name=names.registry_private_endpoint(args.cluster_name),
             resource_group_name=args.resource_group_name, location=args.location, subnet={"id": subnet_id},
@@ -127,4 +132,4 @@ class Registry(pulumi.ComponentResource):
         azure_network.PrivateDnsZoneGroup(
             f"{name}-endpoint-dns", private_dns_zone_group_name="default", private_endpoint_name=endpoint.name,
             resource_group_name=args.resource_group_name,
-            private_dns_zone_configs=[{"name": "registry", "private_dns_zone_id": zone.id}], opts=child)
+            private_dns_zone_configs=[{"name": "registry", "private_dns_zone_id": zone_id}], opts=child)

@@ -1,9 +1,12 @@
 """One function per rule of rules.yaml, reading resources as the engine receives them.
 
-A resource is its Pulumi type, name and input properties under their wire names (camelCase, as
-`aksgpu plan --json` shows them and as a Pulumi policy pack receives them). A check yields a
+A resource is its Pulumi type, name and properties under their wire names (camelCase, as
+`aksgpu plan --json` shows the inputs and as a Pulumi policy pack receives them). A check yields a
 `Violation` for each place the rule is broken: the property path and the value found there
-(MISSING when it is not set). Values not known before deployment (IDs) are never judged.
+(MISSING when it is not set). Resource checks read a resource's inputs; stack checks read several
+resources, whose properties in a real preview are their outputs, so they read names both ways
+(configName or name). No check compares a value that is not known before deployment (an ID); in a
+real preview, a policy that reads one is skipped for that resource and says so.
 """
 
 from __future__ import annotations
@@ -66,6 +69,15 @@ def value_at(props: Mapping[str, Any], path: str) -> Any:
     return node
 
 
+def _known(props: Mapping[str, Any], key: str) -> Any:
+    """props[key], or None when it is missing or not known yet: a policy pack's properties raise
+    when a value the preview does not know is read (pulumi-policy's UnknownValueError)."""
+    try:
+        return props.get(key)
+    except Exception:  # noqa: BLE001 - the pack's unknown-value error, which this module does not import
+        return None
+
+
 def _addon(props: Mapping[str, Any], name: str) -> tuple[str, Mapping[str, Any]]:
     """An add-on profile's key as written and its settings; AKS reads add-on names case-insensitively."""
     for key, value in (props.get("addonProfiles") or {}).items():
@@ -80,7 +92,10 @@ def pools_of(resource: PolicyResource) -> Iterator[Pool]:
             name = str(profile.get("name", "?"))
             yield Pool(resource, name, f"agentPoolProfiles[name={name}].", profile)
     elif resource.type == POOL_TYPE:
-        yield Pool(resource, str(resource.props.get("agentPoolName", resource.name)), "", resource.props)
+        # agentPoolName among the inputs; name among the outputs a stack policy reads, which a
+        # preview of a new pool does not know yet.
+        name = resource.props.get("agentPoolName") or _known(resource.props, "name") or resource.name
+        yield Pool(resource, str(name), "", resource.props)
 
 
 def _is_system(pool: Pool) -> bool:
@@ -371,8 +386,9 @@ def _system_min_nodes(resources: Sequence[PolicyResource]) -> Iterator[Violation
 
 
 def _enabled_categories(setting: PolicyResource) -> set[str]:
-    return {str(log.get("category") or log.get("categoryGroup")) for log in setting.props.get("logs") or []
-            if isinstance(log, Mapping) and log.get("enabled") is True}
+    # By category: aksgpu's settings name them; a category group (allLogs) is not counted here.
+    return {str(log.get("category")) for log in setting.props.get("logs") or []
+            if isinstance(log, Mapping) and log.get("enabled") is True and log.get("category")}
 
 
 # AKS's log categories tell its diagnostic settings apart from the registry's: their target IDs
@@ -397,7 +413,7 @@ def _cluster_logs(resources: Sequence[PolicyResource]) -> tuple[PolicyResource |
 @stack_check("aks-audit-logs")
 def _audit_logs(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
     cluster, categories = _cluster_logs(resources)
-    if cluster is None or "allLogs" in categories or "audit" in categories:
+    if cluster is None:
         return
     missing = sorted({"guard"} - categories) + ([] if categories & {"kube-audit", "kube-audit-admin"}
                                                 else ["kube-audit-admin"])
@@ -418,7 +434,7 @@ PLATFORM_CATEGORIES = ("cluster-autoscaler", "kube-apiserver", "kube-controller-
 @stack_check("aks-platform-logs")
 def _platform_logs(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
     cluster, categories = _cluster_logs(resources)
-    if cluster is None or "allLogs" in categories:
+    if cluster is None:
         return
     if any(category not in categories for category in PLATFORM_CATEGORIES):
         yield Violation(cluster, cluster.name, "diagnosticSettings.logs", sorted(categories) or MISSING)
@@ -431,7 +447,7 @@ MAINTENANCE_CONFIGS = ("aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgrade
 def _maintenance_window(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
     clusters = _of_type(resources, CLUSTER_TYPE)
     for cluster in clusters:
-        declared = {m.props.get("configName") for m in _of_type(resources, MAINTENANCE_TYPE)
+        declared = {m.props.get("configName") or m.props.get("name") for m in _of_type(resources, MAINTENANCE_TYPE)
                     if _belongs_to(m, cluster, clusters)}
         missing = [config for config in MAINTENANCE_CONFIGS if config not in declared]
         if missing:
@@ -443,7 +459,8 @@ def _maintenance_window(resources: Sequence[PolicyResource]) -> Iterator[Violati
 @resource_check("vnet-subnet-nsg")
 def _subnet_nsg(subnet: PolicyResource) -> Iterator[Violation]:
     group = subnet.props.get("networkSecurityGroup")
-    if not (isinstance(group, Mapping) and group.get("id")):
+    # Whether an NSG is referenced, not its ID (which a preview does not know before it exists).
+    if not (isinstance(group, Mapping) and "id" in group):
         yield Violation(subnet, str(subnet.props.get("subnetName", subnet.name)), "networkSecurityGroup.id",
                         MISSING if group is None else group)
 
@@ -511,7 +528,7 @@ def _registry_logs(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
     categories: set[str] = set()
     for setting in _of_type(resources, DIAGNOSTIC_SETTING_TYPE):
         categories |= _enabled_categories(setting)
-    if not (REGISTRY_CATEGORIES <= categories or "allLogs" in categories or "audit" in categories):
+    if not REGISTRY_CATEGORIES <= categories:
         for registry in registries:
             yield Violation(registry, registry.name, "diagnosticSettings.logs",
                             sorted(categories & REGISTRY_CATEGORIES) or MISSING)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol
@@ -102,7 +102,16 @@ def short_type(type_: str) -> str:
 def show(value: Any) -> str:
     if value is MISSING:
         return "(not set)"
-    return json.dumps(value, sort_keys=True, default=str)
+    return json.dumps(plain(value), sort_keys=True, default=str)
+
+
+def plain(value: Any) -> Any:
+    """`value` as plain dicts and lists (a policy pack hands over read-only proxies of them)."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(value[key]) for key in value}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [plain(item) for item in value]
+    return value
 
 
 def _finding_json(finding: Finding, waivers: Sequence[WaiverLike]) -> dict[str, Any]:
@@ -141,15 +150,20 @@ def resource_violations(rule: Rule, resource: PolicyResource) -> Iterator[Violat
         yield from checks.RESOURCE_CHECKS[rule.id](resource)
 
 
-def _expired(waiver: WaiverLike, today: date) -> bool:
+def expired(waiver: WaiverLike, today: date) -> bool:
+    """Whether the waiver's last day is before `today`."""
     return waiver.expires is not None and date.fromisoformat(waiver.expires) < today
+
+
+def covers(waiver: WaiverLike, rule_id: str, subject: str) -> bool:
+    """Whether the waiver names the rule and one of its patterns matches the subject."""
+    return waiver.rule == rule_id and any(fnmatch.fnmatchcase(subject, pattern) for pattern in waiver.resources)
 
 
 def waiver_for(rule_id: str, subject: str, waivers: Sequence[WaiverLike], today: date) -> int | None:
     """The index of the first unexpired waiver covering `rule_id` for `subject`, if any."""
     for index, waiver in enumerate(waivers):
-        if (waiver.rule == rule_id and not _expired(waiver, today)
-                and any(fnmatch.fnmatchcase(subject, pattern) for pattern in waiver.resources)):
+        if covers(waiver, rule_id, subject) and not expired(waiver, today):
             return index
     return None
 
@@ -165,6 +179,6 @@ def evaluate(resources: Sequence[PolicyResource], waivers: Sequence[WaiverLike] 
             if index is not None:
                 used.add(index)
             report.findings.append(Finding(rule, violation, index))
-    report.expired = [index for index, waiver in enumerate(waivers) if _expired(waiver, today)]
+    report.expired = [index for index, waiver in enumerate(waivers) if expired(waiver, today)]
     report.unused = [index for index in range(len(waivers)) if index not in used and index not in report.expired]
     return report

@@ -18,7 +18,7 @@ from typing import Any
 
 from aksgpu.policy.catalog import STACK, Rule, rules
 from aksgpu.policy.checks import PolicyResource, Violation
-from aksgpu.policy.engine import resource_violations, show, violations, waiver_for
+from aksgpu.policy.engine import WaiverLike, covers, expired, resource_violations, show, violations, waiver_for
 
 PACK_NAME = "aksgpu"
 
@@ -33,7 +33,7 @@ class ConfiguredWaiver:
     expires: str | None = None
 
 
-def pack_config(waivers: Sequence[Any]) -> dict[str, dict[str, Any]]:
+def pack_config(waivers: Sequence[WaiverLike]) -> dict[str, dict[str, Any]]:
     """The policy pack configuration (the JSON of --policy-pack-config) that carries `waivers`
     (spec Waivers) to the policies they waive."""
     config: dict[str, dict[str, Any]] = {}
@@ -63,9 +63,8 @@ def unwaived(rule: Rule, found: Sequence[Violation], config: Mapping[str, Any],
     reported = []
     for violation in found:
         if waiver_for(rule.id, violation.subject, waivers, today) is None:
-            expired = next((w for w in waivers if w.expires is not None and date.fromisoformat(w.expires) < today),
-                           None)
-            reported.append((violation, _message(rule, violation, expired)))
+            lapsed = next((w for w in waivers if covers(w, rule.id, violation.subject) and expired(w, today)), None)
+            reported.append((violation, _message(rule, violation, lapsed)))
     return reported
 
 

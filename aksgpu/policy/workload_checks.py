@@ -51,10 +51,16 @@ def _containers(pod: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]
                 yield f"{field}[name={container.get('name', '?')}]", container
 
 
+def _pod_to_check(rule_id: str, resource: PolicyResource) -> tuple[str, Mapping[str, Any]] | None:
+    """The path and pod spec of a workload without an exception to the rule (None: nothing to check)."""
+    found = pod_template(resource)
+    return None if found is None or exception(resource, rule_id) is not None else found
+
+
 def _each_container(rule_id: str, resource: PolicyResource) -> Iterator[tuple[str, Mapping[str, Any], Mapping[str, Any]]]:
     """(path, pod spec, container) of every container of a workload without an exception to the rule."""
-    found = pod_template(resource)
-    if found is None or exception(resource, rule_id) is not None:
+    found = _pod_to_check(rule_id, resource)
+    if found is None:
         return
     prefix, pod = found
     for path, container in _containers(pod):
@@ -138,8 +144,8 @@ def _resources(resource: PolicyResource) -> Iterator[Violation]:
 
 @resource_check("k8s-host-path")
 def _host_path(resource: PolicyResource) -> Iterator[Violation]:
-    found = pod_template(resource)
-    if found is None or exception(resource, "k8s-host-path") is not None:
+    found = _pod_to_check("k8s-host-path", resource)
+    if found is None:
         return
     prefix, pod = found
     for volume in pod.get("volumes") or []:
@@ -150,8 +156,8 @@ def _host_path(resource: PolicyResource) -> Iterator[Violation]:
 
 @resource_check("k8s-host-namespaces")
 def _host_namespaces(resource: PolicyResource) -> Iterator[Violation]:
-    found = pod_template(resource)
-    if found is None or exception(resource, "k8s-host-namespaces") is not None:
+    found = _pod_to_check("k8s-host-namespaces", resource)
+    if found is None:
         return
     prefix, pod = found
     for field in ("hostNetwork", "hostPID", "hostIPC"):

@@ -110,8 +110,9 @@ def _walk_keys(value: Any, model: type[BaseModel], path: str, issues: list[Issue
         if inner is None:
             continue
         if isinstance(item, dict) and _annotation_is_list(info):
-            issues.append(Issue(f"{path}.{key}", item, f"{key} is a list, each item a mapping with its name",
-                                f"write it as a list: {key}: [{{name: ..., ...}}]"))
+            item_key = next((k for k in LIST_ITEM_KEYS if inner is not None and k in inner.model_fields), "name")
+            issues.append(Issue(f"{path}.{key}", item, f"{key} is a list, each item a mapping with its {item_key}",
+                                f"write it as a list: {key}: [{{{item_key}: ..., ...}}]"))
             continue
         if isinstance(item, dict):
             _walk_keys(item, inner, f"{path}.{key}", issues)

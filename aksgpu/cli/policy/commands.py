@@ -37,12 +37,12 @@ def list_rules(as_json: Annotated[bool, typer.Option("--json", help="Print the c
 def show_rule(rule_id: Annotated[str, typer.Argument(metavar="RULE", help="A policy id from `aksgpu policy list`.")]) -> None:
     """Show one policy: what it checks, why, how to fix a finding, and the public checks it follows."""
     from aksgpu.components.spec.base import did_you_mean
-    from aksgpu.policy.catalog import rule_ids, rules
+    from aksgpu.policy.catalog import rule, rule_ids
 
     if rule_id not in rule_ids():
         fail(f"{rule_id} is not a policy of aksgpu. Fix: {did_you_mean(rule_id, sorted(rule_ids()))}"
              "see `aksgpu policy list`.")
-    rule = next(r for r in rules() if r.id == rule_id)
-    typer.echo(f"{rule.id}: {rule.title}\n  severity: {rule.severity}, {rule.enforcement}\n"
-               f"  applies to: {', '.join(rule.applies_to)}\n  why: {rule.reason}\n  fix: {rule.fix}\n"
-               f"  sources: {'; '.join(rule.sources)}")
+    found = rule(rule_id)
+    typer.echo(f"{found.id}: {found.title}\n  severity: {found.severity}, {found.enforcement}\n"
+               f"  applies to: {', '.join(found.applies_to)}\n  why: {found.reason}\n  fix: {found.fix}\n"
+               f"  sources: {'; '.join(found.sources)}")

@@ -36,7 +36,6 @@ PROJECT_FILES = {
     "README.md.j2": "README.md",
     "policy/PulumiPolicy.yaml.j2": "policy/PulumiPolicy.yaml",
     "policy/__main__.py.j2": "policy/__main__.py",
-    "policy/requirements.txt.j2": "policy/requirements.txt",
 }
 
 

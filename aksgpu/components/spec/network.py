@@ -48,10 +48,10 @@ class InboundRule(SpecModel):
 
     name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
     """Name of the NSG rule: 1-80 letters, digits, '_', '.' or '-'."""
-    ports: list[str] = Field(min_length=1)
-    """Destination ports or ranges, e.g. ["443"] or ["8000-8100"]."""
+    ports: list[str | int] = Field(min_length=1)
+    """Destination ports or ranges, e.g. [443] or ["8000-8100"]; "*" for every port."""
     sources: list[str] = Field(min_length=1)
-    """Where the traffic may come from: CIDRs, addresses or Azure service tags (e.g. "AzureFrontDoor.Backend", "Internet")."""
+    """Where the traffic may come from: IPv4 or IPv6 CIDRs and addresses, or one Azure service tag on its own (e.g. ["AzureFrontDoor.Backend"] or ["Internet"]): Azure takes a tag only as a rule's single source."""
     protocol: Literal["Tcp", "Udp", "*"] = "Tcp"
     """The protocol allowed."""
 
@@ -131,8 +131,9 @@ def check_network(spec: ClusterSpec) -> Iterator[Issue]:
 
 
 def _is_address(text: str) -> bool:
+    """An IPv4 or IPv6 address or CIDR (an NSG rule takes both)."""
     try:
-        network(text)
+        ipaddress.ip_network(text, strict=False)
     except ValueError:
         return False
     return True
@@ -153,15 +154,20 @@ def _check_inbound(vnet: Vnet) -> Iterator[Issue]:
             yield Issue(f"{path}.name", rule.name, "NSG rule names are unique", "rename one of them")
         seen.add(rule.name.lower())
         for p_index, ports in enumerate(rule.ports):
-            match = PORTS.fullmatch(ports)
+            text = str(ports)
+            match = PORTS.fullmatch(text)
             low, high = (int(match.group(1)), int(match.group(3) or match.group(1))) if match else (0, 0)
-            if not match or not 1 <= low <= high <= 65535:
-                yield Issue(f"{path}.ports[{p_index}]", ports, "must be a port or a range of ports, 1-65535",
-                            'write it like "443" or "8000-8100"')
+            if text != "*" and (not match or not 1 <= low <= high <= 65535):
+                yield Issue(f"{path}.ports[{p_index}]", ports, "must be a port or a range of ports, 1-65535, or \"*\"",
+                            'write it like 443 or "8000-8100"')
+        tags = [source for source in rule.sources if not _is_address(source)]
         for s_index, source in enumerate(rule.sources):
             if not (_is_address(source) or SERVICE_TAG.fullmatch(source)):
                 yield Issue(f"{path}.sources[{s_index}]", source, "must be a CIDR, an address or an Azure service tag",
                             'write it like "203.0.113.0/24" or "AzureFrontDoor.Backend"')
+        if tags and len(rule.sources) > 1:
+            yield Issue(f"{path}.sources", rule.sources, "Azure takes a service tag only as a rule's one source",
+                        "give the tag a rule of its own")
 
 
 def _check_plugin_combinations(net: Network, total_nodes: int) -> Iterator[Issue]:

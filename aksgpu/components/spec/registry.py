@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from . import ClusterSpec
 
 REGISTRY_NAME = re.compile(r"^[a-zA-Z0-9]{5,50}$")
+PRIVATE_DNS_ZONE_ID = re.compile(
+    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/privateDnsZones/privatelink\.azurecr\.io$",
+    re.IGNORECASE,
+)
 REGISTRY_ID = re.compile(
     r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerRegistry/registries/[a-zA-Z0-9]+$",
     re.IGNORECASE,
@@ -37,6 +41,8 @@ class Registry(SpecModel):
     """Let the registry aksgpu creates be reached from the internet. false (policy acr-public-network): only through a private endpoint aksgpu adds in the cluster's VNet, with its privatelink.azurecr.io DNS zone, and image export off (policy acr-export); needs sku Premium and a network.vnet that aksgpu creates or is given. Pushing images then needs a machine in (or peered with) that VNet."""
     private_endpoint_subnet: str | None = None
     """Name of the subnet in network.vnet.subnets for the registry's private endpoint. None: network.vnet.nodeSubnet."""
+    private_dns_zone_id: str | None = None
+    """Resource ID of an existing privatelink.azurecr.io private DNS zone (e.g. a hub's) that the private endpoint registers in, already linked to the cluster's VNet. None: aksgpu creates the zone in the resource group and links it to the VNet (one such zone per resource group)."""
     untagged_retention_days: int | None = Field(default=7, ge=0, le=365)
     """Days (0-365) an untagged manifest is kept before the registry deletes it (policy acr-retention; needs sku Premium). None: kept for ever."""
 
@@ -71,17 +77,30 @@ def check_registry(spec: ClusterSpec) -> Iterator[Issue]:
             else:
                 subnet = registry.private_endpoint_subnet or spec.network.vnet.node_subnet
                 names = [s.name for s in spec.network.vnet.subnets]
+                delegated = {spec.control_plane.api_server.subnet, spec.network.vnet.pod_subnet,
+                             *(pool.pod_subnet for pool in spec.node_pools)} - {None}
                 if subnet not in names:
                     yield Issue("registry.privateEndpointSubnet", subnet, "must name a subnet of network.vnet.subnets",
                                 did_you_mean(subnet, names) + "name one of: " + ", ".join(names))
+                elif subnet in delegated:
+                    yield Issue("registry.privateEndpointSubnet", subnet, "this subnet is delegated to AKS (the API "
+                                "server's or a pod subnet), and Azure puts no private endpoint in a delegated subnet",
+                                "name a node subnet or a subnet of its own")
+            if registry.private_dns_zone_id is not None and not PRIVATE_DNS_ZONE_ID.fullmatch(registry.private_dns_zone_id):
+                yield Issue("registry.privateDnsZoneId", registry.private_dns_zone_id,
+                            "must be the resource ID of a privatelink.azurecr.io private DNS zone",
+                            "copy it from `az network private-dns zone show -g GROUP -n privatelink.azurecr.io --query id`")
         if registry.untagged_retention_days is not None and registry.sku != "Premium":
             yield Issue("registry.untaggedRetentionDays", registry.untagged_retention_days,
                         "the retention policy for untagged manifests needs the Premium SKU",
                         "set registry.sku: Premium, or untaggedRetentionDays: null")
-    elif registry.private_endpoint_subnet is not None:
-        yield Issue("registry.privateEndpointSubnet", registry.private_endpoint_subnet,
-                    "aksgpu adds a private endpoint only to a registry it creates", "remove it")
     elif registry.mode == "existing":
         if registry.id is None or not REGISTRY_ID.fullmatch(registry.id):
             yield Issue("registry.id", registry.id, "must be the resource ID of an existing container registry",
                         "copy it from `az acr show -n NAME --query id`")
+    if registry.mode != "create":
+        for field, value in (("privateEndpointSubnet", registry.private_endpoint_subnet),
+                             ("privateDnsZoneId", registry.private_dns_zone_id)):
+            if value is not None:
+                yield Issue(f"registry.{field}", value, "aksgpu adds a private endpoint only to a registry it creates",
+                            "remove it")
