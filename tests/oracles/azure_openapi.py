@@ -341,7 +341,23 @@ class AksOpenApi:
                 if len({_canonical(v) for v in value}) != len(value):
                     out.append(f"{where}: {shown} has duplicate items (uniqueItems)")
 
+    def _flattened(self, value: dict, view: _View) -> dict:
+        """`value` with the keys Pulumi flattens moved back under `properties`: where a schema's
+        `properties` is marked x-ms-client-flatten (list items such as NSG rules, subnet
+        delegations, private link connections), Pulumi's inputs carry its fields one level up."""
+        nodes = [node for node in view.properties.get("properties", []) if node[1].get("x-ms-client-flatten") is True]
+        if not nodes:
+            return value
+        inner = self._view(nodes[0])
+        moved = {key: sub for key, sub in value.items() if key not in view.properties and key in inner.properties}
+        if not moved:
+            return value
+        kept = {key: sub for key, sub in value.items() if key not in moved}
+        kept["properties"] = {**(kept.get("properties") or {}), **moved}
+        return kept
+
     def _check_object(self, value: dict, view: _View, path: str, out: list[str]) -> None:
+        value = self._flattened(value, view)
         for name in view.required:
             # A required+readOnly property can never be sent, so it cannot be demanded.
             read_only = any(self._view(n).read_only for n in view.properties.get(name, []))
