@@ -48,11 +48,11 @@ def _waivers(rule: Rule, config: Mapping[str, Any]) -> list[ConfiguredWaiver]:
                              entry.get("expires")) for entry in config.get("waivers") or []]
 
 
-def _message(rule: Rule, violation: Violation, expired: ConfiguredWaiver | None) -> str:
+def _message(rule: Rule, violation: Violation, lapsed: ConfiguredWaiver | None) -> str:
     text = (f"{violation.subject}: {violation.path} = {show(violation.value)}: wanted: {rule.title}. "
             f"Why: {rule.reason} Fix: {rule.fix} ({'; '.join(rule.sources)})")
-    if expired is not None:
-        text += f" Its waiver expired on {expired.expires}."
+    if lapsed is not None:
+        text += f" Its waiver expired on {lapsed.expires}."
     return text
 
 
