@@ -22,6 +22,7 @@ NAME_INPUTS = {
     "Microsoft.Network/networkSecurityGroups": ("azure-native:network:NetworkSecurityGroup",
                                                 "networkSecurityGroupName"),
     "Microsoft.Network/privateEndpoints": ("azure-native:network:PrivateEndpoint", "privateEndpointName"),
+    "Microsoft.KeyVault/vaults": ("azure-native:keyvault:Vault", "vaultName"),
     "Microsoft.Network/publicIPAddresses": ("azure-native:network:PublicIPAddress", "publicIpAddressName"),
     "Microsoft.ManagedIdentity/userAssignedIdentities": ("azure-native:managedidentity:UserAssignedIdentity",
                                                          "resourceName"),
@@ -52,6 +53,7 @@ def test_the_longest_valid_names_plan_only_names_azure_accepts() -> None:
     spec = edit(spec, "network.vnet", {"mode": "create", "addressSpace": ["10.224.0.0/12"],
                                        "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}]})
     spec = edit(spec, "registry.publicNetworkAccess", False)  # its private endpoint
+    spec = edit(spec, "security.kms", {"mode": "create", "networkAccess": "Public"})  # the KMS vault
     _, warnings = parse_cluster_spec(spec)  # valid, or this test does not test what it says
     plan = plan_spec(spec)
     checked = 0

@@ -14,9 +14,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from aksgpu.components import data
+
 # Azure's naming rules (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules).
 STORAGE_ACCOUNT_NAME = re.compile(r"^[a-z0-9]{3,24}$")
-KEY_VAULT_NAME = re.compile(r"^[a-zA-Z](?!.*--)[a-zA-Z0-9-]{1,22}[a-zA-Z0-9]$")
+# The Key Vault rule is the components' table's (components/data/azure_names.yaml), shared with the spec.
+KEY_VAULT_NAME = re.compile(data.load("azure_names")["rules"]["Microsoft.KeyVault/vaults"]["pattern"])
 CONTAINER_NAME = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
 KEY_NAME = re.compile(r"^[a-zA-Z0-9-]{1,127}$")
 

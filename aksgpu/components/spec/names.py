@@ -73,6 +73,12 @@ def node_resource_group(resource_group: str, cluster_name: str) -> str:
     return f"{resource_group}-{cluster_name}-nodes"[:80]
 
 
+def obeys(resource_type: str, name: str) -> bool:
+    """Whether `name` keeps Azure's naming rule for `resource_type` (data/azure_names.yaml)."""
+    rule = data.load("azure_names")["rules"][resource_type]
+    return rule["min"] <= len(name) <= rule["max"] and re.fullmatch(rule["pattern"], name) is not None
+
+
 def check_derived_names(spec: ClusterSpec) -> Iterator[Issue]:
     """Every name the spec derives that breaks its resource type's rule, at the field to change."""
     rename = "shorten or rename the cluster (name)"
@@ -115,9 +121,9 @@ def check_derived_names(spec: ClusterSpec) -> Iterator[Issue]:
         ]
     values = {"name": spec.name, "resourceGroup.name": spec.resource_group.name}
     for resource_type, name, path, fix in derived:
-        rule = data.load("azure_names")["rules"][resource_type]
-        if rule["min"] <= len(name) <= rule["max"] and re.fullmatch(rule["pattern"], name):
+        if obeys(resource_type, name):
             continue
+        rule = data.load("azure_names")["rules"][resource_type]
         yield Issue(path, values[path],
                     f'the {rule["label"]} name aksgpu derives from it, "{name}" ({len(name)} characters), breaks '
                     f'Azure\'s rule for {resource_type}: {rule["rule"]}', fix, rule.get("severity", "error"))

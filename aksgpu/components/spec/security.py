@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from aksgpu.components import data
+
+from . import names
 from .base import Issue, SpecModel
 
 if TYPE_CHECKING:
@@ -17,13 +20,11 @@ if TYPE_CHECKING:
 
 # The secrets store CSI driver reads a Go duration: "2m", "30s", "1h".
 POLL_INTERVAL = re.compile(r"^[1-9][0-9]{0,3}[smh]$")
+VAULT_TYPE = "Microsoft.KeyVault/vaults"
 KEY_VAULT_ID = re.compile(
     r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.KeyVault/vaults/[a-zA-Z0-9-]{3,24}$", re.IGNORECASE)
 # A versioned key identifier, as KMS takes it (Key Vault's object identifier format).
 KEY_ID = re.compile(r"^https://[a-zA-Z0-9-]{3,24}\.vault\.azure\.net/keys/[a-zA-Z0-9-]{1,127}/[0-9a-fA-F]{32}$")
-# Key Vault names: 3-24 letters, digits and '-', starting with a letter, ending with a letter or
-# digit, no "--" (Learn naming rules, Microsoft.KeyVault vaults); unique across Azure.
-KEY_VAULT_NAME = re.compile(r"^(?!.*--)[a-zA-Z][a-zA-Z0-9-]{1,22}[a-zA-Z0-9]$")
 
 
 class Kms(SpecModel):
@@ -107,9 +108,10 @@ def _check_kms(spec: ClusterSpec) -> Iterator[Issue]:
                     "VNet integration", "set controlPlane.apiServer.vnetIntegration: true, or networkAccess: Public")
     if kms.mode == "create":
         name = key_vault_name(spec)
-        if not KEY_VAULT_NAME.fullmatch(name):
-            yield Issue("security.kms.keyVaultName", name, "Key Vault names are 3-24 letters, digits and '-', start "
-                        "with a letter, end with a letter or digit, and have no '--'", "set keyVaultName to such a name")
+        if not names.obeys(VAULT_TYPE, name):
+            yield Issue("security.kms.keyVaultName", name,
+                        f"Key Vault names are {data.load('azure_names')['rules'][VAULT_TYPE]['rule']}",
+                        "set keyVaultName to such a name")
         for field, value in (("keyVaultId", kms.key_vault_id), ("keyId", kms.key_id)):
             if value is not None:
                 yield Issue(f"security.kms.{field}", value, "is for mode existing; aksgpu creates the vault and key",
