@@ -41,9 +41,8 @@ class Finding:
 
     def line(self) -> str:
         """One line naming the rule, the resource, the property, the value found and the fix."""
-        v = self.violation
-        return (f"{self.rule.id} [{self.rule.severity}, {self.rule.enforcement}] {short_type(v.resource.type)} "
-                f"{v.subject}: {v.path} = {show(v.value)}: wanted: {self.rule.title}. Fix: {self.rule.fix}")
+        return (f"{self.rule.id} [{self.rule.severity}, {self.rule.enforcement}] "
+                f"{short_type(self.violation.resource.type)} {describe(self.rule, self.violation)} Fix: {self.rule.fix}")
 
 
 @dataclass
@@ -92,6 +91,11 @@ class PolicyReport:
             "expiredWaivers": [_waiver_json(index, self.waivers[index]) for index in self.expired],
             "unusedWaivers": [_waiver_json(index, self.waivers[index]) for index in self.unused],
         }
+
+
+def describe(rule: Rule, violation: Violation) -> str:
+    """What was found where, and what the rule wants: the core of every finding's message."""
+    return f"{violation.subject}: {violation.path} = {show(violation.value)}: wanted: {rule.title}."
 
 
 def short_type(type_: str) -> str:

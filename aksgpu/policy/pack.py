@@ -18,7 +18,7 @@ from typing import Any
 
 from aksgpu.policy.catalog import STACK, Rule, rules
 from aksgpu.policy.checks import PolicyResource, Violation
-from aksgpu.policy.engine import WaiverLike, covers, expired, resource_violations, show, violations, waiver_for
+from aksgpu.policy.engine import WaiverLike, covers, describe, expired, resource_violations, violations, waiver_for
 
 PACK_NAME = "aksgpu"
 
@@ -49,8 +49,7 @@ def _waivers(rule: Rule, config: Mapping[str, Any]) -> list[ConfiguredWaiver]:
 
 
 def _message(rule: Rule, violation: Violation, lapsed: ConfiguredWaiver | None) -> str:
-    text = (f"{violation.subject}: {violation.path} = {show(violation.value)}: wanted: {rule.title}. "
-            f"Why: {rule.reason} Fix: {rule.fix} ({'; '.join(rule.sources)})")
+    text = f"{describe(rule, violation)} Why: {rule.reason} Fix: {rule.fix} ({'; '.join(rule.sources)})"
     if lapsed is not None:
         text += f" Its waiver expired on {lapsed.expires}."
     return text
