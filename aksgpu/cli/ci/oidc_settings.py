@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from aksgpu.cli.errors import UserError
-from aksgpu.cli.workflow.az_steps import CONTAINER_NAME, KEY_NAME, KEY_VAULT_NAME, STORAGE_ACCOUNT_NAME
+from aksgpu.cli.workflow.az_steps import CONTAINER_NAME, KEY_NAME, STORAGE_ACCOUNT_NAME, key_vault_name_rule
 
 GITHUB_OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 GITHUB_OIDC_AUDIENCE = "api://AzureADTokenExchange"
@@ -172,7 +172,7 @@ def parse_key_vault_provider(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     vault, _, suffix = parts.netloc.partition(".")
     path = [part for part in parts.path.split("/") if part]
-    if not (suffix.startswith("vault.") and KEY_VAULT_NAME.fullmatch(vault) and len(path) in (2, 3)
+    if not (suffix.startswith("vault.") and key_vault_name_rule().fullmatch(vault) and len(path) in (2, 3)
             and path[0] == "keys" and KEY_NAME.fullmatch(path[1])):
         raise UserError(f'secrets provider "{url}" is not azurekeyvault://<vault>.vault.azure.net/keys/<key>. Fix: '
                         "correct it in stacks/environments.yaml (`aksgpu backend bootstrap` prints the right line).")

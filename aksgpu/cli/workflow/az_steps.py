@@ -7,6 +7,7 @@ Also the Azure naming rules both commands check their options against. Standard 
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import subprocess
@@ -14,14 +15,20 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from aksgpu.components import data
-
 # Azure's naming rules (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules).
 STORAGE_ACCOUNT_NAME = re.compile(r"^[a-z0-9]{3,24}$")
-# The Key Vault rule is the components' table's (components/data/azure_names.yaml), shared with the spec.
-KEY_VAULT_NAME = re.compile(data.load("azure_names")["rules"]["Microsoft.KeyVault/vaults"]["pattern"])
 CONTAINER_NAME = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
 KEY_NAME = re.compile(r"^[a-zA-Z0-9-]{1,127}$")
+
+
+@functools.cache
+def key_vault_name_rule() -> re.Pattern[str]:
+    """Azure's Key Vault naming rule, from the table the spec reads too (components/data/azure_names.yaml);
+    read when a command needs it, not when the CLI starts."""
+    from aksgpu.components import data
+
+    return re.compile(data.load("azure_names")["rules"]["Microsoft.KeyVault/vaults"]["pattern"])
+
 
 AZ_MISSING = ("--apply runs the Azure CLI, and az is not on PATH. Fix: install it "
               "(https://learn.microsoft.com/cli/azure/install-azure-cli) and run `az login`, or drop "

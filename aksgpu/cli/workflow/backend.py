@@ -16,10 +16,10 @@ from aksgpu.cli.errors import UserError
 from aksgpu.cli.workflow.az_steps import (
     CONTAINER_NAME,
     KEY_NAME,
-    KEY_VAULT_NAME,
     STORAGE_ACCOUNT_NAME,
     AzStep,
     AzStepFailed,
+    key_vault_name_rule,
     run_steps,
     step_script_lines,
 )
@@ -64,7 +64,7 @@ def bootstrap_problems(settings: BootstrapSettings) -> list[str]:
         ("--container", settings.container, CONTAINER_NAME,
          "must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit",
          "pulumi-state"),
-        ("--key-vault", settings.key_vault, KEY_VAULT_NAME,
+        ("--key-vault", settings.key_vault, key_vault_name_rule(),
          "must be 3-24 letters, digits and single hyphens, starting with a letter and ending with a letter or "
          "digit, unique across Azure", "kv-pulumi-7f3a"),
         ("--key", settings.key, KEY_NAME, "must be 1-127 letters, digits and hyphens", "pulumi-secrets"),
