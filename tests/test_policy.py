@@ -346,3 +346,27 @@ def test_every_exception_of_the_gpu_stack_is_listed_in_the_readme(example_plans:
                                                "k8s-read-only-root-fs"}
     for name, rule, reason in found:
         assert f"| `{name}` | `{rule}` | {reason} |" in readme, (name, rule)
+
+
+def test_validate_and_plan_report_an_unwaived_finding_and_fail(project: Any) -> None:
+    from typer.testing import CliRunner
+
+    from aksgpu.cli.app import app
+
+    runner = CliRunner()
+    environments = project / "stacks" / "environments.yaml"
+    text = environments.read_text()
+    # The dev environment drops the dev preset's waiver of its one system node: a mandatory finding.
+    anchor = "      policy:\n        waivers:\n"
+    assert text.index(anchor) < text.index("  prod:"), "dev's waivers come first"
+    environments.write_text(text.replace(anchor, anchor + "          - {rule: system-min-nodes, _remove: true}\n", 1))
+    assert runner.invoke(app, ["render", "dev"]).exit_code == 0
+    result = runner.invoke(app, ["validate", "dev"])
+    assert result.exit_code == 1, result.output
+    assert ("error: policy system-min-nodes [medium, mandatory] ManagedCluster system: "
+            "agentPoolProfiles[name=system].count = 1: wanted: At least 3 system nodes. Fix: set systemPool.minCount "
+            "to 3 or more.") in result.output
+    assert "Traceback" not in result.output
+    assert runner.invoke(app, ["validate", "dev", "--spec-only"]).exit_code == 0
+    plan = runner.invoke(app, ["plan", "dev"])
+    assert plan.exit_code == 1 and "security policy finding(s) fail this plan" in plan.output
