@@ -442,3 +442,11 @@ def test_bad_kms_settings_name_the_field(kms: dict, path: str) -> None:
     with pytest.raises(SpecError) as error:
         parse_cluster_spec(edit(base_spec(), "security.kms", kms))
     assert [issue.path for issue in error.value.errors] == [path]
+
+
+def test_a_port_that_is_neither_number_nor_text_gets_one_message() -> None:
+    spec = edit(base_spec(), "network.vnet", {"mode": "create", "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}],
+                                              "inbound": [{"name": "web", "ports": [True], "sources": ["Internet"]}]})
+    with pytest.raises(SpecError) as error:
+        parse_cluster_spec(spec)
+    assert [(issue.path, issue.value) for issue in error.value.errors] == [("network.vnet.inbound[0].ports[0]", True)]

@@ -109,8 +109,8 @@ class Network(pulumi.ComponentResource):
             # One source (a service tag must be alone) as a prefix; several as prefixes.
             **({"source_address_prefix": rule.sources[0]} if len(rule.sources) == 1
                else {"source_address_prefixes": list(rule.sources)}),
-            **({"destination_port_range": str(rule.ports[0])} if len(rule.ports) == 1
-               else {"destination_port_ranges": [str(port) for port in rule.ports]}),
+            **({"destination_port_range": rule.ports[0]} if len(rule.ports) == 1
+               else {"destination_port_ranges": list(rule.ports)}),
         } for index, rule in enumerate(args.spec.vnet.inbound)] if receives_traffic else []
         return azure_network.NetworkSecurityGroup(
             f"{name}-nsg-{subnet}",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from aksgpu.components import data
 
@@ -39,6 +39,10 @@ class Subnet(SpecModel):
 MAX_INBOUND_RULES = 100
 # A port or port range as an NSG rule takes it: "443", "8000-8100" (1-65535).
 PORTS = re.compile(r"^([1-9][0-9]{0,4})(-([1-9][0-9]{0,4}))?$")
+# A port as a number (443) or as text ("443", "8000-8100", "*"): one type, so a wrong value gets
+# one message (a union would report it once per member).
+Port = Annotated[str, BeforeValidator(lambda value: str(value) if type(value) is int else value,
+                                      json_schema_input_type=str | int)]
 # An NSG rule's source: a CIDR or address, or a service tag ("Internet", "AzureFrontDoor.Backend").
 SERVICE_TAG = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z0-9]+)?$")
 
@@ -48,7 +52,7 @@ class InboundRule(SpecModel):
 
     name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
     """Name of the NSG rule: 1-80 letters, digits, '_', '.' or '-'."""
-    ports: list[str | int] = Field(min_length=1)
+    ports: list[Port] = Field(min_length=1)
     """Destination ports or ranges, e.g. [443] or ["8000-8100"]; "*" for every port."""
     sources: list[str] = Field(min_length=1)
     """Where the traffic may come from: IPv4 or IPv6 CIDRs and addresses, or one Azure service tag on its own (e.g. ["AzureFrontDoor.Backend"] or ["Internet"]): Azure takes a tag only as a rule's single source."""
@@ -154,10 +158,9 @@ def _check_inbound(vnet: Vnet) -> Iterator[Issue]:
             yield Issue(f"{path}.name", rule.name, "NSG rule names are unique", "rename one of them")
         seen.add(rule.name.lower())
         for p_index, ports in enumerate(rule.ports):
-            text = str(ports)
-            match = PORTS.fullmatch(text)
+            match = PORTS.fullmatch(ports)
             low, high = (int(match.group(1)), int(match.group(3) or match.group(1))) if match else (0, 0)
-            if text != "*" and (not match or not 1 <= low <= high <= 65535):
+            if ports != "*" and (not match or not 1 <= low <= high <= 65535):
                 yield Issue(f"{path}.ports[{p_index}]", ports, "must be a port or a range of ports, 1-65535, or \"*\"",
                             'write it like 443 or "8000-8100"')
         tags = [source for source in rule.sources if not _is_address(source)]
