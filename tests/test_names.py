@@ -23,6 +23,7 @@ NAME_INPUTS = {
                                                 "networkSecurityGroupName"),
     "Microsoft.Network/privateEndpoints": ("azure-native:network:PrivateEndpoint", "privateEndpointName"),
     "Microsoft.KeyVault/vaults": ("azure-native:keyvault:Vault", "vaultName"),
+    "Microsoft.Compute/diskEncryptionSets": ("azure-native:compute:DiskEncryptionSet", "diskEncryptionSetName"),
     "Microsoft.Network/publicIPAddresses": ("azure-native:network:PublicIPAddress", "publicIpAddressName"),
     "Microsoft.ManagedIdentity/userAssignedIdentities": ("azure-native:managedidentity:UserAssignedIdentity",
                                                          "resourceName"),
@@ -54,6 +55,7 @@ def test_the_longest_valid_names_plan_only_names_azure_accepts() -> None:
                                        "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}]})
     spec = edit(spec, "registry.publicNetworkAccess", False)  # its private endpoint
     spec = edit(spec, "security.kms", {"mode": "create", "networkAccess": "Public"})  # the KMS vault
+    spec = edit(spec, "security.diskEncryption", {"mode": "create"})  # the disk encryption set
     _, warnings = parse_cluster_spec(spec)  # valid, or this test does not test what it says
     plan = plan_spec(spec)
     checked = 0

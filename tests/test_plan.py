@@ -444,6 +444,58 @@ def test_bad_kms_settings_name_the_field(kms: dict, path: str) -> None:
     assert [issue.path for issue in error.value.errors] == [path]
 
 
+def test_disk_encryption_creates_a_set_with_its_own_key_and_grants_both_before_the_cluster(
+        example_plans: dict[str, Plan]) -> None:
+    plan = example_plans["prod"]
+    [vault] = plan.by_type("azure-native:keyvault:Vault")
+    keys = {key.inputs["keyName"]: key for key in plan.by_type("azure-native:keyvault:Key")}
+    assert set(keys) == {"aks-kms", "aks-disks"}
+    assert keys["aks-disks"].inputs["properties"] == {"kty": "RSA", "keySize": 2048}
+    assert vault.urn in keys["aks-disks"].dependencies
+    [encryption_set] = plan.by_type("azure-native:compute:DiskEncryptionSet")
+    assert {k: encryption_set.inputs[k] for k in ("diskEncryptionSetName", "encryptionType", "identity",
+                                                    "rotationToLatestKeyVersionEnabled", "location")} == {
+        "diskEncryptionSetName": "gpu-prod-disks", "encryptionType": "EncryptionAtRestWithCustomerKey",
+        "identity": {"type": "SystemAssigned"}, "rotationToLatestKeyVersionEnabled": True, "location": "eastus2"}
+    assert keys["aks-disks"].urn in encryption_set.dependencies and vault.urn in encryption_set.dependencies
+    cluster = plan.by_type(CLUSTER)[0]
+    assert cluster.inputs["diskEncryptionSetID"] == UNKNOWN_TEXT and encryption_set.urn in cluster.dependencies
+    grants = {r.name: r for r in plan.by_type(ROLE) if "-disks-" in r.name}
+    roles = {name: r.inputs["roleDefinitionId"].rsplit("/", 1)[-1] for name, r in grants.items()}
+    assert sorted(roles.values()) == sorted(["e147488a-f6f5-4113-8e2d-b22465e65bf6",  # the set, on its key
+                                             "acdd72a7-3385-48ef-bd42-f606fba81ae7"])  # the control plane, on the set
+    assert {r.urn for r in grants.values()} <= set(cluster.dependencies), "AKS uses the set as it creates the nodes"
+
+
+def test_an_existing_disk_encryption_set_is_passed_and_read_by_the_control_plane() -> None:
+    encryption_set = "/subscriptions/s/resourceGroups/sec/providers/Microsoft.Compute/diskEncryptionSets/corp_disks-1"
+    plan = plan_spec(edit(base_spec(), "security.diskEncryption", {"mode": "existing",
+                                                                   "diskEncryptionSetId": encryption_set}))
+    assert not plan.by_type("azure-native:compute:DiskEncryptionSet")
+    assert plan.by_type(CLUSTER)[0].inputs["diskEncryptionSetID"] == encryption_set
+    [grant] = [r for r in plan.by_type(ROLE) if "-disks-" in r.name]
+    assert grant.inputs["scope"] == encryption_set and grant.inputs["roleDefinitionId"].endswith(
+        "acdd72a7-3385-48ef-bd42-f606fba81ae7")
+    assert "diskEncryptionSetID" not in plan_spec(base_spec()).by_type(CLUSTER)[0].inputs
+
+
+@pytest.mark.parametrize(("disks", "path"), [
+    ({"mode": "create"}, "security.diskEncryption.mode"),  # the base spec has no KMS vault for the key
+    ({"mode": "existing"}, "security.diskEncryption.diskEncryptionSetId"),
+    ({"mode": "existing", "diskEncryptionSetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.KeyVault/"
+      "vaults/corp-kms"}, "security.diskEncryption.diskEncryptionSetId"),  # not a disk encryption set
+    ({"mode": "existing", "diskEncryptionSetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/"
+      "diskEncryptionSets/bad.name"}, "security.diskEncryption.diskEncryptionSetId"),
+    ({"mode": "none", "diskEncryptionSetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/"
+      "diskEncryptionSets/corp"}, "security.diskEncryption.diskEncryptionSetId"),
+])
+def test_bad_disk_encryption_settings_name_the_field(disks: dict, path: str) -> None:
+    with pytest.raises(SpecError) as error:
+        parse_cluster_spec(edit(base_spec(), "security.diskEncryption", disks))
+    assert [issue.path for issue in error.value.errors] == [path]
+    assert all(issue.fix for issue in error.value.errors)
+
+
 def test_a_port_that_is_neither_number_nor_text_gets_one_message() -> None:
     spec = edit(base_spec(), "network.vnet", {"mode": "create", "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}],
                                               "inbound": [{"name": "web", "ports": [True], "sources": ["Internet"]}]})

@@ -112,6 +112,9 @@ OTHER_BODIES = {
     "azure-native:keyvault:Key": (
         "keyvault/resource-manager/Microsoft.KeyVault/stable/2024-11-01/keys.json",
         "Keys_CreateIfNotExist", {"tags", "properties"}),
+    "azure-native:compute:DiskEncryptionSet": (
+        "compute/resource-manager/Microsoft.Compute/DiskRP/stable/2024-03-02/diskEncryptionSet.json",
+        "DiskEncryptionSets_CreateOrUpdate", {"location", "tags", "identity"}),
     "azure-native:monitor:DiagnosticSetting": (
         "monitor/resource-manager/Microsoft.Insights/preview/2021-05-01-preview/diagnosticsSettings_API.json",
         "DiagnosticSettings_CreateOrUpdate", set()),

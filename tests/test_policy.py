@@ -53,6 +53,8 @@ def compliant() -> dict[str, dict[str, Any]]:
                     "securityProfile": {"defender": {"securityMonitoring": {"enabled": True}},
                                         "imageCleaner": {"enabled": True, "intervalHours": 168},
                                         "azureKeyVaultKms": {"enabled": True, "keyVaultNetworkAccess": "Private"}},
+                    "diskEncryptionSetID": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/"
+                                           "diskEncryptionSets/gpu-disks",
                     "agentPoolProfiles": [_pool()]},
         "pool": {"resourceName": "gpu", "agentPoolName": "gpu1", **user_pool},
         "registry": {"sku": {"name": "Premium"}, "adminUserEnabled": False, "anonymousPullEnabled": False,
@@ -60,7 +62,8 @@ def compliant() -> dict[str, dict[str, Any]]:
                      "policies": {"exportPolicy": {"status": "disabled"},
                                   "retentionPolicy": {"days": 7, "status": "enabled"}}},
         "workspace": {"features": {"disableLocalAuth": True}},
-        "subnet": {"subnetName": "nodes", "networkSecurityGroup": {"id": "(known after apply)"}},
+        "subnet": {"subnetName": "nodes", "networkSecurityGroup": {"id": "(known after apply)"},
+                   "defaultOutboundAccess": False},
         "vault": {"vaultName": "gpu-kms", "properties": {"enablePurgeProtection": True, "enableSoftDelete": True,
                                                          "networkAcls": {"defaultAction": "Deny"}}},
         "cluster-logs": {"logs": [{"category": c, "enabled": True} for c in (
@@ -166,7 +169,9 @@ BREAKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "acr-diagnostic-logs": _drop_resource("registry-logs"),
     "log-local-auth": _set("workspace.features", DROP),
     "vnet-subnet-nsg": _set("subnet.networkSecurityGroup", DROP),
+    "vnet-private-subnet": _set("subnet.defaultOutboundAccess", True),
     "aks-kms": _set("cluster.securityProfile.azureKeyVaultKms", DROP),
+    "aks-disk-encryption-set": _set("cluster.diskEncryptionSetID", DROP),
     "kv-purge-protection": _set("vault.properties.enablePurgeProtection", False),
     "kv-soft-delete": _set("vault.properties.enableSoftDelete", False),
     "kv-firewall": _set("vault.properties.networkAcls.defaultAction", "Allow"),

@@ -10,6 +10,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import containerservice, managedidentity
 
+from aksgpu.components.disk_encryption import disk_encryption_set
 from aksgpu.components.kms import secrets_encryption
 from aksgpu.components.pool_profile import pool_properties
 from aksgpu.components.roles import assign_role
@@ -65,10 +66,14 @@ class Cluster(pulumi.ComponentResource):
                 principal_id=control_plane_identity.principal_id, principal_type="ServicePrincipal",
                 scope=subnet_id, subscription_id=args.subscription_id, parent=self))
 
-        kms_profile, kms_grants = secrets_encryption(
+        kms = secrets_encryption(
             name, spec, parent=self, resource_group_name=args.resource_group_name, tenant_id=args.tenant_id,
             subscription_id=args.subscription_id, principal_id=control_plane_identity.principal_id)
-        grants += kms_grants
+        grants += kms.grants
+        disk_encryption_set_id, disk_grants = disk_encryption_set(
+            name, spec, parent=self, vault=kms.vault, resource_group_name=args.resource_group_name,
+            subscription_id=args.subscription_id, principal_id=control_plane_identity.principal_id)
+        grants += disk_grants
 
         system = spec.system_pool
         system_profile = {
@@ -104,7 +109,8 @@ class Cluster(pulumi.ComponentResource):
             aad_profile=args.aad_profile,
             disable_local_accounts=not spec.access.local_accounts,
             oidc_issuer_profile={"enabled": spec.access.oidc_issuer},
-            security_profile=_security_profile(spec, args.workspace_id, kms_profile),
+            security_profile=_security_profile(spec, args.workspace_id, kms.profile),
+            disk_encryption_set_id=disk_encryption_set_id,
             addon_profiles=_addon_profiles(spec, args.workspace_id),
             azure_monitor_profile=_azure_monitor_profile(args.prometheus_enabled),
             node_resource_group=names.node_resource_group(spec.resource_group.name, spec.name),

@@ -4,6 +4,7 @@ component, which owns that identity and must grant it before the cluster exists.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -17,6 +18,18 @@ from aksgpu.components.spec.security import key_vault_name
 KMS_KEY_NAME = "aks-kms"
 
 
+@dataclass
+class SecretsEncryption:
+    """What KMS adds to the cluster: its securityProfile.azureKeyVaultKms (None: KMS off), the role
+    assignments the cluster must wait for (AKS checks the identity's access when KMS is turned on),
+    and the vault aksgpu created (None unless mode create), which the disk encryption set's key
+    shares."""
+
+    profile: dict[str, Any] | None = None
+    grants: list[pulumi.Resource] = field(default_factory=list)
+    vault: keyvault.Vault | None = None
+
+
 def secrets_encryption(
     name: str,
     spec: ClusterSpec,
@@ -26,14 +39,14 @@ def secrets_encryption(
     tenant_id: pulumi.Input[str],
     subscription_id: pulumi.Input[str],
     principal_id: pulumi.Input[str],
-) -> tuple[dict[str, Any] | None, list[pulumi.Resource]]:
-    """The cluster's azureKeyVaultKms profile (None: KMS off) and the role assignments the cluster
-    must wait for (AKS checks the identity's access when KMS is turned on)."""
+) -> SecretsEncryption:
+    """KMS for the cluster's secrets, as spec.security.kms asks."""
     kms = spec.security.kms
     if kms.mode == "none":
-        return None, []
+        return SecretsEncryption()
     private = kms.network_access == "Private"
     child = pulumi.ResourceOptions(parent=parent, protect=spec.protect)
+    vault: keyvault.Vault | None = None
     if kms.mode == "create":
         vault = keyvault.Vault(
             f"{name}-kms-vault",
@@ -80,4 +93,4 @@ def secrets_encryption(
     profile: dict[str, Any] = {"enabled": True, "key_id": key_id, "key_vault_network_access": kms.network_access}
     if private:
         profile["key_vault_resource_id"] = vault_id
-    return profile, grants
+    return SecretsEncryption(profile, grants, vault)

@@ -91,6 +91,9 @@ class Network(pulumi.ComponentResource):
                 virtual_network_name=virtual_network.name,
                 resource_group_name=args.resource_group_name,
                 address_prefix=subnet.cidr,
+                # A private subnet (policy vnet-private-subnet): nodes leave through the cluster's
+                # explicit outbound (load balancer rules, NAT gateway), never Azure's implicit IP.
+                default_outbound_access=False,
                 **props,
                 # Azure rejects concurrent writes to subnets of one VNet (AnotherOperationInProgress).
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[previous] if previous else [])),

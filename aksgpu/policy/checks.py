@@ -278,6 +278,11 @@ def _kms(cluster: PolicyResource) -> Iterator[Violation]:
     yield from _expect(cluster, "securityProfile.azureKeyVaultKms.enabled", lambda v: v is True)
 
 
+@resource_check("aks-disk-encryption-set")
+def _disk_encryption_set(cluster: PolicyResource) -> Iterator[Violation]:
+    yield from _expect(cluster, "diskEncryptionSetID", lambda v: isinstance(v, str) and v != "")
+
+
 # --- node pools ----------------------------------------------------------------------------
 
 @pool_check("pool-max-pods")
@@ -463,6 +468,13 @@ def _subnet_nsg(subnet: PolicyResource) -> Iterator[Violation]:
     if not (isinstance(group, Mapping) and "id" in group):
         yield Violation(subnet, str(subnet.props.get("subnetName", subnet.name)), "networkSecurityGroup.id",
                         MISSING if group is None else group)
+
+
+@resource_check("vnet-private-subnet")
+def _private_subnet(subnet: PolicyResource) -> Iterator[Violation]:
+    if subnet.props.get("defaultOutboundAccess") is not False:
+        yield Violation(subnet, str(subnet.props.get("subnetName", subnet.name)), "defaultOutboundAccess",
+                        subnet.props.get("defaultOutboundAccess", MISSING))
 
 
 # --- key vaults ----------------------------------------------------------------------------

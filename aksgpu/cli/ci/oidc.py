@@ -70,6 +70,8 @@ PROGRAM_ASSIGNED_ROLES = (
     "Azure Kubernetes Service RBAC Reader",  # read-only groups, on the cluster (Azure RBAC)
     "Key Vault Crypto User",  # the control-plane identity, on the KMS vault (encrypt and decrypt with its key)
     "Key Vault Contributor",  # the control-plane identity, on a private KMS vault (AKS adds its private link)
+    "Key Vault Crypto Service Encryption User",  # a disk encryption set's identity, on its key
+    "Reader",  # the control-plane identity, on the disk encryption set it puts on OS disks
 )
 PROGRAM_ASSIGNEE_TYPES = ("ServicePrincipal", "Group")  # managed identities are ServicePrincipal
 

@@ -46,6 +46,8 @@ NAME_INPUT_BY_TYPE = {
     "azure-native:containerservice:AgentPool": "agentPoolName",
     "azure-native:containerservice:MaintenanceConfiguration": "configName",
     "azure-native:containerregistry:Registry": "registryName",
+    "azure-native:keyvault:Vault": "vaultName",
+    "azure-native:compute:DiskEncryptionSet": "diskEncryptionSetName",
     "azure-native:operationalinsights:Workspace": "workspaceName",
     "azure-native:monitor:AzureMonitorWorkspace": "azureMonitorWorkspaceName",
     "azure-native:monitor:DataCollectionRule": "dataCollectionRuleName",

@@ -64,6 +64,10 @@ def registry_private_endpoint(cluster_name: str) -> str:
     return f"{cluster_name}-acr-pe"
 
 
+def disk_encryption_set(cluster_name: str) -> str:
+    return f"{cluster_name}-disks"
+
+
 def identity(cluster_name: str, role: str) -> str:
     """The user-assigned identity of the cluster's control plane or kubelet."""
     return f"{cluster_name}-{role}"
@@ -113,6 +117,8 @@ def check_derived_names(spec: ClusterSpec) -> Iterator[Issue]:
                      f"{rename}, or the subnet ({subnet.name})") for subnet in vnet_spec.subnets]
     if spec.registry.mode == "create" and not spec.registry.public_network_access:
         derived.append(("Microsoft.Network/privateEndpoints", registry_private_endpoint(spec.name), "name", rename))
+    if spec.security.disk_encryption.mode == "create":
+        derived.append(("Microsoft.Compute/diskEncryptionSets", disk_encryption_set(spec.name), "name", rename))
     if spec.network.outbound == "userAssignedNATGateway":
         derived += [
             ("Microsoft.Network/natGateways", nat_gateway(spec.name), "name", rename),

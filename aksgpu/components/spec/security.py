@@ -25,6 +25,9 @@ KEY_VAULT_ID = re.compile(
     r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.KeyVault/vaults/[a-zA-Z0-9-]{3,24}$", re.IGNORECASE)
 # A versioned key identifier, as KMS takes it (Key Vault's object identifier format).
 KEY_ID = re.compile(r"^https://[a-zA-Z0-9-]{3,24}\.vault\.azure\.net/keys/[a-zA-Z0-9-]{1,127}/[0-9a-fA-F]{32}$")
+DISK_ENCRYPTION_SET_ID = re.compile(
+    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/diskEncryptionSets/[a-zA-Z0-9_-]{1,80}$",
+    re.IGNORECASE)
 
 
 class Kms(SpecModel):
@@ -40,6 +43,16 @@ class Kms(SpecModel):
     """Resource ID of an existing vault (mode existing)."""
     key_id: str | None = None
     """Versioned identifier of an existing key (mode existing), https://<vault>.vault.azure.net/keys/<name>/<version>; rotate by changing it to a new version."""
+
+
+class DiskEncryption(SpecModel):
+    """Encryption of the nodes' managed OS disks and of persistent volumes with a customer key,
+    through a disk encryption set (policy aks-disk-encryption-set)."""
+
+    mode: Literal["none", "create", "existing"] = "none"
+    """create: aksgpu creates a disk encryption set with its own RSA key in the Key Vault it creates for KMS (needs security.kms.mode create), moving to each new key version by itself, and grants it the key; existing: the disk encryption set given by diskEncryptionSetId (same region; its identity must already hold Key Vault Crypto Service Encryption User on its key); none: Azure's platform keys. AKS takes it only when the cluster is created: changing it replaces the cluster. Ephemeral OS disks and temp disks live on the VM host, where encryption at host covers them."""
+    disk_encryption_set_id: str | None = None
+    """Resource ID of an existing disk encryption set (mode existing)."""
 
 
 class KeyVaultSecretsProvider(SpecModel):
@@ -68,6 +81,8 @@ class Security(SpecModel):
     """Allow `az aks command invoke`, which runs a privileged pod for anyone with the Azure action (policy aks-run-command)."""
     kms: Kms = Kms()
     """KMS encryption of Kubernetes secrets with a customer key in Azure Key Vault."""
+    disk_encryption: DiskEncryption = DiskEncryption()
+    """Customer-key encryption of managed OS disks and persistent volumes (a disk encryption set)."""
 
 
 def check_security(spec: ClusterSpec) -> Iterator[Issue]:
@@ -80,6 +95,7 @@ def check_security(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("security.keyVaultSecretsProvider.rotation", True, "rotation is a setting of the enabled add-on",
                     "set keyVaultSecretsProvider.enabled: true, or rotation: false")
     yield from _check_kms(spec)
+    yield from _check_disk_encryption(spec)
     if not POLL_INTERVAL.fullmatch(provider.rotation_poll_interval):
         yield Issue("security.keyVaultSecretsProvider.rotationPollInterval", provider.rotation_poll_interval,
                     "must be a duration of 1-9999 seconds, minutes or hours, such as \"2m\"",
@@ -131,3 +147,21 @@ def _check_kms(spec: ClusterSpec) -> Iterator[Issue]:
         if kms.key_vault_name is not None:
             yield Issue("security.kms.keyVaultName", kms.key_vault_name, "is for mode create",
                         "remove it; keyVaultId names the existing vault")
+
+
+def _check_disk_encryption(spec: ClusterSpec) -> Iterator[Issue]:
+    disks = spec.security.disk_encryption
+    field = "security.diskEncryption.diskEncryptionSetId"
+    if disks.mode == "existing":
+        if disks.disk_encryption_set_id is None or not DISK_ENCRYPTION_SET_ID.fullmatch(disks.disk_encryption_set_id):
+            yield Issue(field, disks.disk_encryption_set_id, "must be the resource ID of the existing disk encryption set",
+                        "copy it from `az disk-encryption-set show -g GROUP -n NAME --query id`")
+        return
+    if disks.disk_encryption_set_id is not None:
+        yield Issue(field, disks.disk_encryption_set_id, f"is for mode existing, not {disks.mode}",
+                    "remove it, or set security.diskEncryption.mode: existing")
+    if disks.mode == "create" and spec.security.kms.mode != "create":
+        yield Issue("security.diskEncryption.mode", "create",
+                    "the disk key is kept in the Key Vault aksgpu creates for KMS, and KMS does not create one "
+                    f"(security.kms.mode is {spec.security.kms.mode})",
+                    "set security.kms.mode: create, or give an existing disk encryption set (mode existing)")
