@@ -112,6 +112,9 @@ OTHER_BODIES = {
     "azure-native:keyvault:Key": (
         "keyvault/resource-manager/Microsoft.KeyVault/stable/2024-11-01/keys.json",
         "Keys_CreateIfNotExist", {"tags", "properties"}),
+    "azure-native:containerregistry:Registry": (
+        "containerregistry/resource-manager/Microsoft.ContainerRegistry/preview/2023-01-01-preview/"
+        "containerregistry.json", "Registries_Create", {"location", "tags", "sku", "identity"}),
     "azure-native:compute:DiskEncryptionSet": (
         "compute/resource-manager/Microsoft.Compute/DiskRP/stable/2024-03-02/diskEncryptionSet.json",
         "DiskEncryptionSets_CreateOrUpdate", {"location", "tags", "identity"}),
@@ -145,3 +148,15 @@ def test_a_misspelt_nested_field_is_still_caught_after_unflattening(example_plan
     inputs["securityRules"][0]["priorty"] = inputs["securityRules"][0].pop("priority")
     problems = oracle.validate_put(operation, inputs, frozenset(top_level))
     assert any("priorty" in problem for problem in problems) and any("priority" in problem for problem in problems)
+
+
+def test_a_wrong_registry_body_is_caught(example_plans: dict[str, Plan]) -> None:
+    spec_file, operation, top_level = OTHER_BODIES["azure-native:containerregistry:Registry"]
+    oracle = AksOpenApi(SPEC_DATA / spec_file)
+    [registry] = example_plans["prod"].by_type("azure-native:containerregistry:Registry")
+    inputs = copy.deepcopy(registry.inputs)
+    assert oracle.validate_put(operation, inputs, frozenset(top_level)) == []
+    inputs["publicNetworkAccess"] = "Off"  # the API's enum is Enabled | Disabled
+    inputs["anonymousPullEnable"] = inputs.pop("anonymousPullEnabled")
+    problems = oracle.validate_put(operation, inputs, frozenset(top_level))
+    assert any("Off" in problem for problem in problems) and any("anonymousPullEnable" in problem for problem in problems)
