@@ -122,11 +122,12 @@ def test_mig_profile_reaches_the_pool() -> None:
 def test_protect_flag_guards_cluster_registry_workspace_and_group(example_plans: dict[str, Plan]) -> None:
     prod = example_plans["prod"]
     protected = {r.type for r in prod.resources if r.options["protect"]}
-    # The KMS vault and key too: deleting either makes the cluster's secrets unreadable.
+    # The KMS vault and keys too: deleting either makes the cluster's secrets unreadable; and the
+    # disk encryption set, without which the nodes' disks cannot be read.
     assert protected == {CLUSTER, "azure-native:containerregistry:Registry",
                          "azure-native:operationalinsights:Workspace", "azure-native:monitor:AzureMonitorWorkspace",
                          "azure-native:resources:ResourceGroup", "azure-native:keyvault:Vault",
-                         "azure-native:keyvault:Key"}
+                         "azure-native:keyvault:Key", "azure-native:compute:DiskEncryptionSet"}
     assert not any(r.options["protect"] for r in example_plans["dev"].resources)
 
 
@@ -401,7 +402,7 @@ def test_kms_creates_a_private_vault_and_key_and_grants_them_before_the_cluster(
                                                         "publicNetworkAccess", "networkAcls")} == {
         "enablePurgeProtection": True, "enableRbacAuthorization": True, "publicNetworkAccess": "Disabled",
         "networkAcls": {"bypass": "AzureServices", "defaultAction": "Deny"}}
-    [key] = plan.by_type("azure-native:keyvault:Key")
+    [key] = [key for key in plan.by_type("azure-native:keyvault:Key") if key.inputs["keyName"] == "aks-kms"]
     assert key.inputs["properties"] == {"kty": "RSA", "keySize": 2048}
     cluster = plan.by_type(CLUSTER)[0]
     assert cluster.inputs["securityProfile"]["azureKeyVaultKms"] == {

@@ -55,11 +55,10 @@ from aksgpu.cli.workflow.az_steps import (
     step_script_lines,
 )
 
-# Every role the Pulumi program assigns (aksgpu/components/access.py, cluster.py, kms.py, registry.py), and to
-# whom: the deploy identity may assign these and no others. The tests keep this list in step with
-# components/. All of them, not only those this environment's spec uses today, so turning on Azure
-# RBAC or a registry later does not break deploys; each is narrower than what the deploy identity
-# already holds in its scope.
+# Every role the Pulumi program assigns (aksgpu/components/), and to whom: the deploy identity may
+# assign these and no others (the tests keep this list in step with components/). All of them, not
+# only those this environment uses today, so turning on Azure RBAC, KMS, disk encryption or a
+# registry later does not break deploys; each is narrower than what the deploy identity holds.
 PROGRAM_ASSIGNED_ROLES = (
     "AcrPull",  # the kubelet identity, on the registry
     "Managed Identity Operator",  # the control-plane identity, on the kubelet identity
