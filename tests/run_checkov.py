@@ -48,8 +48,6 @@ EVERYWHERE = {
 WITH_CUSTOMER_KEYS = {
     "CKV_AZURE_40": "Key expiry: an expired key stops the API server (KMS) and shuts down every VM whose disks it "
                     "encrypts (Azure disk-encryption docs); keys are rotated by new versions, not expired.",
-    "CKV_AZURE_112": "HSM-backed keys need a Premium vault; aksgpu creates software-protected RSA keys in a "
-                     "Standard vault (not yet an option).",
 }
 # The development targets' registry, whose relaxations their preset waives in aksgpu's pack.
 DEV_REGISTRY = {

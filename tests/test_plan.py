@@ -403,7 +403,8 @@ def test_kms_creates_a_private_vault_and_key_and_grants_them_before_the_cluster(
         "enablePurgeProtection": True, "enableRbacAuthorization": True, "publicNetworkAccess": "Disabled",
         "networkAcls": {"bypass": "AzureServices", "defaultAction": "Deny"}}
     [key] = [key for key in plan.by_type("azure-native:keyvault:Key") if key.inputs["keyName"] == "aks-kms"]
-    assert key.inputs["properties"] == {"kty": "RSA", "keySize": 2048}
+    assert key.inputs["properties"] == {"kty": "RSA-HSM", "keySize": 2048}
+    assert vault.inputs["properties"]["sku"] == {"family": "A", "name": "premium"}, "HSM keys need Premium"
     cluster = plan.by_type(CLUSTER)[0]
     assert cluster.inputs["securityProfile"]["azureKeyVaultKms"] == {
         "enabled": True, "keyId": UNKNOWN_TEXT, "keyVaultNetworkAccess": "Private", "keyVaultResourceId": UNKNOWN_TEXT}
@@ -438,6 +439,9 @@ def test_kms_with_an_existing_key_uses_it_and_grants_only_what_a_public_vault_ne
     ({"mode": "create", "networkAccess": "Public", "keyVaultName": "bad--name"}, "security.kms.keyVaultName"),
     ({"mode": "none", "keyId": "https://corp-kms.vault.azure.net/keys/aks/0123456789abcdef0123456789abcdef"},
      "security.kms.keyId"),
+    ({"mode": "existing", "networkAccess": "Public", "hsm": False, "keyVaultId": "/subscriptions/s/resourceGroups/r/"
+      "providers/Microsoft.KeyVault/vaults/corp-kms", "keyId": "https://corp-kms.vault.azure.net/keys/aks/"
+      "0123456789abcdef0123456789abcdef"}, "security.kms.hsm"),  # a setting of the vault aksgpu creates
 ])
 def test_bad_kms_settings_name_the_field(kms: dict, path: str) -> None:
     with pytest.raises(SpecError) as error:
@@ -451,7 +455,7 @@ def test_disk_encryption_creates_a_set_with_its_own_key_and_grants_both_before_t
     [vault] = plan.by_type("azure-native:keyvault:Vault")
     keys = {key.inputs["keyName"]: key for key in plan.by_type("azure-native:keyvault:Key")}
     assert set(keys) == {"aks-kms", "aks-disks"}
-    assert keys["aks-disks"].inputs["properties"] == {"kty": "RSA", "keySize": 2048}
+    assert keys["aks-disks"].inputs["properties"] == {"kty": "RSA-HSM", "keySize": 2048}
     assert vault.urn in keys["aks-disks"].dependencies
     [encryption_set] = plan.by_type("azure-native:compute:DiskEncryptionSet")
     assert {k: encryption_set.inputs[k] for k in ("diskEncryptionSetName", "encryptionType", "identity",
@@ -478,6 +482,14 @@ def test_an_existing_disk_encryption_set_is_passed_and_read_by_the_control_plane
     assert grant.inputs["scope"] == encryption_set and grant.inputs["roleDefinitionId"].endswith(
         "acdd72a7-3385-48ef-bd42-f606fba81ae7")
     assert "diskEncryptionSetID" not in plan_spec(base_spec()).by_type(CLUSTER)[0].inputs
+
+
+def test_software_keys_in_a_standard_vault_when_hsm_is_off() -> None:
+    spec = edit(base_spec(), "security.kms", {"mode": "create", "networkAccess": "Public", "hsm": False})
+    plan = plan_spec(edit(spec, "security.diskEncryption", {"mode": "create"}))
+    [vault] = plan.by_type("azure-native:keyvault:Vault")
+    assert vault.inputs["properties"]["sku"]["name"] == "standard"
+    assert {key.inputs["properties"]["kty"] for key in plan.by_type("azure-native:keyvault:Key")} == {"RSA"}
 
 
 @pytest.mark.parametrize(("disks", "path"), [

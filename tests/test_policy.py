@@ -66,6 +66,7 @@ def compliant() -> dict[str, dict[str, Any]]:
                    "defaultOutboundAccess": False},
         "vault": {"vaultName": "gpu-kms", "properties": {"enablePurgeProtection": True, "enableSoftDelete": True,
                                                          "networkAcls": {"defaultAction": "Deny"}}},
+        "key": {"keyName": "aks-kms", "properties": {"kty": "RSA-HSM", "keySize": 2048}},
         "cluster-logs": {"logs": [{"category": c, "enabled": True} for c in (
             "kube-apiserver", "kube-audit-admin", "kube-controller-manager", "kube-scheduler", "cluster-autoscaler",
             "guard")]},
@@ -91,7 +92,7 @@ def compliant() -> dict[str, dict[str, Any]]:
 TYPES = {"cluster": CLUSTER, "pool": POOL, "registry": REGISTRY, "workspace": WORKSPACE, "cluster-logs": SETTING,
          "registry-logs": SETTING, "auto-upgrade": MAINTENANCE, "node-os-upgrade": MAINTENANCE,
          "workload": "kubernetes:apps/v1:DaemonSet", "subnet": "azure-native:network:Subnet",
-         "vault": "azure-native:keyvault:Vault"}
+         "vault": "azure-native:keyvault:Vault", "key": "azure-native:keyvault:Key"}
 
 
 def resources(props: dict[str, dict[str, Any]]) -> list[PolicyResource]:
@@ -175,6 +176,7 @@ BREAKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "kv-purge-protection": _set("vault.properties.enablePurgeProtection", False),
     "kv-soft-delete": _set("vault.properties.enableSoftDelete", False),
     "kv-firewall": _set("vault.properties.networkAcls.defaultAction", "Allow"),
+    "kv-key-hsm": _set("key.properties.kty", "RSA"),
     "k8s-privileged": _set("workload.spec.template.spec.containers.0.securityContext.privileged", True),
     "k8s-privilege-escalation": _set(
         "workload.spec.template.spec.initContainers.0.securityContext.allowPrivilegeEscalation", DROP),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import compute, keyvault
 
-from aksgpu.components import data
+from aksgpu.components.kms import key_properties
 from aksgpu.components.roles import assign_role
 from aksgpu.components.spec import ClusterSpec, names
 
@@ -35,13 +35,12 @@ def disk_encryption_set(
         if vault is None:
             raise ValueError("security.diskEncryption.mode create needs the KMS vault (security.kms.mode create)")
         child = pulumi.ResourceOptions(parent=parent, protect=spec.protect)
-        facts = data.limit("kms")
         key = keyvault.Key(
             f"{name}-disks-key",
             key_name=DISK_KEY_NAME,
             vault_name=vault.name,
             resource_group_name=resource_group_name,
-            properties={"kty": facts["keyType"], "key_size": facts["keySize"]},
+            properties=key_properties(spec),
             tags=spec.tags,
             opts=child,
         )

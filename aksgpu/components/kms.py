@@ -18,6 +18,12 @@ from aksgpu.components.spec.security import key_vault_name
 KMS_KEY_NAME = "aks-kms"
 
 
+def key_properties(spec: ClusterSpec) -> dict[str, Any]:
+    """The type and size of a key aksgpu creates in the KMS vault (aks_limits.yaml, kms)."""
+    facts = data.limit("kms")
+    return {"kty": facts["hsmKeyType"] if spec.security.kms.hsm else facts["keyType"], "key_size": facts["keySize"]}
+
+
 @dataclass
 class SecretsEncryption:
     """What KMS adds to the cluster: its securityProfile.azureKeyVaultKms (None: KMS off), the role
@@ -55,7 +61,8 @@ def secrets_encryption(
             location=spec.location,
             properties={
                 "tenant_id": tenant_id,
-                "sku": {"family": "A", "name": "standard"},
+                # HSM-protected keys need the Premium SKU (security.kms.hsm).
+                "sku": {"family": "A", "name": "premium" if kms.hsm else "standard"},
                 "enable_rbac_authorization": True,
                 # Losing the key loses every secret in etcd: it can be neither purged nor lost.
                 "enable_soft_delete": True,
@@ -68,13 +75,12 @@ def secrets_encryption(
             tags=spec.tags,
             opts=child,
         )
-        facts = data.limit("kms")
         key = keyvault.Key(
             f"{name}-kms-key",
             key_name=KMS_KEY_NAME,
             vault_name=vault.name,
             resource_group_name=resource_group_name,
-            properties={"kty": facts["keyType"], "key_size": facts["keySize"]},
+            properties=key_properties(spec),
             tags=spec.tags,
             opts=child,
         )

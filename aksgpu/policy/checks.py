@@ -479,6 +479,11 @@ def _private_subnet(subnet: PolicyResource) -> Iterator[Violation]:
 
 # --- key vaults ----------------------------------------------------------------------------
 
+@resource_check("kv-key-hsm")
+def _key_hsm(key: PolicyResource) -> Iterator[Violation]:
+    yield from _expect(key, "properties.kty", lambda v: isinstance(v, str) and v.endswith("-HSM"))
+
+
 @resource_check("kv-purge-protection")
 def _purge_protection(vault: PolicyResource) -> Iterator[Violation]:
     yield from _expect(vault, "properties.enablePurgeProtection", lambda v: v is True)

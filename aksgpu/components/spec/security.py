@@ -37,6 +37,8 @@ class Kms(SpecModel):
     """create: aksgpu creates a Key Vault (Azure RBAC, purge protection) and an RSA key, and grants the control-plane identity what KMS needs; existing: the key given by keyId in the vault given by keyVaultId (Azure RBAC), which aksgpu grants the same; none: AKS's platform encryption only (policy aks-kms). Deleting the key, vault or identity later makes the cluster's secrets unreadable."""
     network_access: Literal["Private", "Public"] = "Private"
     """Private: the vault has no public access and AKS reaches it through a private link it creates (needs controlPlane.apiServer.vnetIntegration); Public: the vault is reachable from every network (KMS does not support a vault firewall). Cannot change while KMS is on."""
+    hsm: bool = True
+    """Keys aksgpu creates (this KMS key and a disk encryption set's) are HSM-protected RSA-HSM keys in a Premium vault (policy kv-key-hsm; checkov CKV_AZURE_112); false: software-protected RSA keys in a Standard vault. Mode create only; changing it replaces the vault's keys, which KMS does not survive."""
     key_vault_name: str | None = None
     """Name of the vault aksgpu creates: 3-24 letters, digits and '-', unique across Azure. None: "<cluster name>-kms", cut to 24 characters. Purge protection keeps a deleted vault's name taken for 90 days."""
     key_vault_id: str | None = None
@@ -147,6 +149,9 @@ def _check_kms(spec: ClusterSpec) -> Iterator[Issue]:
         if kms.key_vault_name is not None:
             yield Issue("security.kms.keyVaultName", kms.key_vault_name, "is for mode create",
                         "remove it; keyVaultId names the existing vault")
+        if not kms.hsm:
+            yield Issue("security.kms.hsm", False, "is a setting of the vault and keys aksgpu creates (mode create)",
+                        "remove it; the existing key's type is set in its vault")
 
 
 def _check_disk_encryption(spec: ClusterSpec) -> Iterator[Issue]:
