@@ -18,6 +18,7 @@ import typer.core
 from typer.core import TyperGroup
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS
+from aksgpu.cli.catalog import commands as catalog_commands
 from aksgpu.cli.ci import commands as ci_commands
 from aksgpu.cli.environments import commands as environment_commands
 from aksgpu.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
@@ -98,6 +99,7 @@ def _options(
 plan_commands.register(app)
 environment_commands.register(app)
 workflow_commands.register(app)
+catalog_commands.register(app)
 app.add_typer(ci_commands.ci_app, name="ci")
 app.add_typer(policy_commands.policy_app, name="policy")
 

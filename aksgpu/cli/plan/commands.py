@@ -70,6 +70,7 @@ def plan(
 
     from aksgpu.cli.plan.planner import plan_stack
     from aksgpu.cli.plan.policy_results import evaluate_plan, policy_lines
+    from aksgpu.cli.plan.preflight_report import preflight_document, preflight_lines
     from aksgpu.cli.plan.report import plan_document, render_text
 
     with progress("Planning offline: running the Pulumi program under the mock engine"):
@@ -85,11 +86,12 @@ def plan(
             fail(str(error))
         typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
     if as_json:
-        document = {**plan_document(result, warnings), "policy": policy.document()}
+        document = {**plan_document(result, warnings), "preflight": preflight_document(spec),
+                    "policy": policy.document()}
         typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
     else:
         typer.echo(render_text(result, warnings))
-        typer.echo("\n".join(["", *policy_lines(policy)]))
+        typer.echo("\n".join([*preflight_lines(spec), "", *policy_lines(policy)]))
         if note:
             typer.echo(note, err=True)
     if policy.failed:

@@ -26,8 +26,30 @@ def text(file_name: str) -> str:
 
 
 def vm_size(name: str) -> dict[str, Any] | None:
-    """Hardware facts of a VM size, or None when aksgpu's table does not list it."""
-    return load("vm_sizes")["sizes"].get(name)
+    """Hardware facts of a VM size, or None when aksgpu's table does not list it. A GPU size carries
+    its GPU model's facts too: vendor, architecture, gpuMemoryGb (the size's own share for a
+    partial GPU), and mig (whether AKS can split the GPU) with migProfiles."""
+    return _vm_sizes().get(name)
+
+
+def vm_sizes() -> dict[str, dict[str, Any]]:
+    """Every size of the table, as vm_size gives it."""
+    return _vm_sizes()
+
+
+@functools.cache
+def _vm_sizes() -> dict[str, dict[str, Any]]:
+    table = load("vm_sizes")
+    sizes: dict[str, dict[str, Any]] = {}
+    for name, facts in table["sizes"].items():
+        size = dict(facts)
+        model = table["gpuModels"].get(facts.get("gpuModel", ""))
+        if model is not None:
+            size.setdefault("gpuMemoryGb", model["memoryGb"])
+            size.update(vendor=model["vendor"], architecture=model["architecture"],
+                        mig=bool(model["mig"]) and "gpuFraction" not in facts, migProfiles=model["mig"] or {})
+        sizes[name] = size
+    return sizes
 
 
 def limit(key: str) -> Any:

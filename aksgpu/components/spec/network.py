@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator, Field
@@ -312,38 +313,81 @@ def _check_outbound(net: Network) -> Iterator[Issue]:
                     "make sure a NAT gateway is attached to every node subnet", "warning")
 
 
-def _check_capacity(spec: ClusterSpec) -> Iterator[Issue]:
-    """Enough addresses: nodes (and, for plugin azure, their pods) in each node subnet, and one
-    /24 of the pod CIDR per node for overlay and kubenet."""
+@dataclass(frozen=True)
+class AddressRange:
+    """One address range of the cluster and what its pools take from it at min and full scale
+    (with upgrade surge). unit: "addresses" (a subnet) or "nodes" (a pod CIDR, one block each);
+    capacity None: the range is not aksgpu's to see (an existing or AKS-managed subnet)."""
+
+    name: str
+    path: str
+    cidr: str | None
+    unit: str
+    capacity: int | None
+    at_min: int
+    at_max: int
+    holds: str
+
+
+def address_plan(spec: ClusterSpec) -> list[AddressRange]:
+    """Every range the cluster's nodes and pods take addresses from, with the demand at min and at
+    full scale with upgrade surge: node subnets (nodes, and with plugin azure the pods that share
+    them), pod subnets (each node's maxPods), and the overlay or kubenet pod CIDR (a block per node)."""
     net = spec.network
     reserved = data.limit("subnetReservedAddresses")
-    demand: dict[str, int] = {}
-    total_nodes = 0
+    demand: dict[str, list[int]] = {}
+    holds: dict[str, set[str]] = {}
+    nodes_min = nodes_max = 0
     for _, pool in spec.all_pools:
-        nodes = pool.max_nodes * pool.zone_pool_count
-        nodes += surge_nodes(pool.upgrade.max_surge, nodes)
-        total_nodes += nodes
-        per_node = 1
-        if net.plugin == "azure" and not (pool.pod_subnet or net.vnet.pod_subnet):
-            per_node += pool.max_pods or net.default_max_pods(pool)
-        key = pool.subnet or net.vnet.node_subnet
-        demand[key] = demand.get(key, 0) + nodes * per_node
-    if net.vnet.mode == "create":
-        for index, subnet in enumerate(net.vnet.subnets):
-            if subnet.cidr and subnet.name in demand:
-                usable = network(subnet.cidr).num_addresses - reserved
-                if demand[subnet.name] > usable:
-                    yield Issue(f"network.vnet.subnets[{index}].cidr", subnet.cidr,
-                                f"the pools on this subnet can need {demand[subnet.name]} addresses at full scale "
-                                f"with upgrade surge; it has {usable}", "use a larger subnet, or spread pools over subnets")
+        low = pool.min_nodes * pool.zone_pool_count
+        high = pool.max_nodes * pool.zone_pool_count
+        high += surge_nodes(pool.upgrade.max_surge, high)
+        nodes_min, nodes_max = nodes_min + low, nodes_max + high
+        pods = pool.max_pods or net.default_max_pods(pool)
+        node_subnet = pool.subnet or net.vnet.node_subnet
+        pod_subnet = (pool.pod_subnet or net.vnet.pod_subnet) if net.plugin == "azure" else None
+        per_node = 1 + (pods if net.plugin == "azure" and pod_subnet is None else 0)
+        for name, per, what in ((node_subnet, per_node, "nodes" + (" and pods" if per_node > 1 else "")),
+                                (pod_subnet, pods, "pods")):
+            if name is None:
+                continue
+            entry = demand.setdefault(name, [0, 0])
+            entry[0] += low * per
+            entry[1] += high * per
+            holds.setdefault(name, set()).add(what)
+    ranges: list[AddressRange] = []
+    subnets = {subnet.name: (index, subnet) for index, subnet in enumerate(net.vnet.subnets)}
+    for name, (low, high) in sorted(demand.items()):
+        index, subnet = subnets.get(name, (None, None))
+        cidr = subnet.cidr if subnet is not None else None
+        capacity = network(cidr).num_addresses - reserved if cidr else None
+        path = f"network.vnet.subnets[{index}].cidr" if index is not None else "network.vnet"
+        ranges.append(AddressRange(f"subnet {name}", path, cidr, "addresses", capacity, low, high,
+                                   ", ".join(sorted(holds[name]))))
     pod_cidr = net.effective_pod_cidr
     if pod_cidr:
         block = data.limit("overlayPodBlockPrefix")
         capacity = 2 ** max(block - network(pod_cidr).prefixlen, 0)
-        if total_nodes > capacity:
-            yield Issue("network.podCidr", pod_cidr,
-                        f"each node takes a /{block} of the pod CIDR; this one fits {capacity} nodes and the "
-                        f"cluster can reach {total_nodes} with upgrade surge", "use a larger pod CIDR, e.g. a /12")
+        ranges.append(AddressRange("pod CIDR", "network.podCidr", pod_cidr, "nodes", capacity, nodes_min, nodes_max,
+                                   f"a /{block} per node"))
+    return ranges
+
+
+def _check_capacity(spec: ClusterSpec) -> Iterator[Issue]:
+    """Enough addresses at full scale with upgrade surge in every range aksgpu can see."""
+    net = spec.network
+    for found in address_plan(spec):
+        if found.capacity is None or found.at_max <= found.capacity:
+            continue
+        if found.unit == "nodes":
+            block = data.limit("overlayPodBlockPrefix")
+            yield Issue(found.path, found.cidr, f"each node takes a /{block} of the pod CIDR; this one fits "
+                        f"{found.capacity} nodes and the cluster can reach {found.at_max} with upgrade surge",
+                        "use a larger pod CIDR, e.g. a /12")
+        else:
+            yield Issue(found.path, found.cidr, f"the pools on this subnet ({found.holds}) can need {found.at_max} "
+                        f"addresses at full scale with upgrade surge; it has {found.capacity}",
+                        "use a larger subnet, or spread pools over subnets")
     api_subnet = spec.control_plane.api_server.subnet
     for index, subnet in enumerate(net.vnet.subnets):
         if subnet.name == api_subnet and subnet.cidr:

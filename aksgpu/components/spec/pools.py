@@ -155,12 +155,13 @@ class PoolBase(SpecModel):
 
     @property
     def free_temp_disk_gib(self) -> int | None:
-        """Temp disk left after an ephemeral OS disk takes its share (None: size unknown)."""
+        """Temp disk left after an ephemeral OS disk takes its share (None: size unknown). Sizes
+        with a cache disk or NVMe placement keep the OS disk off the temp disk."""
         size = self.size
         if size is None:
             return None
-        used = (self.effective_os_disk_size_gb or 0) if self.os_disk_type == "Ephemeral" else 0
-        return size["tempDiskGib"] - used
+        on_temp = self.os_disk_type == "Ephemeral" and ephemeral_placement(size) in ("ResourceDisk", None)
+        return size["tempDiskGib"] - ((self.effective_os_disk_size_gb or 0) if on_temp else 0)
 
     @property
     def effective_os_disk_size_gb(self) -> int | None:
@@ -328,6 +329,22 @@ class NodePool(PoolBase):
 # --- rules that span fields -----------------------------------------------------------------
 
 
+def ephemeral_placement(size: dict) -> str | None:
+    """Where Azure puts an ephemeral OS disk on this size (None: the table does not say)."""
+    return size.get("ephemeralPlacement")
+
+
+def ephemeral_capacity_gib(size: dict) -> int:
+    """The local disk an ephemeral OS disk must fit on: the cache disk, the temp disk or the NVMe
+    disks, by the size's placement; the temp disk where the placement is not published."""
+    placement = ephemeral_placement(size)
+    if placement == "CacheDisk" and size.get("cacheGib"):
+        return int(size["cacheGib"])
+    if placement == "NvmeDisk" and size.get("nvme"):
+        return int(size["nvme"]["disks"] * size["nvme"]["diskGib"])
+    return int(size["tempDiskGib"])
+
+
 # Azure VM size names: Standard_<family and vCPUs><features>[_v<n>], e.g. Standard_ND96isr_H100_v5;
 # constrained-vCPU sizes add -<active vCPUs> (Standard_E4-2ds_v4).
 VM_SIZE_NAME = re.compile(r"^Standard_[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$")
@@ -365,6 +382,9 @@ def _check_vm_size(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
 
 def check_pools(spec: ClusterSpec) -> Iterator[Issue]:
     yield from _check_system_pool(spec.system_pool)
+    yield from _check_system_pool_scale(spec)
+    for path, pool in spec.all_pools:
+        yield from _check_availability(pool, path, spec.location)
     seen: dict[str, str] = {spec.system_pool.name: "systemPool.name"}
     for index, pool in enumerate(spec.node_pools):
         path = f"nodePools[{index}]"
@@ -424,6 +444,48 @@ def _check_system_pool(pool: SystemPool) -> Iterator[Issue]:
                     f"set {field}: 3", "warning")
 
 
+def _check_availability(pool: PoolBase, path: str, location: str) -> Iterator[Issue]:
+    """The size is sold in the region, and offered in the pool's zones (data/azure_availability.yaml)."""
+    table = data.load("azure_availability")
+    regions = table["regions"].get(pool.vm_size)
+    if regions is not None and location not in regions:
+        yield Issue(f"{path}.vmSize", pool.vm_size, f"Azure listed no price for this size in {location} (Retail "
+                    f"Prices API, {table['retrieved']}), so it is most likely not offered there; it is sold in "
+                    f"{len(regions)} regions", f"pick a region that offers it (`aksgpu vm-sizes --json` lists "
+                    f"them), or confirm with `az vm list-skus -l {location} --size {pool.vm_size}`", "warning")
+    zones = table["zones"].get(location, {}).get(pool.vm_size)
+    if zones is None or not pool.zones:
+        return
+    if not zones:
+        yield Issue(f"{path}.zones", list(pool.zones), f"{pool.vm_size} is offered in no availability zone of "
+                    f"{location} (Resource SKUs API, 2025-06-03), so a zonal pool cannot be created",
+                    "leave zones empty for a regional pool, or use a zonal size")
+    elif missing := sorted(set(pool.zones) - set(zones)):
+        yield Issue(f"{path}.zones", list(pool.zones), f"{pool.vm_size} was offered only in zones "
+                    f"{', '.join(zones)} of {location} on the subscription Azure's Resource SKUs API was read "
+                    f"with (2025-06-03); zone numbers differ between subscriptions, so {', '.join(missing)} may "
+                    "lack it in yours", f"check `az vm list-skus -l {location} --size {pool.vm_size} --zone`", "warning")
+
+
+def _check_system_pool_scale(spec: ClusterSpec) -> Iterator[Issue]:
+    """At AKS's large-cluster scale the system pool carries kube-system for every node."""
+    guidance = data.limit("largeCluster")
+    pool, nodes = spec.system_pool, spec.total_max_nodes
+    size = pool.size
+    if nodes < guidance["nodes"] or size is None:
+        return
+    if size["vcpus"] < guidance["systemPoolVcpus"] or size["memoryGib"] < guidance["systemPoolMemoryGib"]:
+        yield Issue("systemPool.vmSize", pool.vm_size,
+                    f"the cluster can reach {nodes} nodes, and AKS's guidance for {guidance['nodes']} nodes and more is "
+                    f"a system pool of {guidance['systemPoolVcpus']} vCPUs and {guidance['systemPoolMemoryGib']} GiB "
+                    f"(Standard_D16ds_v5) per node; {pool.vm_size} has {size['vcpus']} and {size['memoryGib']}",
+                    'use "Standard_D16ds_v5" or larger', "warning")
+    if pool.os_disk_type != "Ephemeral":
+        yield Issue("systemPool.osDiskType", pool.os_disk_type,
+                    f"the cluster can reach {nodes} nodes, and AKS's guidance for {guidance['nodes']} nodes and more is "
+                    "a system pool on ephemeral OS disks", "set osDiskType: Ephemeral", "warning")
+
+
 def _check_counts(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
     if (pool.min_count is None) != (pool.max_count is None):
         set_one = "minCount" if pool.min_count is not None else "maxCount"
@@ -470,13 +532,7 @@ def _check_disks(pool: PoolBase, path: str) -> Iterator[Issue]:
         return
     temp = size["tempDiskGib"]
     if pool.os_disk_type == "Ephemeral":
-        needed = pool.effective_os_disk_size_gb or DEFAULT_EPHEMERAL_OS_DISK_GIB
-        if temp < needed:
-            yield Issue(f"{path}.osDiskType", "Ephemeral",
-                        f"an ephemeral OS disk of {needed} GiB needs a temp disk at least that large; "
-                        f"{pool.vm_size} has {temp} GiB",
-                        f"set osDiskSizeGb to {temp} or less, use osDiskType: Managed, or a size with a larger temp disk"
-                        if temp >= 30 else "use osDiskType: Managed, or a size with a local temp disk")
+        yield from _check_ephemeral_fits(pool, path, size)
     if pool.kubelet_disk == "Temporary" and pool.os_disk_type is not None:
         free = pool.free_temp_disk_gib or 0
         if free <= 0:
@@ -484,6 +540,29 @@ def _check_disks(pool: PoolBase, path: str) -> Iterator[Issue]:
                         f"{pool.vm_size} has no temp disk space left for kubelet data "
                         f"({temp} GiB temp disk, OS disk {pool.effective_os_disk_size_gb} GiB on it)",
                         "use kubeletDisk: OS, or a smaller ephemeral OS disk")
+
+
+def _check_ephemeral_fits(pool: PoolBase, path: str, size: dict) -> Iterator[Issue]:
+    """The ephemeral OS disk fits the local disk Azure places it on (vm_sizes.yaml: placement, cache)."""
+    needed = pool.effective_os_disk_size_gb or DEFAULT_EPHEMERAL_OS_DISK_GIB
+    capacity = ephemeral_capacity_gib(size)
+    if capacity >= needed:
+        return
+    placement = ephemeral_placement(size)
+    disk = {"CacheDisk": "cache disk", "NvmeDisk": "NVMe disks"}.get(placement or "", "temp disk")
+    fix = (f"set osDiskSizeGb to {capacity} or less, use osDiskType: Managed, or a size with a larger {disk}"
+           if capacity >= 30 else f"use osDiskType: Managed, or a size with a larger {disk}")
+    if placement is None:
+        # Older sizes may have a cache disk Azure uses instead, whose size Microsoft does not publish.
+        yield Issue(f"{path}.osDiskType", "Ephemeral",
+                    f"an ephemeral OS disk of {needed} GiB does not fit {pool.vm_size}'s {capacity} GiB temp disk, and "
+                    "aksgpu's VM table does not say whether Azure places it on a cache disk instead",
+                    f"check the size's CachedDiskBytes (`az vm list-skus --size {pool.vm_size} --query "
+                    f"\"[0].capabilities\"`); if it is too small, {fix}", "warning")
+        return
+    yield Issue(f"{path}.osDiskType", "Ephemeral",
+                f"an ephemeral OS disk of {needed} GiB does not fit: {pool.vm_size} places it on its {disk}, "
+                f"{capacity} GiB", fix)
 
 
 def _check_node_pool(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[Issue]:
@@ -511,8 +590,9 @@ def _check_gpu(pool: NodePool, path: str) -> Iterator[Issue]:
     size = pool.size
     gpus = size.get("gpus", 0) if size else None
     if size and size.get("retired"):
+        replacement = size.get("replacement") or "Standard_NC24ads_A100_v4"
         yield Issue(f"{path}.vmSize", pool.vm_size, f"this size was retired on {size['retired']}",
-                    'choose a current size such as "Standard_NC24ads_A100_v4"')
+                    f'use its replacement, "{replacement}" (Microsoft\'s migration guide for the series)')
     if pool.kind == "cpu":
         if pool.gpu is not None:
             yield Issue(f"{path}.gpu", pool.gpu.model_dump(by_alias=True), "GPU settings need kind: gpu",
@@ -531,8 +611,13 @@ def _check_gpu(pool: NodePool, path: str) -> Iterator[Issue]:
         return
     if settings.mig_profile and not size.get("mig"):
         yield Issue(f"{path}.gpu.migProfile", settings.mig_profile,
-                    f"MIG needs an A100, H100 or H200 size; {pool.vm_size} has {size['gpuModel']}",
+                    f"MIG needs an A100, H100 or H200 size; {pool.vm_size} has "
+                    f"{'part of ' if size.get('gpuFraction') else ''}{size['gpuModel']}",
                     "remove migProfile, or use a MIG-capable size")
+    elif settings.mig_profile and settings.mig_profile not in size.get("migProfiles", {}):
+        yield Issue(f"{path}.gpu.migProfile", settings.mig_profile,
+                    f"{size['gpuModel']} has no such MIG profile (it has {', '.join(size['migProfiles'])})",
+                    "use one of those profiles")
     if size.get("vendor") == "amd" and settings.driver != "None":
         yield Issue(f"{path}.gpu.driver", settings.driver,
                     "AKS installs no AMD GPU driver; AMD pools must be created with driver None",

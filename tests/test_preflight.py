@@ -1,0 +1,90 @@
+"""Preflight in the plan: the vCPU quota per family and region, and the addresses each range
+gives at full scale (aksgpu/preflight/quota.py, spec/network.py address_plan)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import jmespath
+import pytest
+from typer.testing import CliRunner
+
+from aksgpu.cli.app import app
+from aksgpu.components import data
+from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.components.spec.network import address_plan
+from aksgpu.preflight.quota import quota_needs, request_command, usage_command
+from tests.helpers import EXAMPLE, base_spec, edit
+
+runner = CliRunner()
+
+
+def _surged(nodes: int) -> int:
+    return nodes + math.ceil(nodes * 10 / 100)  # AKS's default max surge, 10%
+
+
+def _needs(spec_dict: dict) -> dict:
+    spec, _ = parse_cluster_spec(spec_dict)
+    return {need.counter: need for need in quota_needs(spec)}
+
+
+def test_quota_per_family_counts_vcpus_at_min_and_at_full_scale_with_surge() -> None:
+    needs = _needs(base_spec())
+    gpu, system = data.vm_size("Standard_NC24ads_A100_v4"), data.vm_size("Standard_D8ds_v5")
+    a100 = needs[gpu["quotaFamily"]]
+    assert (a100.vcpus_min, a100.vcpus_max) == (0, _surged(4) * gpu["vcpus"])
+    d8 = needs[system["quotaFamily"]]
+    assert (d8.vcpus_min, d8.vcpus_max) == (3 * system["vcpus"], _surged(3) * system["vcpus"])
+    assert needs["cores"].vcpus_max == a100.vcpus_max + d8.vcpus_max and "lowPriorityCores" not in needs
+
+
+def test_spot_pools_count_against_the_regional_spot_counter_without_surge() -> None:
+    needs = _needs(edit(base_spec(), "nodePools.0.priority", "spot"))
+    gpu = data.vm_size("Standard_NC24ads_A100_v4")
+    assert needs["lowPriorityCores"].vcpus_max == 4 * gpu["vcpus"]
+    assert gpu["quotaFamily"] not in needs and needs["cores"].sizes == {"Standard_D8ds_v5"}
+    assert request_command(needs["lowPriorityCores"]).endswith(f"value={4 * gpu['vcpus']} --resource-type lowPriority")
+
+
+def test_a_size_outside_the_table_is_named_not_counted() -> None:
+    needs = _needs(edit(base_spec(), "nodePools.1", {"name": "cpu", "vmSize": "Standard_D16pds_v6", "count": 2}))
+    assert needs["cores"].unknown_sizes == {"Standard_D16pds_v6"}
+
+
+def test_the_usage_command_selects_exactly_the_needed_counters() -> None:
+    spec, _ = parse_cluster_spec(base_spec())
+    needs = quota_needs(spec)
+    command = usage_command(needs)
+    query = command.split('--query "', 1)[1].rsplit('"', 1)[0]
+    usage = [{"name": {"value": name}, "currentValue": 1, "limit": 10}
+             for name in [need.counter for need in needs] + ["standardFSv2Family", "availabilitySets"]]
+    assert [row["name"] for row in jmespath.search(query, usage)] == [need.counter for need in needs]
+    assert f"-l {spec.location} " in command
+
+
+def test_the_address_plan_counts_nodes_pods_and_overlay_blocks() -> None:
+    vnet = {"mode": "create", "podSubnet": "pods",
+            "subnets": [{"name": "nodes", "cidr": "10.224.0.0/24"}, {"name": "pods", "cidr": "10.225.0.0/20"}]}
+    spec, _ = parse_cluster_spec(edit(edit(base_spec(), "network.plugin", "azure"), "network.vnet", vnet))
+    ranges = {found.name: found for found in address_plan(spec)}
+    gpu_pool, system = spec.node_pools[0], spec.system_pool
+    nodes_max = _surged(gpu_pool.max_nodes) + _surged(system.max_nodes)
+    assert ranges["subnet nodes"].at_max == nodes_max and ranges["subnet nodes"].capacity == 256 - 5
+    pods = spec.network.default_max_pods(gpu_pool)
+    assert ranges["subnet pods"].at_max == nodes_max * pods and ranges["subnet pods"].holds == "pods"
+    assert "pod CIDR" not in ranges  # plugin azure has no overlay range
+
+
+def test_the_plan_shows_quota_and_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLE)
+    text = runner.invoke(app, ["plan", "stacks/Pulumi.prod.yaml"]).output
+    document = json.loads(runner.invoke(app, ["plan", "stacks/Pulumi.prod.yaml", "--json"]).output)
+    preflight = document["preflight"]
+    h100 = next(need for need in preflight["quota"] if need["counter"] == "standardNDSH100v5Family")
+    assert h100["vcpusMax"] == _surged(16) * 96 and "--resource-name standardNDSH100v5Family" in h100["requestCommand"]
+    assert re.search(rf"standardNDSH100v5Family\s+0 / {h100['vcpusMax']}\s+ND96isr_H100_v5", text)
+    pod_cidr = next(found for found in preflight["addresses"] if found["name"] == "pod CIDR")
+    assert pod_cidr["capacity"] == 2 ** (24 - 14) and pod_cidr["freeAtMax"] == pod_cidr["capacity"] - pod_cidr["atMax"]
+    assert "Addresses (used at min scale" in text and "free at full scale" in text
