@@ -62,6 +62,12 @@ VARIANTS = {
     "private cluster": [("controlPlane.apiServer", {"access": "private", "privateDnsZone": "none"})],
     "mig spot": [("nodePools.0.gpu", {"migProfile": "MIG2g"}), ("nodePools.0.priority", "spot"),
                  ("nodePools.0.spot", {"evictionPolicy": "Deallocate", "maxPrice": 3.5})],
+    "reserved capacity, placement group": [
+        ("nodePools.0.capacityReservationGroupId",
+         "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/a100"),
+        ("nodePools.0.proximityPlacementGroupId",
+         "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/proximityPlacementGroups/ppg1"),
+        ("nodePools.0.zones", ["1"])],
     "lts premium": [("controlPlane.tier", "Premium"), ("controlPlane.supportPlan", "AKSLongTermSupport")],
     "no aad": [("access", {"aad": {"enabled": False}, "localAccounts": True})],
     "pool upgrade settings": [("nodePools.0.upgrade", {"maxSurge": "33%", "maxUnavailable": "1",

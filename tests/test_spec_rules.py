@@ -88,6 +88,14 @@ ERRORS = [
     ("MIG profile enum", [(f"{GPU_POOL}.gpu", {"migProfile": "MIG5g"})], f"{GPU_POOL}.gpu.migProfile", "one of"),
     ("AMD needs driver None", [(f"{GPU_POOL}.vmSize", "Standard_ND96isr_MI300X_v5")], f"{GPU_POOL}.gpu.driver",
      "no AMD GPU driver"),
+    ("capacity reservation id", [(f"{GPU_POOL}.capacityReservationGroupId", "capacity-h100")],
+     f"{GPU_POOL}.capacityReservationGroupId", "resource ID of a capacityReservationGroup"),
+    ("capacity reservation on spot", [(f"{GPU_POOL}.priority", "spot"),
+                                      (f"{GPU_POOL}.capacityReservationGroupId", "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100")],
+     f"{GPU_POOL}.capacityReservationGroupId", "spot VMs cannot use them"),
+    ("proximity group across zones", [(f"{GPU_POOL}.zones", ["1", "2"]),
+                                      (f"{GPU_POOL}.proximityPlacementGroupId", "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/proximityPlacementGroups/ppg1")],
+     f"{GPU_POOL}.proximityPlacementGroupId", "spans at most one zone"),
     ("size in no zone of the region", [("location", "southcentralus"), (f"{GPU_POOL}.vmSize", "Standard_NC6s_v3"),
                                        (f"{GPU_POOL}.zones", ["1"])], f"{GPU_POOL}.zones", "in no availability zone"),
     ("pod subnet capacity", [("network.plugin", "azure"), ("network.vnet", {
@@ -197,6 +205,8 @@ ERRORS = [
 ]
 
 WARNINGS = [
+    ("capacity reservation needs the identity's role", [(f"{GPU_POOL}.capacityReservationGroupId", "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100")],
+     f"{GPU_POOL}.capacityReservationGroupId", "holds Contributor on its resource group (capacity)"),
     ("size not sold in the region", [("location", "norwayeast")], f"{GPU_POOL}.vmSize",
      "no price for this size in norwayeast"),
     ("size not in the zone on the sampled subscription", [("location", "southcentralus"),

@@ -30,6 +30,8 @@ REPLACE_ON_CHANGES = [
     "spotMaxPrice",
     "vnetSubnetID",
     "podSubnetID",
+    "capacityReservationGroupID",
+    "proximityPlacementGroupID",
 ]
 
 
@@ -87,6 +89,10 @@ class NodePools(pulumi.ComponentResource):
             props["gpu_profile"] = {"driver": gpu.driver}
             if gpu.mig_profile:
                 props["gpu_instance_profile"] = gpu.mig_profile
+        if pool.capacity_reservation_group_id:
+            props["capacity_reservation_group_id"] = pool.capacity_reservation_group_id
+        if pool.proximity_placement_group_id:
+            props["proximity_placement_group_id"] = pool.proximity_placement_group_id
         ignore = ["count"] if pool.autoscale else []  # the cluster autoscaler owns the count
         return containerservice.AgentPool(
             f"{name}-{zone_pool.name}",

@@ -30,6 +30,7 @@ LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 SURGE = re.compile(r"^\d+%?$")
+RESOURCE_ID = r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/{kind}/[^/]+$"
 
 # Taint and labels aksgpu puts on pools. nvidia.com/gpu is the key the NVIDIA device plugin and
 # GPU Operator tolerate by default, so GPU components need no extra toleration.
@@ -256,6 +257,10 @@ class NodePool(PoolBase):
     """GPU settings, only with kind: gpu. None: no MIG, and AKS installs the driver."""
     scale_down_mode: Literal["Delete", "Deallocate"] = "Delete"
     """What happens to nodes removed on scale-down: Delete deletes the VMs; Deallocate stops them and keeps them for the next scale-up."""
+    capacity_reservation_group_id: str | None = None
+    """Resource ID of a capacity reservation group (with reservations for this VM size in the pool's region and zones) whose reserved VMs the pool's nodes use: on-demand GPU capacity that is there when the pool scales. On-demand pools only. The cluster's control-plane identity (<name>-control-plane) needs Contributor on the group's resource group before `pulumi up`; aksgpu does not grant it. Changing it replaces the pool."""
+    proximity_placement_group_id: str | None = None
+    """Resource ID of a proximity placement group, for the lowest latency between the pool's nodes (one datacenter; at most one zone). Changing it replaces the pool."""
     balloon_nodes: int = Field(default=0, ge=0, le=1000)
     """Headroom, in nodes (0-1000): that many low-priority placeholder pods ("balloons"), each holding a whole node of this pool (all its GPUs), so the autoscaler keeps the nodes up and a real job evicts a balloon and starts at once. 0: none."""
 
@@ -575,6 +580,7 @@ def _check_node_pool(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[I
                     "list two or more zones, or set perZone: false", "warning")
     yield from _check_gpu(pool, path)
     yield from _check_spot(pool, path)
+    yield from _check_placement(pool, path, spec)
     yield from _check_taints_and_labels(pool, path)
     if pool.team is not None:
         declared = [team.name for team in spec.access.teams]
@@ -622,6 +628,35 @@ def _check_gpu(pool: NodePool, path: str) -> Iterator[Issue]:
         yield Issue(f"{path}.gpu.driver", settings.driver,
                     "AKS installs no AMD GPU driver; AMD pools must be created with driver None",
                     "set gpu.driver: None and install the AMD GPU Operator")
+
+
+def _check_placement(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[Issue]:
+    """Capacity reservation and proximity placement groups: their IDs, and what each allows."""
+    for field, value, kind in (("capacityReservationGroupId", pool.capacity_reservation_group_id,
+                                "Microsoft.Compute/capacityReservationGroups"),
+                               ("proximityPlacementGroupId", pool.proximity_placement_group_id,
+                                "Microsoft.Compute/proximityPlacementGroups")):
+        if value is not None and not re.fullmatch(RESOURCE_ID.format(kind=re.escape(kind)), value, re.IGNORECASE):
+            yield Issue(f"{path}.{field}", value, f"must be the resource ID of a {kind.rsplit('/', 1)[-1][:-1]}",
+                        f"copy it from `az resource show --ids ...` or the portal: /subscriptions/<id>/resourceGroups/"
+                        f"<group>/providers/{kind}/<name>")
+    if pool.capacity_reservation_group_id is not None:
+        if pool.is_spot:
+            yield Issue(f"{path}.capacityReservationGroupId", pool.capacity_reservation_group_id,
+                        "capacity reservations hold on-demand VMs; spot VMs cannot use them",
+                        "remove it, or set priority: regular")
+        group = pool.capacity_reservation_group_id.split("/")[4] if pool.capacity_reservation_group_id.count("/") > 4 \
+            else "?"
+        yield Issue(f"{path}.capacityReservationGroupId", pool.capacity_reservation_group_id,
+                    f"AKS uses the group only if the cluster's identity ({spec.name}-control-plane) holds Contributor on "
+                    f"its resource group ({group}); aksgpu does not grant it",
+                    f"grant it before `pulumi up`: az role assignment create --role Contributor --assignee-object-id "
+                    f"<principal id of {spec.name}-control-plane> --assignee-principal-type ServicePrincipal --scope "
+                    f"/subscriptions/<id>/resourceGroups/{group}", "warning")
+    if pool.proximity_placement_group_id is not None and len(pool.zones) > 1 and not pool.per_zone:
+        yield Issue(f"{path}.proximityPlacementGroupId", pool.proximity_placement_group_id,
+                    "a proximity placement group sits in one datacenter, so a pool in it spans at most one zone "
+                    f"(this one lists {', '.join(pool.zones)})", "list one zone, or remove the group")
 
 
 def _check_spot(pool: NodePool, path: str) -> Iterator[Issue]:
