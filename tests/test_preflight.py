@@ -88,3 +88,19 @@ def test_the_plan_shows_quota_and_addresses(monkeypatch: pytest.MonkeyPatch) -> 
     pod_cidr = next(found for found in preflight["addresses"] if found["name"] == "pod CIDR")
     assert pod_cidr["capacity"] == 2 ** (24 - 14) and pod_cidr["freeAtMax"] == pod_cidr["capacity"] - pod_cidr["atMax"]
     assert "Addresses (used at min scale" in text and "free at full scale" in text
+
+
+def test_the_readme_shows_each_presets_quota_and_the_example_addresses_as_computed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers import REPO, preset_spec
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for preset in ("dev", "inference", "training", "fleet"):
+        spec, _ = parse_cluster_spec(preset_spec(preset))
+        for need in quota_needs(spec):
+            row = f"| `{preset}` | {need.counter} | {need.vcpus_min:,} | {need.vcpus_max:,} |"
+            assert row in readme, f"README quota table is stale: {row}"
+    monkeypatch.chdir(EXAMPLE)
+    text = runner.invoke(app, ["plan", "stacks/Pulumi.prod.yaml"]).output
+    shown = text.split("Addresses (used at min scale")[1].split("\n\n")[0].splitlines()[1:]
+    assert shown and all(line.strip() in readme for line in shown), "README address lines are stale"
