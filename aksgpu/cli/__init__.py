@@ -11,6 +11,8 @@
 - workflow/: the real Pulumi workflow through the Automation API, kubeconfig, and the Azure CLI
   steps (`preview`, `up`, `destroy`, `refresh`, `outputs`, `kubeconfig`, `backend bootstrap`).
 - ci/: CI pipelines for the user's repository and the identities they sign in with (`ci ...`).
+- preflight/: what a cluster will cost and the price table behind it (`cost`, `prices refresh`);
+  the estimate is in aksgpu/preflight/.
 - policy/: the security policy catalog (`policy list`, `policy show`); the rules are in aksgpu/policy/.
 
 Data flows one way: environments.yaml → stack files → ClusterSpec → components → resources.
