@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import REPO
 
 CLI = REPO / "aksgpu" / "cli"
-CONCERNS = ("project", "environments", "plan", "workflow", "ci", "policy", "catalog")
+CONCERNS = ("project", "environments", "plan", "workflow", "ci", "policy", "preflight")
 MAX_MODULE_LINES = 420  # "about 400": a module a newcomer reads in one sitting
 
 
@@ -45,7 +45,7 @@ def test_app_only_wires_commands() -> None:
     registered = {node.value.func.value.id for node in tree.body if isinstance(node, ast.Expr)
                   and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
                   and node.value.func.attr == "register" and isinstance(node.value.func.value, ast.Name)}
-    assert registered == {"plan_commands", "environment_commands", "workflow_commands", "catalog_commands"}
+    assert registered == {"plan_commands", "environment_commands", "workflow_commands", "preflight_commands"}
 
 
 def test_the_app_imports_nothing_heavy_before_a_command_runs() -> None:
@@ -58,8 +58,8 @@ def test_the_app_imports_nothing_heavy_before_a_command_runs() -> None:
     assert result.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("module", _modules(REPO / "aksgpu" / "components") + _modules(REPO / "aksgpu" / "preflight")
-                         + [REPO / "aksgpu" / "program.py"],
+@pytest.mark.parametrize("module", _modules(REPO / "aksgpu" / "components") + [REPO / "aksgpu" / "program.py"]
+                         + _modules(REPO / "aksgpu" / "preflight"),
                          ids=lambda path: str(path.relative_to(REPO)))
 def test_components_know_nothing_of_the_cli(module: Path) -> None:
     """One direction of data: the CLI reads the spec and runs the components, never the reverse."""

@@ -11,7 +11,9 @@
 - workflow/: the real Pulumi workflow through the Automation API, kubeconfig, and the Azure CLI
   steps (`preview`, `up`, `destroy`, `refresh`, `outputs`, `kubeconfig`, `backend bootstrap`).
 - ci/: CI pipelines for the user's repository and the identities they sign in with (`ci ...`).
-- catalog/: the VM size catalog (`vm-sizes`); the table is aksgpu/components/data/vm_sizes.yaml.
+- preflight/: the VM size catalog (`vm-sizes`; the table is aksgpu/components/data/vm_sizes.yaml),
+  what a cluster will cost and the price table behind it (`cost`, `prices refresh`); the quota,
+  cost and deploy-time estimates are in aksgpu/preflight/.
 - policy/: the security policy catalog (`policy list`, `policy show`); the rules are in aksgpu/policy/.
 
 Data flows one way: environments.yaml → stack files → ClusterSpec → components → resources.

@@ -18,12 +18,12 @@ import typer.core
 from typer.core import TyperGroup
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS
-from aksgpu.cli.catalog import commands as catalog_commands
 from aksgpu.cli.ci import commands as ci_commands
 from aksgpu.cli.environments import commands as environment_commands
 from aksgpu.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
 from aksgpu.cli.plan import commands as plan_commands
 from aksgpu.cli.policy import commands as policy_commands
+from aksgpu.cli.preflight import commands as preflight_commands
 from aksgpu.cli.workflow import commands as workflow_commands
 
 # The click Typer runs on: its own copy (typer._click) in recent Typer releases, click itself in older ones.
@@ -99,7 +99,7 @@ def _options(
 plan_commands.register(app)
 environment_commands.register(app)
 workflow_commands.register(app)
-catalog_commands.register(app)
+preflight_commands.register(app)
 app.add_typer(ci_commands.ci_app, name="ci")
 app.add_typer(policy_commands.policy_app, name="policy")
 

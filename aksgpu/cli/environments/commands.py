@@ -260,8 +260,9 @@ def diff(
 ) -> None:
     """Show how two environments' effective specs differ, field by field.
 
-    Pools and other keyed list items are matched by name. Exit codes: 0 (whether or not they
-    differ), 1 a spec has errors, 2 bad input.
+    Pools and other keyed list items are matched by name; then the monthly cost of each at
+    typical and max scale and the difference (`aksgpu cost`). Exit codes: 0 (whether or not
+    they differ), 1 a spec has errors, 2 bad input.
     """
     from aksgpu.cli.environments.fields import field_differences, field_rows
     from aksgpu.cli.environments.render import effective_environment, spec_config
@@ -269,7 +270,7 @@ def diff(
     from aksgpu.components.spec import SpecError
 
     env_file = _environments()
-    rows = {}
+    rows, specs = {}, {}
     for env in (environment_a, environment_b):
         try:
             effective = effective_environment(env_file, env)
@@ -279,9 +280,11 @@ def diff(
             typer.echo(str(error), err=True)
             raise typer.Exit(1) from None
         rows[env] = {row.path: row.value for row in field_rows(spec_config(effective.spec))}
+        specs[env] = effective.spec
     differences = field_differences(rows[environment_a], rows[environment_b], environment_a, environment_b)
+    cost = _cost_difference(env_file.project_dir, specs, environment_a, environment_b)
     if as_json:
-        echo_json({"a": environment_a, "b": environment_b, "differences": differences})
+        echo_json({"a": environment_a, "b": environment_b, "differences": differences, "cost": cost})
         return
     if not differences:
         typer.echo(f"{environment_a} and {environment_b} have the same effective spec.")
@@ -296,6 +299,23 @@ def diff(
         cells = (row["path"], show_value(row[environment_a]), show_value(row[environment_b]))
         table.add_row(*(Text(text) for text in cells))
     Console(width=table_width()).print(table)
+    from aksgpu.preflight.cost_report import difference_lines
+
+    typer.echo("\n".join(["", *difference_lines(cost, environment_a, environment_b)]))
+
+
+def _cost_difference(project_dir: Path, specs: dict[str, Any], name_a: str, name_b: str) -> dict[str, Any]:
+    """Monthly cost of both environments at typical and max scale, and B - A (`aksgpu cost`)."""
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.preflight.tables import price_table
+    from aksgpu.preflight.cost import estimate
+    from aksgpu.preflight.cost_report import difference
+
+    try:
+        prices = price_table(project_dir)
+    except UserError as error:
+        fail(str(error))
+    return difference(estimate(specs[name_a], prices), estimate(specs[name_b], prices), name_a, name_b)
 
 
 def schema(

@@ -15,6 +15,7 @@ from aksgpu.cli.console import fail, progress
 if TYPE_CHECKING:
     from aksgpu.cli.project.stackfile import StackFile
     from aksgpu.components.spec import ClusterSpec, Issue
+    from aksgpu.preflight.cost import CostEstimate
 
 
 def _load(stack: str) -> tuple[StackFile, ClusterSpec, list[Issue]]:
@@ -50,6 +51,17 @@ def _stale_note(stack_file: StackFile) -> str | None:
     return f"note: {stack_file.path.name} is not what `aksgpu render {stack_file.stack}` would write: {why}."
 
 
+def _cost(spec: ClusterSpec, stack_file: StackFile) -> CostEstimate:
+    """The cost estimate the plan shows (`aksgpu cost`); exits 2 on a broken project price table."""
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.preflight.tables import cost_of
+
+    try:
+        return cost_of(spec, stack_file.project_dir)
+    except UserError as error:
+        fail(str(error))
+
+
 def plan(
     stack: StackArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan document (JSON) instead of text.")] = False,
@@ -61,7 +73,8 @@ def plan(
     """Show every resource `pulumi up` would create for a stack, offline.
 
     Runs the real Pulumi program under Pulumi's mock runtime: no Azure account, no Pulumi CLI,
-    no network; then aksgpu's security policies over what it declares (`aksgpu policy list`).
+    no network; then aksgpu's security policies over what it declares (`aksgpu policy list`),
+    and the cost estimate of `aksgpu cost`.
     Exit codes: 0 planned, 1 the spec has errors or a mandatory policy finding is not waived
     (the plan is still printed), 2 bad input (stack, YAML, DIR).
     """
@@ -76,6 +89,7 @@ def plan(
     with progress("Planning offline: running the Pulumi program under the mock engine"):
         result = plan_stack(stack_file)
     policy = evaluate_plan(result, spec)
+    found = _cost(spec, stack_file)
     if manifests is not None:
         from aksgpu.cli.errors import UserError
         from aksgpu.cli.plan.manifests import write_manifests
@@ -87,11 +101,13 @@ def plan(
         typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
     if as_json:
         document = {**plan_document(result, warnings), "preflight": preflight_document(spec),
-                    "policy": policy.document()}
+                    "cost": found.json(), "policy": policy.document()}
         typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
     else:
+        from aksgpu.preflight.cost_report import text_lines
+
         typer.echo(render_text(result, warnings))
-        typer.echo("\n".join([*preflight_lines(spec), "", *policy_lines(policy)]))
+        typer.echo("\n".join([*preflight_lines(spec), "", *text_lines(found), "", *policy_lines(policy)]))
         if note:
             typer.echo(note, err=True)
     if policy.failed:

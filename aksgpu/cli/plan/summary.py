@@ -27,6 +27,8 @@ class EnvironmentResult:
     notes: list[str] = field(default_factory=list)
     # aksgpu's security policies over the plan: counts, what fails, what is only reported.
     policy: dict[str, Any] | None = None
+    # The cost estimate (aksgpu.preflight.cost.CostEstimate.json()); None when the spec has errors.
+    cost: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,9 +95,17 @@ def _policy(result: EnvironmentResult) -> Section | None:
     return Section("Security policies", lines)
 
 
-# Later findings (cost) are added here, in the order they should appear.
+def _cost(result: EnvironmentResult) -> Section | None:
+    if result.cost is None:
+        return None
+    from aksgpu.preflight.cost_report import markdown_lines
+
+    return Section("Cost estimate (`aksgpu cost` lists what is assumed and not estimated)", markdown_lines(result.cost))
+
+
+# Later findings are added here, in the order they should appear.
 SECTION_BUILDERS: tuple[Callable[[EnvironmentResult], Section | None], ...] = (
-    _errors, _notes, _policy, _pools, _resources, _warnings,
+    _errors, _notes, _policy, _pools, _cost, _resources, _warnings,
 )
 
 
@@ -145,14 +155,17 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
     from aksgpu.cli.plan.planner import plan_stack
     from aksgpu.cli.plan.policy_results import evaluate_plan
     from aksgpu.cli.plan.report import summary
+    from aksgpu.cli.preflight.tables import price_table
     from aksgpu.cli.project.stackfile import resolve_stack
     from aksgpu.components.spec import SpecError, parse_cluster_spec
+    from aksgpu.preflight.cost import estimate
 
     environments = load_environments()
     environments.require(names or [])  # an unknown name is bad input (exit 2)
     if not (names or environments.names):
         raise UserError(f"{environments.relative_path} defines no environments, so there is nothing to plan. "
                         "Fix: add one with `aksgpu init ENV --preset NAME`.")
+    prices = price_table(environments.project_dir)
     results = []
     for name in names or environments.names:
         stack_name = f"stacks/Pulumi.{name}.yaml"
@@ -176,5 +189,5 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
         report = evaluate_plan(plan, spec)
         policy = {"counts": report.counts(), "problems": report.problems(), "notes": report.notes()}
         results.append(EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes,
-                                         policy=policy))
+                                         policy=policy, cost=estimate(spec, prices).json()))
     return results

@@ -7,14 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from aksgpu.cli.arguments import CONTEXT_SETTINGS
 from aksgpu.cli.console import echo_json
 
 UNKNOWN = "?"
-
-
-def register(app: typer.Typer) -> None:
-    app.command("vm-sizes", context_settings=CONTEXT_SETTINGS)(vm_sizes)
 
 
 def vm_sizes(
