@@ -27,6 +27,8 @@ class EnvironmentResult:
     notes: list[str] = field(default_factory=list)
     # aksgpu's security policies over the plan: counts, what fails, what is only reported.
     policy: dict[str, Any] | None = None
+    # The deploy-time estimate of a first `pulumi up` (preflight.deploy_time.document).
+    deploy_time: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,14 @@ def _pools(result: EnvironmentResult) -> Section | None:
     return Section(f"Node pools ({len(facts['pools'])}; at full scale {facts['maxNodes']} nodes, {gpus})",
                    ["| pool | mode | VM size | GPUs/node | zones | nodes | priority |",
                     "| --- | --- | --- | ---: | --- | ---: | --- |", *rows])
+
+
+def _deploy_time(result: EnvironmentResult) -> Section | None:
+    if result.deploy_time is None:
+        return None
+    from aksgpu.preflight.deploy_time import summary_line
+
+    return Section("Deploy time (estimate)", [_escape(summary_line(result.deploy_time))])
 
 
 def _warnings(result: EnvironmentResult) -> Section | None:
@@ -95,7 +105,7 @@ def _policy(result: EnvironmentResult) -> Section | None:
 
 # Later findings (cost) are added here, in the order they should appear.
 SECTION_BUILDERS: tuple[Callable[[EnvironmentResult], Section | None], ...] = (
-    _errors, _notes, _policy, _pools, _resources, _warnings,
+    _errors, _notes, _policy, _pools, _deploy_time, _resources, _warnings,
 )
 
 
@@ -147,6 +157,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
     from aksgpu.cli.plan.report import summary
     from aksgpu.cli.project.stackfile import resolve_stack
     from aksgpu.components.spec import SpecError, parse_cluster_spec
+    from aksgpu.preflight import deploy_time
 
     environments = load_environments()
     environments.require(names or [])  # an unknown name is bad input (exit 2)
@@ -176,5 +187,6 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
         report = evaluate_plan(plan, spec)
         policy = {"counts": report.counts(), "problems": report.problems(), "notes": report.notes()}
         results.append(EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes,
-                                         policy=policy))
+                                         policy=policy,
+                                         deploy_time=deploy_time.document(deploy_time.estimate(plan))))
     return results
