@@ -286,3 +286,10 @@ def test_preflight_modules_are_short_and_know_nothing_of_the_cli(module: Any) ->
     imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     assert not [name for name in imported if name.startswith("aksgpu.cli")]
+
+
+def test_the_readme_shows_the_prod_estimate_as_plan_prints_it(example_plans: dict[str, Plan]) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Deploy-time estimate"):readme.index("## Figures")]
+    printed = "\n".join(deploy_time.text_lines(deploy_time.document(deploy_time.estimate(example_plans["prod"]))))
+    assert f"```\n{printed}\n```" in section, "paste the section of `aksgpu plan prod` again"
