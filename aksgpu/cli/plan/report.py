@@ -1,4 +1,5 @@
-"""Turning a Plan into what people read (a tree, a pool table) and what tools read (JSON).
+"""Turning a Plan into what people read (a tree, a pool table, the deploy-time estimate) and what
+tools read (JSON).
 
 The JSON document (formatVersion 1) is described in the README under "Plan document".
 """
@@ -11,6 +12,7 @@ from typing import Any
 from aksgpu.cli.plan.planner import PLAN_FORMAT_VERSION, Plan, PlannedResource
 from aksgpu.components import data
 from aksgpu.components.spec import Issue
+from aksgpu.preflight import deploy_time
 
 CLUSTER_TYPE = "azure-native:containerservice:ManagedCluster"
 POOL_TYPE = "azure-native:containerservice:AgentPool"
@@ -107,6 +109,7 @@ def plan_document(plan: Plan, warnings: list[Issue]) -> dict[str, Any]:
         "offline": True,
         "warnings": [_issue_json(issue) for issue in warnings],
         "summary": summary(plan),
+        "deployTime": deploy_time.document(deploy_time.estimate(plan)),
         "resources": [_resource_json(resource) for resource in plan.resources],
         "outputs": plan.outputs,
     }
@@ -146,6 +149,7 @@ def render_text(plan: Plan, warnings: list[Issue]) -> str:
     lines += _pool_table(facts["pools"])
     gpus = f"{facts['maxGpus']} GPUs" + ("" if facts["gpuCountsComplete"] else " (sizes not in the table not counted)")
     lines += [f"  At full scale: {facts['maxNodes']} nodes, {gpus}."]
+    lines += ["", *deploy_time.text_lines(deploy_time.document(deploy_time.estimate(plan)))]
     if warnings:
         lines += ["", f"Warnings ({len(warnings)}):"]
         lines += [f"  - {issue}" for issue in warnings]

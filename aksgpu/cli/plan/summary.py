@@ -29,6 +29,8 @@ class EnvironmentResult:
     policy: dict[str, Any] | None = None
     # The cost estimate (aksgpu.preflight.cost.CostEstimate.json()); None when the spec has errors.
     cost: dict[str, Any] | None = None
+    # The deploy-time estimate of a first `pulumi up` (preflight.deploy_time.document).
+    deploy_time: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,14 @@ def _pools(result: EnvironmentResult) -> Section | None:
     return Section(f"Node pools ({len(facts['pools'])}; at full scale {facts['maxNodes']} nodes, {gpus})",
                    ["| pool | mode | VM size | GPUs/node | zones | nodes | priority |",
                     "| --- | --- | --- | ---: | --- | ---: | --- |", *rows])
+
+
+def _deploy_time(result: EnvironmentResult) -> Section | None:
+    if result.deploy_time is None:
+        return None
+    from aksgpu.preflight.deploy_time import summary_line
+
+    return Section("Deploy time (estimate)", [_escape(summary_line(result.deploy_time))])
 
 
 def _warnings(result: EnvironmentResult) -> Section | None:
@@ -105,7 +115,7 @@ def _cost(result: EnvironmentResult) -> Section | None:
 
 # Later findings are added here, in the order they should appear.
 SECTION_BUILDERS: tuple[Callable[[EnvironmentResult], Section | None], ...] = (
-    _errors, _notes, _policy, _pools, _cost, _resources, _warnings,
+    _errors, _notes, _policy, _pools, _cost, _deploy_time, _resources, _warnings,
 )
 
 
@@ -158,6 +168,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
     from aksgpu.cli.preflight.tables import price_table
     from aksgpu.cli.project.stackfile import resolve_stack
     from aksgpu.components.spec import SpecError, parse_cluster_spec
+    from aksgpu.preflight import deploy_time
     from aksgpu.preflight.cost import estimate
 
     environments = load_environments()
@@ -189,5 +200,6 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
         report = evaluate_plan(plan, spec)
         policy = {"counts": report.counts(), "problems": report.problems(), "notes": report.notes()}
         results.append(EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes,
-                                         policy=policy, cost=estimate(spec, prices).json()))
+                                          policy=policy, cost=estimate(spec, prices).json(),
+                                          deploy_time=deploy_time.document(deploy_time.estimate(plan))))
     return results
