@@ -104,3 +104,35 @@ def test_the_readme_shows_each_presets_quota_and_the_example_addresses_as_comput
     text = runner.invoke(app, ["plan", "stacks/Pulumi.prod.yaml"]).output
     shown = text.split("Addresses (used at min scale")[1].split("\n\n")[0].splitlines()[1:]
     assert shown and all(line.strip() in readme for line in shown), "README address lines are stale"
+
+
+def preset_row(preset: str) -> str:
+    """A preset's README row: monthly cost at min / typical / max (aksgpu cost) and the first
+    `pulumi up` estimate (aksgpu plan), as the commands compute them."""
+    from aksgpu.preflight import deploy_time
+    from aksgpu.preflight.cost import estimate
+    from aksgpu.preflight.prices import shipped_table
+    from tests.helpers import plan_spec, preset_spec
+
+    spec_dict = preset_spec(preset)
+    spec, _ = parse_cluster_spec(spec_dict)
+    cost = estimate(spec, shipped_table()).json()
+    monthly = cost["total"]["monthly"]
+    money = " / ".join(f"${monthly[key]:,.0f}" for key in ("min", "typical", "max"))
+    if not cost["total"]["complete"]:
+        money += f" (a lower bound: {len(cost['missing'])} price(s) missing)"
+    found = deploy_time.document(deploy_time.estimate(plan_spec(spec_dict)))
+    other = found["nodePoolOrdering"]["alternativeTotalSeconds"]
+    minutes = f"about {round(found['totalSeconds'] / 60)} min"
+    if other is not None:
+        minutes += f" ({found['nodePoolOrdering']['alternative']}: about {round(other / 60)} min)"
+    return f"| `{preset}` | {money} | {minutes} |"
+
+
+def test_the_readme_shows_each_presets_cost_and_deploy_time_as_computed() -> None:
+    from tests.helpers import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for preset in ("dev", "inference", "training", "fleet"):
+        row = preset_row(preset)
+        assert row in readme, f"README preset table is stale: {row}"

@@ -46,6 +46,7 @@ def test_balloons_hold_whole_nodes_of_their_pool() -> None:
     plan = plan_spec(spot_pair_spec())
     balloon = find_object(plan, "Deployment", "aksgpu-balloon-a100")
     assert balloon["spec"]["replicas"] == 2
+    assert balloon["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true", "up does not wait for scale-ups"
     pod = balloon["spec"]["template"]["spec"]
     assert pod["priorityClassName"] == "aksgpu-balloon" and pod["terminationGracePeriodSeconds"] == 0
     [container] = pod["containers"]

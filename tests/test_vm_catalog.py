@@ -84,3 +84,17 @@ def test_the_json_carries_every_fact_and_the_sources() -> None:
     assert set(document["sizes"]) == {name for name, size in SIZES.items() if size.get("gpus")}
     assert document["sizes"]["Standard_ND96isr_H100_v5"]["migProfiles"]["MIG3g"] == "3g.40gb"
     assert document["retrieved"] == str(TABLE["retrieved"]) and document["series"]["ND_H100_v5"]
+
+
+def test_the_availability_table_is_sourced_and_names_known_sizes_and_regions() -> None:
+    table = data.load("azure_availability")
+    assert table["retrieved"] and table["source"]["regions"] and table["source"]["zones"]
+    known_regions = set(data.load("azure_regions")["regions"])
+    for size, regions in table["regions"].items():
+        assert size in SIZES and SIZES[size].get("gpus"), size
+        assert regions == sorted(set(regions)) and set(regions) <= known_regions, (size, set(regions) - known_regions)
+    for region, sizes in table["zones"].items():
+        assert region in known_regions and set(sizes) <= set(SIZES)
+        for size, zones in sizes.items():
+            assert set(zones) <= {"1", "2", "3"}
+            assert size not in table["regions"] or region in table["regions"][size], "zones only where it is sold"

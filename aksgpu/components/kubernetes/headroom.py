@@ -98,7 +98,10 @@ def balloon_deployment(spec: ClusterSpec, pool: NodePool, namespace: str) -> dic
     targets = pool_targets(spec, lambda candidate: candidate is pool)
     pod_labels = labels(name)
     return {
-        "metadata": metadata(name, namespace),
+        # `pulumi up` does not wait for the balloons to run: their nodes come from the autoscaler
+        # and the GPU health gate, minutes after the pool exists (longer than Pulumi's 10-minute
+        # Deployment await on a first deploy, when the pool starts at zero).
+        "metadata": metadata(name, namespace, annotations={"pulumi.com/skipAwait": "true"}),
         "spec": {
             "replicas": pool.balloon_nodes,
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
