@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aksgpu.components.spec import ClusterSpec
+from aksgpu.components.spec.base import network
 from aksgpu.components.spec.network import AddressRange, address_plan
 from aksgpu.preflight.quota import quota_needs, request_command, usage_command
 
@@ -39,6 +40,13 @@ def preflight_lines(spec: ClusterSpec) -> list[str]:
     if ranges:
         lines += ["", "Addresses (used at min scale / at full scale with upgrade surge, of the range's capacity):"]
         lines += [_range_line(found) for found in ranges]
+    lines.append(f"  service CIDR {spec.network.service_cidr}: {network(spec.network.service_cidr).num_addresses} "
+                 "addresses for the cluster's Services (one each; AKS keeps the DNS service's)")
+    api = spec.control_plane.api_server
+    subnet = spec.network.vnet.subnet(api.subnet) if api.vnet_integration and api.subnet else None
+    if subnet is not None and subnet.cidr:
+        lines.append(f"  subnet {subnet.name} {subnet.cidr}: the API server's (VNet integration; AKS needs a /28 "
+                     "or larger, delegated to it)")
     return lines
 
 
