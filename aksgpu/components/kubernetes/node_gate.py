@@ -58,6 +58,7 @@ PENDING_SINCE_ANNOTATION = "aksgpu.io/gpu-health-pending-since"
 HELD_OPERAND_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm-exporter")
 SKIP_FILE = "skip"  # in the results folder: the check must not run on this node
 EXIT_CODE_FILE = "exit-code"
+REPORT_FILE = "report.json"  # the check's JSON report ($AKSGPU_REPORT)
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -186,7 +187,7 @@ def read_result(results: str) -> tuple[int | None, dict[str, Any]]:
         code = 2  # no exit code written: the check could not run
     report: dict[str, Any] = {}
     try:
-        with open(os.path.join(results, "report.json"), encoding="utf-8") as handle:
+        with open(os.path.join(results, REPORT_FILE), encoding="utf-8") as handle:
             loaded = json.load(handle)
         report = loaded if isinstance(loaded, dict) else {}
     except (OSError, ValueError):

@@ -111,7 +111,7 @@ class Gate(SpecModel):
     image: Image = pinned_image("dcgm")
     """Container image of the check. It needs /bin/sh and timeout (coreutils); GPUs are visible to it without requesting nvidia.com/gpu (NVIDIA_VISIBLE_DEVICES=all). Default: NVIDIA DCGM, whose dcgmi diag runs the default command."""
     command: list[str] = Field(default_factory=lambda: list(DEFAULT_CHECK_COMMAND), min_length=1)
-    """Command of the check: exit 0 = the node passes; exit 1 = it fails a check; any other code = the check could not run (treated as a failure). It may write a JSON report to $AKSGPU_REPORT; a top-level "failedCheck" string there names the failed check in the node's label. Default: DCGM diagnostics level 2 (memory and PCIe, about two minutes)."""
+    """Command of the check: exit 0 = the node passes; exit 1 = it fails a check; any other code = the check could not run (treated as a failure). It may write a JSON report to $AKSGPU_REPORT; a top-level "failedCheck" string there names the failed check in the node's label. Default: DCGM diagnostics level 2 (memory and PCIe, about two minutes). aksgpu's own check (aksgpu/components/kubernetes/gpu_check, with its Dockerfile): ["python", "-m", "aksgpu.components.kubernetes.gpu_check"] in the image you build from it."""
     timeout_seconds: int = Field(default=600, ge=60, le=7200)
     """Seconds (60-7200) the check may run before it counts as failed (exit code 124). A node still pending this long plus 20 minutes (image pulls, the GPU Operator's driver) is failed by the gate's watchdog."""
     helper_image: Image = pinned_image("python")

@@ -1,0 +1,195 @@
+"""Run the GPU health check: `python -m aksgpu.components.kubernetes.gpu_check [--quick | --full]`.
+
+Levels: --quick is inventory and error state through NVML (seconds); the standard level adds the
+GEMM, memory bandwidth, memory pattern and interconnect checks (well under a minute on an 8-GPU
+node); --full repeats them longer and larger (a burn of several minutes). Exit codes (the gate's
+contract, node_gate.py): 0 the node passed, 1 a check failed, 2 the check could not run (bad
+arguments). --report writes the JSON report, --prometheus the node exporter's textfile;
+--apply-verdict also applies the gate's verdict to this node (remove the startup taint on a pass;
+cordon, label and annotate on a failure) with the pod's service account.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aksgpu.components.kubernetes.gpu_check import interconnect, measure, probe, report, results, thresholds, xids
+from aksgpu.components.kubernetes.gpu_check.results import CheckResult, NodeReport
+
+
+@dataclass
+class Node:
+    """What the check runs against: tests pass fakes (a probe, CPU devices, a kernel log, a sysfs tree)."""
+
+    probe: probe.Probe
+    torch: Any | None = None
+    devices: list[Any] = field(default_factory=list)
+    kernel_log: str | None = None
+    infiniband_sysfs: Path = Path("/sys/class/infiniband")
+    vm_size: str | None = None
+    expected_gpus: int | None = None
+    expected_model: str | None = None
+    nccl_backend: str = "nccl"
+
+
+def check_node(node: Node, level: str, sizes: measure.Sizes | None = None) -> NodeReport:
+    """Every check of `level` on `node`, in order: inventory and error state first (cheap, and a GPU
+    that fails them is not worth timing), then compute, memory and interconnect."""
+    begin = time.monotonic()
+    driver = node.probe.driver_version()
+    states = node.probe.gpus()
+    model = thresholds.model_of(states[0].name) if states else None
+    limits = thresholds.limits(model, node.vm_size)
+    found = probe.inventory_checks(states, limits, driver, node.expected_gpus, node.expected_model)
+    found += probe.error_checks(states, limits)
+    found += xids.xid_checks(node.kernel_log, limits.critical_xids)
+    if level != "quick" and node.torch is not None and node.devices:
+        sizes = sizes or (measure.FULL if level == "full" else measure.STANDARD)
+        found += _performance(node, limits, sizes)
+    found += interconnect.infiniband_checks(node.infiniband_sysfs, limits.infiniband_gbps)
+    facts = {"vmSize": node.vm_size, "gpuModel": model, "driver": driver, "gpus": len(states),
+             "gpuNames": sorted({s.name for s in states})}
+    return NodeReport(level, found, time.monotonic() - begin, facts)
+
+
+def _performance(node: Node, limits: thresholds.Limits, sizes: measure.Sizes) -> list[CheckResult]:
+    torch, devices = node.torch, node.devices
+    found: list[CheckResult] = []
+    tflops = measure.on_every_gpu(devices, lambda d: measure.gemm_tflops(
+        torch, d, sizes.gemm_n, sizes.gemm_iters, sizes.warmup, sizes.burn_seconds))
+    found += _judged("gemm", tflops, limits.tflops_floor, "TFLOPS", "dense matrix multiply", limits.tflops_source,
+                     limits.straggler_tolerance)
+    bandwidth = measure.on_every_gpu(devices, lambda d: measure.copy_bandwidth_tbs(
+        torch, d, sizes.copy_bytes, sizes.copy_iters, sizes.warmup))
+    found += _judged("memory-bandwidth", bandwidth, limits.bandwidth_floor_tbs, "TB/s", "device copy bandwidth",
+                     limits.bandwidth_source, limits.straggler_tolerance)
+
+    def pattern(device: Any) -> dict[str, int]:
+        nbytes = int(measure.free_bytes(torch, device) * sizes.pattern_fraction) or sizes.copy_bytes
+        return measure.pattern_test(torch, device, nbytes, sizes.pattern_passes)
+
+    for position, outcome in sorted(measure.on_every_gpu(devices, pattern).items()):
+        gpu = _index(devices[position], position)
+        if isinstance(outcome, BaseException):
+            found.append(CheckResult("memory-pattern", "fail", f"the pattern test could not run: {outcome}", gpu))
+        else:
+            bad = outcome["mismatchedWords"]
+            found.append(CheckResult("memory-pattern", "pass" if bad == 0 else "fail",
+                                     f"{bad} words read back wrong over {outcome['bytesTested'] / 2**30:.1f} GiB",
+                                     gpu, bad, 0, "words", {"bytesTested": outcome["bytesTested"]}))
+    if len(devices) > 1:
+        if all(d.type == "cuda" for d in devices):
+            found += interconnect.peer_checks(torch, devices)
+        try:
+            message = limits.nccl_message_bytes if all(d.type == "cuda" for d in devices) else None
+            busbw = interconnect.allreduce_bus_bandwidth_gbs(len(devices), message or sizes.copy_bytes // 2,
+                                                              backend=node.nccl_backend)
+            found.append(results.against_floor("nccl-allreduce", None, busbw, limits.nccl_floor_gbs, "GB/s",
+                                               "all-reduce bus bandwidth", limits.nccl_source))
+        except Exception as error:  # noqa: BLE001 - NCCL that cannot run fails the node
+            found.append(CheckResult("nccl-allreduce", "fail", f"the all-reduce could not run: {error}"))
+    return found
+
+
+def _index(device: Any, position: int) -> int:
+    return device.index if getattr(device, "index", None) is not None else position
+
+
+def _judged(check: str, outcomes: dict[int, Any], floor: float | None, unit: str, what: str, source: str,
+            tolerance: float) -> list[CheckResult]:
+    values: dict[int, float] = {}
+    found = []
+    for gpu, outcome in sorted(outcomes.items()):
+        if isinstance(outcome, BaseException):
+            found.append(CheckResult(check, "fail", f"the {what} could not run: {outcome}", gpu))
+            continue
+        values[gpu] = float(outcome)
+        found.append(results.against_floor(check, gpu, values[gpu], floor, unit, what, source))
+    return found + results.stragglers(check, values, tolerance, unit, what)
+
+
+# Azure's Instance Metadata Service, which every Azure VM (and its pods, unless a network policy
+# blocks it) can ask for its own size (learn.microsoft.com/azure/virtual-machines/instance-metadata-service).
+IMDS_VM_SIZE = "http://169.254.169.254/metadata/instance/compute/vmSize?api-version=2021-02-01&format=text"
+
+
+def imds_vm_size(url: str | None = None, timeout: float = 2.0) -> str | None:
+    """This VM's size from the Instance Metadata Service, or None where it does not answer."""
+    import urllib.request
+
+    request = urllib.request.Request(url or os.environ.get("AKSGPU_IMDS_URL", IMDS_VM_SIZE),
+                                     headers={"Metadata": "true"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            size = response.read().decode().strip()
+    except OSError:
+        return None
+    return size or None
+
+
+def _real_node(args: argparse.Namespace) -> Node:
+    real = probe.NvmlProbe()
+    torch = None if args.quick else measure.torch_module()
+    return Node(real, torch, measure.gpu_devices(torch) if torch is not None else [],
+                xids.read_kmsg(args.kmsg), Path(args.infiniband_sysfs), args.vm_size or imds_vm_size(),
+                args.expect_gpus, args.expect_model)
+
+
+def apply_verdict(node_report: NodeReport, document: dict[str, Any], node_name: str, api: Any = None) -> str:
+    """The gate's node actions (node_gate.verdict) on this node, from this run's result: "passed"
+    (startup taint removed) or "failed" (cordoned, labelled with the failed check, annotated)."""
+    from aksgpu.components.kubernetes import node_gate
+
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder, node_gate.EXIT_CODE_FILE).write_text("0" if node_report.verdict == "pass" else "1")
+        Path(folder, node_gate.REPORT_FILE).write_text(json.dumps(document))
+        return node_gate.verdict(api or node_gate.Api.in_cluster(), node_name, folder)
+
+
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
+    level = cli.add_mutually_exclusive_group()
+    level.add_argument("--quick", action="store_true", help="inventory and error state only (seconds)")
+    level.add_argument("--full", action="store_true", help="longer, larger measurements (a burn of minutes)")
+    cli.add_argument("--vm-size", default=os.environ.get("AKSGPU_VM_SIZE"),
+                     help="this node's VM size (default: $AKSGPU_VM_SIZE, else Azure's Instance Metadata Service)")
+    cli.add_argument("--expect-gpus", type=int, help="GPUs the node must have (default: the VM size's)")
+    cli.add_argument("--expect-model", help="the GPU model every GPU must be (a model of aksgpu's catalog)")
+    cli.add_argument("--report", default=os.environ.get("AKSGPU_REPORT"), help="write the JSON report here")
+    cli.add_argument("--prometheus", help="write the node exporter textfile here (e.g. .../aksgpu_gpu_check.prom)")
+    cli.add_argument("--kmsg", default="/dev/kmsg", help="the kernel log to read Xid events from")
+    cli.add_argument("--infiniband-sysfs", default="/sys/class/infiniband")
+    cli.add_argument("--apply-verdict", action="store_true",
+                     help="apply the gate's verdict to $NODE_NAME with the pod's service account")
+    return cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.apply_verdict and not os.environ.get("NODE_NAME"):
+        print("gpu_check: --apply-verdict needs NODE_NAME (the downward API's spec.nodeName)", file=sys.stderr)
+        return 2
+    level = "quick" if args.quick else "full" if args.full else "standard"
+    try:
+        node = _real_node(args)
+    except Exception as error:  # noqa: BLE001 - no NVML or no PyTorch: the node cannot be judged healthy
+        node_report = NodeReport(level, [CheckResult("driver", "fail", f"NVML or PyTorch did not start: {error}")], 0.0)
+    else:
+        node_report = check_node(node, level)
+    document = report.report_json(node_report)
+    if args.report:
+        report.write_atomically(Path(args.report), json.dumps(document, indent=2) + "\n")
+    if args.prometheus:
+        report.write_atomically(Path(args.prometheus), report.prometheus_text(node_report))
+    print(json.dumps({key: document[key] for key in ("verdict", "failedCheck", "reason", "durationSeconds")}))
+    if args.apply_verdict:
+        apply_verdict(node_report, document, os.environ["NODE_NAME"])
+    return 0 if node_report.verdict == "pass" else 1

@@ -1,0 +1,87 @@
+"""The limits of the GPU health check: thresholds.yaml beside this file, and the peaks of aksgpu's
+VM catalog (components/data/vm_sizes.yaml), found relative to this package or at $AKSGPU_VM_SIZES."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+CATALOG = HERE.parent.parent / "data" / "vm_sizes.yaml"
+
+
+@functools.cache
+def table() -> dict[str, Any]:
+    with (HERE / "thresholds.yaml").open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@functools.cache
+def catalog() -> dict[str, Any]:
+    path = Path(os.environ.get("AKSGPU_VM_SIZES", CATALOG))
+    with path.open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def model_of(nvml_name: str) -> str | None:
+    """The catalog's GPU model for an NVML device name, or None for a GPU aksgpu does not know."""
+    for model, names in table()["nvmlNames"].items():
+        if any(name in nvml_name for name in names):
+            return model
+    return None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one GPU model on one VM size must reach; None: no absolute floor (relative checks only)."""
+
+    model: str | None
+    tflops_floor: float | None
+    tflops_source: str
+    bandwidth_floor_tbs: float | None
+    bandwidth_source: str
+    nccl_floor_gbs: float | None
+    nccl_message_bytes: int | None
+    nccl_source: str
+    straggler_tolerance: float
+    temperature_margin_c: float
+    critical_xids: frozenset[int]
+    expected_gpus: int | None
+    infiniband_gbps: float | None
+
+
+def limits(model: str | None, vm_size: str | None) -> Limits:
+    thresholds, gpus = table(), catalog()
+    facts = gpus["gpuModels"].get(model or "", {})
+    size = gpus["sizes"].get(vm_size or "", {})
+    peak = facts.get("bf16DenseTflops") or facts.get("fp16DenseTflops")
+    compute = thresholds["computeFraction"].get(model or "")
+    bandwidth = thresholds["bandwidthFraction"].get(model or "")
+    nccl = thresholds["ncclBusBandwidth"].get(vm_size or "")
+    ib = size.get("infiniband")
+    return Limits(
+        model=model,
+        tflops_floor=round(peak * compute["value"], 1) if peak and compute else None,
+        tflops_source=(f"{compute['value']:.0%} of {model}'s {peak} TFLOPS dense peak ({compute['source']}; peak: "
+                       f"{facts['peakSource']})") if peak and compute else "no peak or fraction for this GPU",
+        bandwidth_floor_tbs=(round(facts["memoryBandwidthTBs"] * bandwidth["value"], 3)
+                             if facts.get("memoryBandwidthTBs") and bandwidth else None),
+        bandwidth_source=(f"{bandwidth['value']:.0%} of {model}'s {facts['memoryBandwidthTBs']} TB/s "
+                          f"({bandwidth['source']})") if facts.get("memoryBandwidthTBs") and bandwidth
+        else "no bandwidth floor for this GPU",
+        nccl_floor_gbs=nccl["value"] if nccl else None,
+        nccl_message_bytes=nccl["messageBytes"] if nccl else None,
+        nccl_source=(f"Azure's node health checks' floor for {vm_size} at {nccl['messageBytes'] >> 30} GiB "
+                     f"({thresholds['source'][nccl['source']].split(':')[0]})") if nccl
+        else "no NCCL floor for this VM size",
+        straggler_tolerance=thresholds["stragglerTolerance"]["value"],
+        temperature_margin_c=thresholds["temperatureMarginC"]["value"],
+        critical_xids=frozenset(thresholds["criticalXids"]["values"]),
+        expected_gpus=size.get("gpus"),
+        infiniband_gbps=float(ib.split()[0]) if ib else None,
+    )
