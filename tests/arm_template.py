@@ -53,7 +53,8 @@ URL_INPUTS = frozenset({"resourceGroupName", "resourceUri"})
 def arm_resource(type_: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """One resource of the template."""
     arm_type, api_version, name_inputs, top_level = ARM_TYPES[type_]
-    inputs = _arm_shape(type_, inputs)
+    if type_ == "azure-native:containerservice:ManagedCluster":
+        inputs = cluster_arm_shape(inputs)
     resource: dict[str, Any] = {"type": arm_type, "apiVersion": api_version,
                                 "name": "/".join(str(inputs.get(key, key)) for key in name_inputs)}
     properties: dict[str, Any] = {}
@@ -78,12 +79,11 @@ def arm_template(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _arm_shape(type_: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """The renames pulumi-azure-native makes between its inputs and the ARM body of a cluster:
+def cluster_arm_shape(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The two renames pulumi-azure-native makes between a cluster's inputs and its ARM body:
     userAssignedIdentities is a list of IDs in Pulumi and a map keyed by ID in ARM, and the
-    autoscaler profile's ARM keys are kebab-case."""
-    if type_ != "azure-native:containerservice:ManagedCluster":
-        return inputs
+    autoscaler profile's kebab-case ARM keys are camelCase in the provider's schema (e.g.
+    @pulumi.getter(name="balanceSimilarNodeGroups") in the generated SDK)."""
     body = dict(inputs)
     if "identity" in body:
         ids = body["identity"].get("userAssignedIdentities", [])

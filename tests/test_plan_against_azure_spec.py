@@ -5,12 +5,11 @@ do their other Azure bodies against the specs in tests/data/azure-rest-api (SOUR
 from __future__ import annotations
 
 import copy
-import re
-from typing import Any
 
 import pytest
 
 from aksgpu.cli.plan.planner import Plan
+from tests.arm_template import cluster_arm_shape
 from tests.helpers import REPO, SHARED, base_spec, edit, plan_spec
 from tests.oracles.azure_openapi import AksOpenApi
 
@@ -22,25 +21,10 @@ def azure_spec() -> AksOpenApi:
     return AksOpenApi.load(SHARED)
 
 
-def to_arm_shape(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Apply the two renames pulumi-azure-native makes between its inputs and the ARM body:
-    userAssignedIdentities is a list of IDs in Pulumi and a map keyed by ID in ARM, and the
-    autoscaler profile's kebab-case ARM keys are camelCase in the provider's schema
-    (e.g. @pulumi.getter(name="balanceSimilarNodeGroups") in the generated SDK)."""
-    body = dict(inputs)
-    if "identity" in body:
-        ids = body["identity"].get("userAssignedIdentities", [])
-        body["identity"] = {**body["identity"], "userAssignedIdentities": {i: {} for i in ids}}
-    if "autoScalerProfile" in body:
-        body["autoScalerProfile"] = {re.sub(r"[A-Z]", lambda m: "-" + m.group().lower(), key): value
-                                     for key, value in body["autoScalerProfile"].items()}
-    return body
-
-
 def _problems(plan: Plan, azure_spec: AksOpenApi) -> dict[str, list[str]]:
     problems = {}
     for cluster in plan.by_type("azure-native:containerservice:ManagedCluster"):
-        problems[cluster.name] = azure_spec.validate_managed_cluster(to_arm_shape(cluster.inputs))
+        problems[cluster.name] = azure_spec.validate_managed_cluster(cluster_arm_shape(cluster.inputs))
     for pool in plan.by_type("azure-native:containerservice:AgentPool"):
         problems[pool.name] = azure_spec.validate_agent_pool(pool.inputs)
     return problems

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import compute, keyvault
 
-from aksgpu.components.kms import key_properties
+from aksgpu.components.kms import vault_key
 from aksgpu.components.roles import assign_role
 from aksgpu.components.spec import ClusterSpec, names
 
@@ -35,15 +35,7 @@ def disk_encryption_set(
         if vault is None:
             raise ValueError("security.diskEncryption.mode create needs the KMS vault (security.kms.mode create)")
         child = pulumi.ResourceOptions(parent=parent, protect=spec.protect)
-        key = keyvault.Key(
-            f"{name}-disks-key",
-            key_name=DISK_KEY_NAME,
-            vault_name=vault.name,
-            resource_group_name=resource_group_name,
-            properties=key_properties(spec),
-            tags=spec.tags,
-            opts=child,
-        )
+        key = vault_key(f"{name}-disks-key", DISK_KEY_NAME, vault, spec, resource_group_name, child)
         encryption_set = compute.DiskEncryptionSet(
             f"{name}-disks",
             disk_encryption_set_name=names.disk_encryption_set(spec.name),

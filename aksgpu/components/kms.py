@@ -18,10 +18,20 @@ from aksgpu.components.spec.security import key_vault_name
 KMS_KEY_NAME = "aks-kms"
 
 
-def key_properties(spec: ClusterSpec) -> dict[str, Any]:
-    """The type and size of a key aksgpu creates in the KMS vault (aks_limits.yaml, kms)."""
+def vault_key(resource_name: str, key_name: str, vault: keyvault.Vault, spec: ClusterSpec,
+              resource_group_name: pulumi.Input[str], opts: pulumi.ResourceOptions) -> keyvault.Key:
+    """An RSA key aksgpu creates in the KMS vault: RSA-HSM with security.kms.hsm (aks_limits.yaml, kms)."""
     facts = data.limit("kms")
-    return {"kty": facts["hsmKeyType"] if spec.security.kms.hsm else facts["keyType"], "key_size": facts["keySize"]}
+    return keyvault.Key(
+        resource_name,
+        key_name=key_name,
+        vault_name=vault.name,
+        resource_group_name=resource_group_name,
+        properties={"kty": facts["hsmKeyType"] if spec.security.kms.hsm else facts["keyType"],
+                    "key_size": facts["keySize"]},
+        tags=spec.tags,
+        opts=opts,
+    )
 
 
 @dataclass
@@ -75,15 +85,7 @@ def secrets_encryption(
             tags=spec.tags,
             opts=child,
         )
-        key = keyvault.Key(
-            f"{name}-kms-key",
-            key_name=KMS_KEY_NAME,
-            vault_name=vault.name,
-            resource_group_name=resource_group_name,
-            properties=key_properties(spec),
-            tags=spec.tags,
-            opts=child,
-        )
+        key = vault_key(f"{name}-kms-key", KMS_KEY_NAME, vault, spec, resource_group_name, child)
         vault_id: pulumi.Input[str] = vault.id
         key_id: pulumi.Input[str] = key.key_uri_with_version
     else:
