@@ -256,3 +256,17 @@ def test_plan_json_and_diff_carry_the_cost(project: Path) -> None:
     assert cost["monthly"]["max"]["difference"] == pytest.approx(prod.monthly.max - dev.monthly.max, abs=0.01)
     text = runner.invoke(app, ["diff", "dev", "prod"]).output
     assert "Monthly cost (USD, price table of" in text and "typical  dev $" in text
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    ({"sources": ["a", "b"]}, "sources is not a mapping"),
+    ({"vm": {"eastus2": [1, 2]}}, "vm.eastus2 is not a mapping"),
+    ({"hoursPerMonth": "lots"}, "hoursPerMonth = 'lots'"),
+    ({"assumptions": {}}, "assumptions.containerInsights needs"),
+])
+def test_a_malformed_project_table_is_one_clear_error(project: Path, change: dict, fragment: str) -> None:
+    (project / "stacks" / "prices.yaml").write_text(yaml.safe_dump({**TABLE, **change}))
+    for command in (["cost", "prod"], ["plan", "prod"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2 and fragment in result.output, (command, result.output)
+        assert "bug in aksgpu" not in result.output

@@ -136,3 +136,27 @@ def test_the_readme_shows_each_presets_cost_and_deploy_time_as_computed() -> Non
     for preset in ("dev", "inference", "training", "fleet"):
         row = preset_row(preset)
         assert row in readme, f"README preset table is stale: {row}"
+
+
+def test_each_zone_of_a_per_zone_pool_surges_and_spot_pools_never_do() -> None:
+    per_zone = edit(edit(base_spec(), "nodePools.0.perZone", True), "nodePools.0.zones", ["1", "2", "3"])
+    per_zone = edit(per_zone, "nodePools.0.upgrade", {"maxSurge": "1"})
+    gpu = data.vm_size("Standard_NC24ads_A100_v4")
+    need = _needs(per_zone)[gpu["quotaFamily"]]
+    assert need.vcpus_max == 3 * (4 + 1) * gpu["vcpus"], "maxSurge 1 on each of the three AgentPools"
+    spot, _ = parse_cluster_spec(edit(base_spec(), "nodePools.0.priority", "spot"))
+    assert spot.node_pools[0].node_range == (0, 4)
+    nodes = {found.name: found for found in address_plan(spot)}["pod CIDR"]
+    assert nodes.at_max == 4 + _surged(3), "spot nodes without surge, system nodes with"
+
+
+def test_family_names_with_spaces_are_quoted_and_unknown_families_get_no_command() -> None:
+    t4 = edit(base_spec(), "nodePools.0.vmSize", "Standard_NC4as_T4_v3")
+    t4 = edit(t4, "nodePools.1", {"name": "cpu", "vmSize": "Standard_D4s_v5", "count": 1})
+    needs = _needs(t4)
+    import shlex
+
+    command = request_command(needs["Standard NCASv3_T4 Family"])
+    assert shlex.split(command)[4] == "Standard NCASv3_T4 Family"  # az quota create --resource-name NAME
+    unknown = next(need for counter, need in needs.items() if counter.startswith("unknown family"))
+    assert request_command(unknown) is None and unknown.counter not in usage_command(list(needs.values()))

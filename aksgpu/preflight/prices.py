@@ -114,13 +114,31 @@ def table_problems(raw: Any) -> list[str]:
     problems = []
     if not isinstance(raw.get("retrieved"), datetime.date):
         problems.append("retrieved is not a date")
+    for section in ("sources", "fixed", "assumptions", "vm"):
+        if not isinstance(raw.get(section) or {}, dict):
+            problems.append(f"{section} is not a mapping")
+    if problems:
+        return problems
+    for region, sizes in (raw.get("vm") or {}).items():
+        if not isinstance(sizes or {}, dict):
+            problems.append(f"vm.{region} is not a mapping of VM sizes")
+    hours = raw.get("hoursPerMonth", 730)
+    if isinstance(hours, bool) or not isinstance(hours, int | float) or hours <= 0:
+        problems.append(f"hoursPerMonth = {hours!r} is not a number of hours above 0")
+    insights = (raw.get("assumptions") or {}).get("containerInsights")
+    if not isinstance(insights, dict) or not all(
+            isinstance(insights.get(key), int | float) and not isinstance(insights.get(key), bool)
+            and insights[key] > 0 for key in ("clusterMbPerHour", "clusterNodes")):
+        problems.append("assumptions.containerInsights needs clusterMbPerHour and clusterNodes, numbers above 0")
+    if problems:
+        return problems
     sources = raw.get("sources") or {}
     for key, source in sources.items():
         if not isinstance(source, dict) or not source.get("text") or not isinstance(source.get("retrieved"),
                                                                                      datetime.date):
             problems.append(f"source {key} needs text and a retrieved date")
     for where, row in _rows(raw):
-        if row.get("source") not in sources:
+        if not isinstance(row.get("source"), str) or row["source"] not in sources:
             problems.append(f"{where} names no known source")
         for field in ("onDemand", "spot", "price"):
             value = row.get(field)

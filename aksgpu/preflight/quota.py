@@ -4,11 +4,14 @@ that show current usage and request more (data/azure_quota.yaml)."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
 from aksgpu.components import data
 from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.base import surge_nodes
+
+# The counter of a size whose family aksgpu's catalog does not know (no command can name it).
+UNKNOWN_FAMILY = "unknown family of {}"
 
 
 @dataclass
@@ -29,22 +32,19 @@ class QuotaNeed:
 
 def quota_needs(spec: ClusterSpec) -> list[QuotaNeed]:
     """One need per VM family of the regular pools, one for the regional spot counter (spot pools),
-    and the regional total of regular vCPUs; full scale includes each pool's upgrade surge (spot
-    pools get none, as AKS gives them no surge nodes)."""
+    and the regional total of regular vCPUs; full scale includes each AgentPool's upgrade surge
+    (PoolBase.node_range)."""
     table = data.load("azure_quota")
     needs: dict[str, QuotaNeed] = {}
     regional = QuotaNeed(table["regionalCounter"], spec.location)
     for _, pool in spec.all_pools:
         size = data.vm_size(pool.vm_size)
-        low = pool.min_nodes * pool.zone_pool_count
-        high = pool.max_nodes * pool.zone_pool_count
+        low, high = pool.node_range
         spot = pool.is_spot
-        if not spot:
-            high += surge_nodes(pool.upgrade.max_surge, high)
         if size is None:
             regional.unknown_sizes.add(pool.vm_size)
             continue
-        counter = table["spotCounter"] if spot else size.get("quotaFamily") or f"(family of {pool.vm_size})"
+        counter = table["spotCounter"] if spot else size.get("quotaFamily") or UNKNOWN_FAMILY.format(pool.vm_size)
         need = needs.setdefault(counter, QuotaNeed(counter, spec.location))
         for target in (need, regional) if not spot else (need,):
             target.vcpus_min += low * size["vcpus"]
@@ -53,15 +53,23 @@ def quota_needs(spec: ClusterSpec) -> list[QuotaNeed]:
     return sorted(needs.values(), key=lambda need: need.counter.lower()) + [regional]
 
 
+def known(need: QuotaNeed) -> bool:
+    return not need.counter.startswith(UNKNOWN_FAMILY.format(""))
+
+
 def usage_command(needs: list[QuotaNeed]) -> str:
-    """The `az` command that shows the current usage and limit of every counter the needs name."""
-    counters = ", ".join(f"'{need.counter}'" for need in needs)
+    """The `az` command that shows the current usage and limit of every counter the needs name
+    (JMESPath raw strings in single quotes; the query is in double quotes for the shell)."""
+    counters = ", ".join("'" + need.counter.replace("'", "\\'") + "'" for need in needs if known(need))
     return data.load("azure_quota")["usageCommand"].format(region=needs[0].region, counters=counters)
 
 
-def request_command(need: QuotaNeed) -> str:
-    """The `az quota` command that asks for the full-scale limit."""
+def request_command(need: QuotaNeed) -> str | None:
+    """The `az quota` command that asks for the full-scale limit (family names with spaces quoted
+    for the shell); None for a size whose family is unknown: find it with `az vm list-skus`."""
+    if not known(need):
+        return None
     table = data.load("azure_quota")
     resource_type = "lowPriority" if need.counter == table["spotCounter"] else "dedicated"
-    return table["requestCommand"].format(family=need.counter, region=need.region, vcpus=need.vcpus_max,
-                                          resource_type=resource_type)
+    return table["requestCommand"].format(family=shlex.quote(need.counter), region=need.region,
+                                          vcpus=need.vcpus_max, resource_type=resource_type)

@@ -12,7 +12,7 @@ from pydantic import BeforeValidator, Field
 
 from aksgpu.components import data
 
-from .base import Cidr, Ipv4, Issue, SpecModel, network, surge_nodes
+from .base import Cidr, Ipv4, Issue, SpecModel, network
 
 if TYPE_CHECKING:
     from . import ClusterSpec
@@ -339,9 +339,7 @@ def address_plan(spec: ClusterSpec) -> list[AddressRange]:
     holds: dict[str, set[str]] = {}
     nodes_min = nodes_max = 0
     for _, pool in spec.all_pools:
-        low = pool.min_nodes * pool.zone_pool_count
-        high = pool.max_nodes * pool.zone_pool_count
-        high += surge_nodes(pool.upgrade.max_surge, high)
+        low, high = pool.node_range
         nodes_min, nodes_max = nodes_min + low, nodes_max + high
         pods = pool.max_pods or net.default_max_pods(pool)
         node_subnet = pool.subnet or net.vnet.node_subnet

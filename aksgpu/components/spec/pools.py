@@ -142,6 +142,15 @@ class PoolBase(SpecModel):
         return data.vm_size(self.vm_size)
 
     @property
+    def node_range(self) -> tuple[int, int]:
+        """Nodes of all its AgentPools at min scale, and at full scale during an upgrade: AKS adds
+        maxSurge to each AgentPool (a perZone pool's zones each surge), and none to spot pools
+        (azure-aks-docs spot-node-pool.md)."""
+        per_pool = self.max_nodes if self.is_spot else self.max_nodes + surge_nodes(self.upgrade.max_surge,
+                                                                                   self.max_nodes)
+        return self.min_nodes * self.zone_pool_count, per_pool * self.zone_pool_count
+
+    @property
     def kubelet_disk_type(self) -> Literal["OS", "Temporary"] | None:
         """Where kubelet data lives: the temp disk when the VM size leaves room on it. With osDiskType
         unset, AKS may give an ephemeral OS disk the whole temp disk, so auto keeps kubelet data on
@@ -632,14 +641,13 @@ def _check_gpu(pool: NodePool, path: str) -> Iterator[Issue]:
 
 def _check_placement(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[Issue]:
     """Capacity reservation and proximity placement groups: their IDs, and what each allows."""
-    for field, value, kind in (("capacityReservationGroupId", pool.capacity_reservation_group_id,
-                                "Microsoft.Compute/capacityReservationGroups"),
-                               ("proximityPlacementGroupId", pool.proximity_placement_group_id,
-                                "Microsoft.Compute/proximityPlacementGroups")):
+    for field, value, kind, show in (("capacityReservationGroupId", pool.capacity_reservation_group_id,
+                                      "Microsoft.Compute/capacityReservationGroups", "az capacity reservation group show"),
+                                     ("proximityPlacementGroupId", pool.proximity_placement_group_id,
+                                      "Microsoft.Compute/proximityPlacementGroups", "az ppg show")):
         if value is not None and not re.fullmatch(RESOURCE_ID.format(kind=re.escape(kind)), value, re.IGNORECASE):
             yield Issue(f"{path}.{field}", value, f"must be the resource ID of a {kind.rsplit('/', 1)[-1][:-1]}",
-                        f"copy it from `az resource show --ids ...` or the portal: /subscriptions/<id>/resourceGroups/"
-                        f"<group>/providers/{kind}/<name>")
+                        f"copy it from `{show} -g GROUP -n NAME --query id`")
     if pool.capacity_reservation_group_id is not None:
         if pool.is_spot:
             yield Issue(f"{path}.capacityReservationGroupId", pool.capacity_reservation_group_id,
@@ -653,10 +661,12 @@ def _check_placement(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[I
                     f"grant it before `pulumi up`: az role assignment create --role Contributor --assignee-object-id "
                     f"<principal id of {spec.name}-control-plane> --assignee-principal-type ServicePrincipal --scope "
                     f"/subscriptions/<id>/resourceGroups/{group}", "warning")
-    if pool.proximity_placement_group_id is not None and len(pool.zones) > 1 and not pool.per_zone:
+    if pool.proximity_placement_group_id is not None and len(pool.zones) > 1:
+        # perZone pools too: each zone's AgentPool would name the same group.
         yield Issue(f"{path}.proximityPlacementGroupId", pool.proximity_placement_group_id,
                     "a proximity placement group sits in one datacenter, so a pool in it spans at most one zone "
-                    f"(this one lists {', '.join(pool.zones)})", "list one zone, or remove the group")
+                    f"(this one lists {', '.join(pool.zones)})",
+                    "list one zone (a pool per zone, each with its own group), or remove the group")
 
 
 def _check_spot(pool: NodePool, path: str) -> Iterator[Issue]:

@@ -48,11 +48,11 @@ class Kms(SpecModel):
 
 
 class DiskEncryption(SpecModel):
-    """Encryption of the nodes' managed OS disks and of persistent volumes with a customer key,
-    through a disk encryption set (policy aks-disk-encryption-set)."""
+    """Encryption of the nodes' OS disks and of persistent volumes with a customer key, through a
+    disk encryption set (policy aks-disk-encryption-set)."""
 
     mode: Literal["none", "create", "existing"] = "none"
-    """create: aksgpu creates a disk encryption set with its own RSA key in the Key Vault it creates for KMS (needs security.kms.mode create), moving to each new key version by itself, and grants it the key; existing: the disk encryption set given by diskEncryptionSetId (same region; its identity must already hold Key Vault Crypto Service Encryption User on its key); none: Azure's platform keys. AKS takes it only when the cluster is created: changing it replaces the cluster. Ephemeral OS disks and temp disks live on the VM host, where encryption at host covers them."""
+    """create: aksgpu creates a disk encryption set with its own RSA key in the Key Vault it creates for KMS (needs security.kms.mode create), moving to each new key version by itself, and grants it the key; existing: the disk encryption set given by diskEncryptionSetId (same region; its identity must already hold Key Vault Crypto Service Encryption User on its key); none: Azure's platform keys. AKS takes it only when the cluster is created: changing it replaces the cluster. It encrypts every pool's OS disks (ephemeral ones get a new key version only when re-imaged) and, by default, the data disks AKS's storage classes create; temp disks are covered by encryption at host."""
     disk_encryption_set_id: str | None = None
     """Resource ID of an existing disk encryption set (mode existing)."""
 

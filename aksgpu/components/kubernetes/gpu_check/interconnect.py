@@ -24,11 +24,14 @@ def _free_port() -> int:
 
 
 def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int, warmup: int, backend: str,
-                      results: Any) -> None:
+                      results: Any, timeout_seconds: float) -> None:
+    import datetime
+
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_seconds))
     try:
         cuda = backend == "nccl"
         device = torch.device("cuda", rank) if cuda else torch.device("cpu")
@@ -54,15 +57,23 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
 
 
 def allreduce_bus_bandwidth_gbs(world: int, nbytes: int, iters: int = 20, warmup: int = 5,
-                                backend: str = "nccl") -> float:
+                                backend: str = "nccl", timeout_seconds: float = 300.0) -> float:
     """Bus bandwidth of an all-reduce of `nbytes` across `world` local ranks, GB/s: NCCL on GPUs (one
-    process per GPU), gloo on CPUs (the tests)."""
+    process per GPU), gloo on CPUs (the tests). A run that has not finished after
+    `timeout_seconds` (a hung NVLink or NCCL) is stopped and raises TimeoutError."""
     import torch.multiprocessing as mp
 
-    context = mp.get_context("spawn")
-    results = context.SimpleQueue()
-    mp.start_processes(_allreduce_worker, args=(world, _free_port(), nbytes, iters, warmup, backend, results),
-                       nprocs=world, join=True, start_method="spawn")
+    results = mp.get_context("spawn").SimpleQueue()
+    context = mp.start_processes(_allreduce_worker,
+                                 args=(world, _free_port(), nbytes, iters, warmup, backend, results, timeout_seconds),
+                                 nprocs=world, join=False, start_method="spawn")
+    deadline = time.monotonic() + timeout_seconds
+    while not context.join(timeout=max(deadline - time.monotonic(), 0.0)):
+        if time.monotonic() >= deadline:
+            for process in context.processes:
+                if process.is_alive():
+                    process.kill()
+            raise TimeoutError(f"the all-reduce did not finish in {timeout_seconds:g} s")
     return bus_bandwidth(results.get(), world)
 
 

@@ -99,6 +99,7 @@ def gemm_tflops(torch: Any, device: Any, n: int, iters: int, warmup: int, burn_s
             for _ in range(iters):
                 torch.matmul(a, b, out=out)
         del a, b, out
+        _empty_cache(torch, device)  # give the memory back, so the pattern test can cover it
         return 2.0 * n**3 * iters / timer.seconds / 1e12
 
 
@@ -113,6 +114,7 @@ def copy_bandwidth_tbs(torch: Any, device: Any, nbytes: int, iters: int, warmup:
             for _ in range(iters):
                 target.copy_(source)
         del source, target
+        _empty_cache(torch, device)
         return 2.0 * nbytes * iters / timer.seconds / 1e12
 
 
@@ -137,16 +139,38 @@ def pattern_test(torch: Any, device: Any, nbytes: int, passes: int = 1, chunk_by
                     chunk.fill_(pattern)
                 for chunk in chunks:
                     mismatches += int((chunk != pattern).sum().item())
-            for chunk in chunks:
-                torch.arange(chunk.numel(), dtype=torch.int32, device=device, out=chunk)
-            for chunk in chunks:
-                expected = torch.arange(chunk.numel(), dtype=torch.int32, device=device)
+            # Each word gets its index across all chunks (int32, unique below 16 GiB per run of
+            # 2^32 words): two chunks that alias one another read back each other's indices.
+            for chunk, start in zip(chunks, _starts(chunks), strict=True):
+                _index_pattern(torch, chunk, start, device, out=chunk)
+            for chunk, start in zip(chunks, _starts(chunks), strict=True):
+                expected = _index_pattern(torch, chunk, start, device)
                 mismatches += int((chunk != expected).sum().item())
                 del expected
         covered = sum(chunk.numel() * 4 for chunk in chunks)
         del chunks
         _empty_cache(torch, device)
         return {"mismatchedWords": mismatches, "bytesTested": covered}
+
+
+def _starts(chunks: list[Any]) -> list[int]:
+    starts, offset = [], 0
+    for chunk in chunks:
+        starts.append(offset)
+        offset += chunk.numel()
+    return starts
+
+
+def _index_pattern(torch: Any, chunk: Any, start: int, device: Any, out: Any = None) -> Any:
+    """Words start, start+1, ... of the run, wrapped to int32."""
+    values = torch.arange(start, start + chunk.numel(), dtype=torch.int64, device=device)
+    wrapped = ((values + 2**31) % 2**32 - 2**31).to(torch.int32)
+    del values
+    if out is None:
+        return wrapped
+    out.copy_(wrapped)
+    del wrapped
+    return out
 
 
 def free_bytes(torch: Any, device: Any) -> int:
@@ -156,24 +180,30 @@ def free_bytes(torch: Any, device: Any) -> int:
     return 0
 
 
-def on_every_gpu(devices: list[Any], measure: Callable[[Any], T]) -> dict[int, T | BaseException]:
+def on_every_gpu(devices: list[Any], measure: Callable[[Any], T],
+                 timeout_seconds: float | None = None) -> dict[int, T | BaseException]:
     """Run `measure` on every device at once, one thread each (kernels release the GIL); a device
-    whose measurement raised gets the exception, so one bad GPU fails its own check only."""
+    whose measurement raised gets the exception, and one still running after `timeout_seconds`
+    gets a TimeoutError (a hung GPU), so one bad GPU fails its own check only."""
     results: dict[int, T | BaseException] = {}
 
     def work(position: int, device: Any) -> None:
         try:
             results[position] = measure(device)
-        except BaseException as error:  # noqa: BLE001 - reported as that GPU's failure
+        except Exception as error:  # noqa: BLE001 - reported as that GPU's failure
             results[position] = error
 
     threads = [threading.Thread(target=work, args=(position, device), daemon=True)
                for position, device in enumerate(devices)]
     for thread in threads:
         thread.start()
+    deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     for thread in threads:
-        thread.join()
-    return results
+        thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+    for position in range(len(devices)):
+        if position not in results:
+            results[position] = TimeoutError(f"still running after {timeout_seconds} s")
+    return dict(sorted(results.items()))
 
 
 class _on:

@@ -60,7 +60,8 @@ class NodeReport:
 
 def against_floor(check: str, gpu: int | None, value: float, floor: float | None, unit: str,
                   what: str, source: str) -> CheckResult:
-    """pass when value >= floor; skip-with-reason where no floor is known (relative checks still run)."""
+    """pass when value >= floor. Where no floor is known it passes and says so: the comparison with
+    the node's other GPUs (stragglers) is then the only judgement."""
     if floor is None:
         return CheckResult(check, "pass", f"{what} {value:.4g} {unit}; no absolute floor for this GPU ({source}), "
                            "so only the comparison with the node's other GPUs applies", gpu, value, None, unit)

@@ -1,8 +1,9 @@
 """Run the GPU health check: `python -m aksgpu.components.kubernetes.gpu_check [--quick | --full]`.
 
-Levels: --quick is inventory and error state through NVML (seconds); the standard level adds the
-GEMM, memory bandwidth, memory pattern and interconnect checks (well under a minute on an 8-GPU
-node); --full repeats them longer and larger (a burn of several minutes). Exit codes (the gate's
+Levels: --quick is inventory and error state through NVML (under a second); the standard level
+adds the GEMM, memory bandwidth, memory pattern and interconnect checks (1.5-2 s of checks on one
+H100; an 8-GPU node was not measured); --full repeats them longer and larger (a five-minute burn).
+Each measurement phase stops after PHASE_TIMEOUT_SECONDS and fails the GPU it waited for. Exit codes (the gate's
 contract, node_gate.py): 0 the node passed, 1 a check failed, 2 the check could not run (bad
 arguments). --report writes the JSON report, --prometheus the node exporter's textfile;
 --apply-verdict also applies the gate's verdict to this node (remove the startup taint on a pass;
@@ -23,6 +24,10 @@ from typing import Any
 
 from aksgpu.components.kubernetes.gpu_check import interconnect, measure, probe, report, results, thresholds, xids
 from aksgpu.components.kubernetes.gpu_check.results import CheckResult, NodeReport
+
+# The most one measurement phase (GEMM after any burn, copies, pattern test, all-reduce) may take
+# before its GPU, or the all-reduce, counts as hung and fails: the report is written either way.
+PHASE_TIMEOUT_SECONDS = 120.0
 
 
 @dataclass
@@ -51,9 +56,15 @@ def check_node(node: Node, level: str, sizes: measure.Sizes | None = None) -> No
     found = probe.inventory_checks(states, limits, driver, node.expected_gpus, node.expected_model)
     found += probe.error_checks(states, limits)
     found += xids.xid_checks(node.kernel_log, limits.critical_xids)
-    if level != "quick" and node.torch is not None and node.devices:
-        sizes = sizes or (measure.FULL if level == "full" else measure.STANDARD)
-        found += _performance(node, limits, sizes)
+    if level != "quick":
+        if len(node.devices) != len(states) or node.torch is None:
+            # CUDA that cannot start (a driver older than the image's CUDA, no /dev/nvidia*) would
+            # otherwise skip every measurement and pass the node on NVML alone.
+            found.append(CheckResult("cuda", "fail", f"PyTorch sees {len(node.devices)} CUDA devices and NVML "
+                                     f"{len(states)} GPUs", value=len(node.devices), threshold=len(states)))
+        else:
+            sizes = sizes or (measure.FULL if level == "full" else measure.STANDARD)
+            found += _performance(node, limits, sizes)
     found += interconnect.infiniband_checks(node.infiniband_sysfs, limits.infiniband_gbps)
     facts = {"vmSize": node.vm_size, "gpuModel": model, "driver": driver, "gpus": len(states),
              "gpuNames": sorted({s.name for s in states})}
@@ -63,20 +74,21 @@ def check_node(node: Node, level: str, sizes: measure.Sizes | None = None) -> No
 def _performance(node: Node, limits: thresholds.Limits, sizes: measure.Sizes) -> list[CheckResult]:
     torch, devices = node.torch, node.devices
     found: list[CheckResult] = []
+    limit = sizes.burn_seconds + PHASE_TIMEOUT_SECONDS
     tflops = measure.on_every_gpu(devices, lambda d: measure.gemm_tflops(
-        torch, d, sizes.gemm_n, sizes.gemm_iters, sizes.warmup, sizes.burn_seconds))
-    found += _judged("gemm", tflops, limits.tflops_floor, "TFLOPS", "dense matrix multiply", limits.tflops_source,
-                     limits.straggler_tolerance)
+        torch, d, sizes.gemm_n, sizes.gemm_iters, sizes.warmup, sizes.burn_seconds), limit)
+    found += _judged("gemm", devices, tflops, limits.tflops_floor, "TFLOPS", "dense matrix multiply",
+                     limits.tflops_source, limits.straggler_tolerance)
     bandwidth = measure.on_every_gpu(devices, lambda d: measure.copy_bandwidth_tbs(
-        torch, d, sizes.copy_bytes, sizes.copy_iters, sizes.warmup))
-    found += _judged("memory-bandwidth", bandwidth, limits.bandwidth_floor_tbs, "TB/s", "device copy bandwidth",
-                     limits.bandwidth_source, limits.straggler_tolerance)
+        torch, d, sizes.copy_bytes, sizes.copy_iters, sizes.warmup), PHASE_TIMEOUT_SECONDS)
+    found += _judged("memory-bandwidth", devices, bandwidth, limits.bandwidth_floor_tbs, "TB/s",
+                     "device copy bandwidth", limits.bandwidth_source, limits.straggler_tolerance)
 
     def pattern(device: Any) -> dict[str, int]:
         nbytes = int(measure.free_bytes(torch, device) * sizes.pattern_fraction) or sizes.copy_bytes
         return measure.pattern_test(torch, device, nbytes, sizes.pattern_passes)
 
-    for position, outcome in sorted(measure.on_every_gpu(devices, pattern).items()):
+    for position, outcome in sorted(measure.on_every_gpu(devices, pattern, PHASE_TIMEOUT_SECONDS).items()):
         gpu = _index(devices[position], position)
         if isinstance(outcome, BaseException):
             found.append(CheckResult("memory-pattern", "fail", f"the pattern test could not run: {outcome}", gpu))
@@ -91,7 +103,8 @@ def _performance(node: Node, limits: thresholds.Limits, sizes: measure.Sizes) ->
         try:
             message = limits.nccl_message_bytes if all(d.type == "cuda" for d in devices) else None
             busbw = interconnect.allreduce_bus_bandwidth_gbs(len(devices), message or sizes.copy_bytes // 2,
-                                                              backend=node.nccl_backend)
+                                                              backend=node.nccl_backend,
+                                                              timeout_seconds=PHASE_TIMEOUT_SECONDS)
             found.append(results.against_floor("nccl-allreduce", None, busbw, limits.nccl_floor_gbs, "GB/s",
                                                "all-reduce bus bandwidth", limits.nccl_source))
         except Exception as error:  # noqa: BLE001 - NCCL that cannot run fails the node
@@ -100,14 +113,17 @@ def _performance(node: Node, limits: thresholds.Limits, sizes: measure.Sizes) ->
 
 
 def _index(device: Any, position: int) -> int:
-    return device.index if getattr(device, "index", None) is not None else position
+    """A CUDA device's own index; its position in the list for others (the CPU devices of the tests)."""
+    index = getattr(device, "index", None)
+    return index if isinstance(index, int) else position
 
 
-def _judged(check: str, outcomes: dict[int, Any], floor: float | None, unit: str, what: str, source: str,
-            tolerance: float) -> list[CheckResult]:
+def _judged(check: str, devices: list[Any], outcomes: dict[int, Any], floor: float | None, unit: str, what: str,
+            source: str, tolerance: float) -> list[CheckResult]:
     values: dict[int, float] = {}
     found = []
-    for gpu, outcome in sorted(outcomes.items()):
+    for position, outcome in sorted(outcomes.items()):
+        gpu = _index(devices[position], position)
         if isinstance(outcome, BaseException):
             found.append(CheckResult(check, "fail", f"the {what} could not run: {outcome}", gpu))
             continue
@@ -183,7 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - no NVML or no PyTorch: the node cannot be judged healthy
         node_report = NodeReport(level, [CheckResult("driver", "fail", f"NVML or PyTorch did not start: {error}")], 0.0)
     else:
-        node_report = check_node(node, level)
+        try:
+            node_report = check_node(node, level)
+        except Exception as error:  # noqa: BLE001 - e.g. NVML's GPU-is-lost: fail with a report, not a traceback
+            node_report = NodeReport(level, [CheckResult("nvml", "fail", f"the check broke off: "
+                                                         f"{type(error).__name__}: {error}")], 0.0)
     document = report.report_json(node_report)
     if args.report:
         report.write_atomically(Path(args.report), json.dumps(document, indent=2) + "\n")

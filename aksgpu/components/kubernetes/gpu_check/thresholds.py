@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,28 @@ def catalog() -> dict[str, Any]:
         return yaml.safe_load(handle)
 
 
+@functools.cache
+def alert_xids() -> frozenset[int]:
+    """The fatal Xids of aksgpu's alert rules (data/gpu_alerts.yaml, beside the catalog)."""
+    with (Path(os.environ.get("AKSGPU_VM_SIZES", CATALOG)).parent / "gpu_alerts.yaml").open(encoding="utf-8") as handle:
+        return frozenset(yaml.safe_load(handle)["nodeXids"])
+
+
+def _words(name: str) -> list[str]:
+    return [word for word in re.split(r"[\s-]+", name.upper()) if word]
+
+
+def _holds(name: list[str], words: list[str]) -> bool:
+    return any(name[start:start + len(words)] == words for start in range(len(name) - len(words) + 1))
+
+
 def model_of(nvml_name: str) -> str | None:
     """The catalog's GPU model for an NVML device name, or None for a GPU aksgpu does not know."""
+    name = _words(nvml_name)
+    if any(_holds(name, _words(unknown)) for unknown in table()["unknownNames"]):
+        return None
     for model, names in table()["nvmlNames"].items():
-        if any(name in nvml_name for name in names):
+        if any(_holds(name, _words(listed)) for listed in names):
             return model
     return None
 
@@ -81,7 +100,7 @@ def limits(model: str | None, vm_size: str | None) -> Limits:
         else "no NCCL floor for this VM size",
         straggler_tolerance=thresholds["stragglerTolerance"]["value"],
         temperature_margin_c=thresholds["temperatureMarginC"]["value"],
-        critical_xids=frozenset(thresholds["criticalXids"]["values"]),
+        critical_xids=alert_xids() | frozenset(thresholds["extraCriticalXids"]["values"]),
         expected_gpus=size.get("gpus"),
         infiniband_gbps=float(ib.split()[0]) if ib else None,
     )
