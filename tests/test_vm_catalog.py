@@ -98,3 +98,11 @@ def test_the_availability_table_is_sourced_and_names_known_sizes_and_regions() -
         for size, zones in sizes.items():
             assert set(zones) <= {"1", "2", "3"}
             assert size not in table["regions"] or region in table["regions"][size], "zones only where it is sold"
+
+
+def test_the_availability_snapshots_carry_their_own_dates() -> None:
+    import datetime
+
+    table = data.load("azure_availability")
+    assert table["regionsDate"] == datetime.date(2026, 6, 18) and table["zonesDate"] == datetime.date(2025, 6, 3)
+    assert str(table["regionsDate"]) in table["source"]["regions"] and str(table["zonesDate"]) in table["source"]["zones"]

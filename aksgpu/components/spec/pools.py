@@ -464,7 +464,7 @@ def _check_availability(pool: PoolBase, path: str, location: str) -> Iterator[Is
     regions = table["regions"].get(pool.vm_size)
     if regions is not None and location not in regions:
         yield Issue(f"{path}.vmSize", pool.vm_size, f"Azure listed no price for this size in {location} (Retail "
-                    f"Prices API, {table['retrieved']}), so it is most likely not offered there; it is sold in "
+                    f"Prices API, {table['regionsDate']}), so it is most likely not offered there; it is sold in "
                     f"{len(regions)} regions", f"pick a region that offers it (`aksgpu vm-sizes --json` lists "
                     f"them), or confirm with `az vm list-skus -l {location} --size {pool.vm_size}`", "warning")
     zones = table["zones"].get(location, {}).get(pool.vm_size)
@@ -472,12 +472,12 @@ def _check_availability(pool: PoolBase, path: str, location: str) -> Iterator[Is
         return
     if not zones:
         yield Issue(f"{path}.zones", list(pool.zones), f"{pool.vm_size} is offered in no availability zone of "
-                    f"{location} (Resource SKUs API, 2025-06-03), so a zonal pool cannot be created",
+                    f"{location} (Resource SKUs API, {table['zonesDate']}), so a zonal pool cannot be created",
                     "leave zones empty for a regional pool, or use a zonal size")
     elif missing := sorted(set(pool.zones) - set(zones)):
         yield Issue(f"{path}.zones", list(pool.zones), f"{pool.vm_size} was offered only in zones "
                     f"{', '.join(zones)} of {location} on the subscription Azure's Resource SKUs API was read "
-                    f"with (2025-06-03); zone numbers differ between subscriptions, so {', '.join(missing)} may "
+                    f"with ({table['zonesDate']}); zone numbers differ between subscriptions, so {', '.join(missing)} may "
                     "lack it in yours", f"check `az vm list-skus -l {location} --size {pool.vm_size} --zone`", "warning")
 
 
