@@ -372,13 +372,14 @@ def test_the_image_carries_everything_the_check_imports() -> None:
     dockerfile = (package / "Dockerfile").read_text(encoding="utf-8")
     copied = {path for line in dockerfile.splitlines() if line.startswith("COPY ")
               for path in line.split()[1:-1]}
-    copied_modules = {"aksgpu", "aksgpu.components", "aksgpu.components.kubernetes",
+    copied_modules = {"aksgpu", "aksgpu.components", "aksgpu.components.data", "aksgpu.components.kubernetes",
                       "aksgpu.components.kubernetes.node_gate", "aksgpu.components.kubernetes.gpu_check"}
     copied_modules |= {f"aksgpu.components.kubernetes.gpu_check.{m.stem}" for m in package.glob("*.py")}
     assert {"aksgpu/components/kubernetes/gpu_check/*.py", "aksgpu/components/kubernetes/gpu_check/*.yaml",
             "aksgpu/components/kubernetes/node_gate.py", "aksgpu/components/data/vm_sizes.yaml",
-            "aksgpu/components/data/gpu_alerts.yaml"} <= copied
-    for module in [*package.glob("*.py"), package.parent / "node_gate.py"]:
+            "aksgpu/components/data/gpu_alerts.yaml", "aksgpu/components/data/__init__.py"} <= copied
+    for module in [*package.glob("*.py"), package.parent / "node_gate.py",
+                   package.parent.parent / "data" / "__init__.py"]:
         for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -394,6 +395,8 @@ def test_the_image_carries_everything_the_check_imports() -> None:
                     assert name in copied_modules, (module.name, name)
                 else:
                     assert top in sys.stdlib_module_names or top in {"torch", "pynvml", "yaml"}, (module.name, name)
-    read = set(re.findall(r'"([a-z_]+\.yaml)"', (package / "thresholds.py").read_text(encoding="utf-8")))
-    assert read <= {"thresholds.yaml", "vm_sizes.yaml", "gpu_alerts.yaml"}
+    source = (package / "thresholds.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'"([a-z_]+\.yaml)"', source)) | {f"{name}.yaml" for name in
+                                                           re.findall(r'data\.load\("([a-z_]+)"\)', source)}
+    assert read == {"thresholds.yaml", "vm_sizes.yaml", "gpu_alerts.yaml"}
     assert "nvidia-ml-py" in dockerfile and "pyyaml" in dockerfile

@@ -1,10 +1,10 @@
-"""The limits of the GPU health check: thresholds.yaml beside this file, and the peaks of aksgpu's
-VM catalog (components/data/vm_sizes.yaml), found relative to this package or at $AKSGPU_VM_SIZES."""
+"""The limits of the GPU health check: thresholds.yaml beside this file, and the peaks and the
+alert rules' fatal Xids from aksgpu's data tables (components/data, read through its loader; the
+image copies both)."""
 
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 
+from aksgpu.components import data
+
 HERE = Path(__file__).resolve().parent
-CATALOG = HERE.parent.parent / "data" / "vm_sizes.yaml"
 
 
 @functools.cache
@@ -22,18 +23,14 @@ def table() -> dict[str, Any]:
         return yaml.safe_load(handle)
 
 
-@functools.cache
 def catalog() -> dict[str, Any]:
-    path = Path(os.environ.get("AKSGPU_VM_SIZES", CATALOG))
-    with path.open(encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    """aksgpu's VM catalog (data/vm_sizes.yaml)."""
+    return data.load("vm_sizes")
 
 
-@functools.cache
 def alert_xids() -> frozenset[int]:
-    """The fatal Xids of aksgpu's alert rules (data/gpu_alerts.yaml, beside the catalog)."""
-    with (Path(os.environ.get("AKSGPU_VM_SIZES", CATALOG)).parent / "gpu_alerts.yaml").open(encoding="utf-8") as handle:
-        return frozenset(yaml.safe_load(handle)["nodeXids"])
+    """The fatal Xids of aksgpu's alert rules (data/gpu_alerts.yaml)."""
+    return frozenset(data.load("gpu_alerts")["nodeXids"])
 
 
 def _words(name: str) -> list[str]:
