@@ -3,6 +3,10 @@
 A project's __main__.py calls `run()`. A team that wants more in the same stack (its own
 resources next to the cluster) writes its own program instead and composes `AksGpuCluster`
 from `aksgpu.components.aks_gpu_cluster` with a spec from `parse_cluster_spec`, as this one does.
+
+A fleet environment's stacks run the same program: its shared stack has `aksgpu:fleet` (a
+FleetSpec, declared by AksGpuFleet), and each member stack an `aksgpu:cluster` with `fleet` set,
+whose program reads the shared stack's outputs through a stack reference.
 """
 
 from __future__ import annotations
@@ -11,18 +15,20 @@ import pulumi
 
 from aksgpu.alias_urns import defer_alias_urns
 from aksgpu.components.aks_gpu_cluster import AksGpuCluster
+from aksgpu.components.fleet import AksGpuFleet, FleetOutputs
 from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.components.spec.fleet import FLEET_OUTPUTS, parse_fleet_spec
 
 
-def run() -> AksGpuCluster:
-    """Declare the cluster of this stack's `aksgpu:cluster` config and export its outputs."""
+def run() -> AksGpuCluster | AksGpuFleet:
+    """Declare the cluster of this stack's `aksgpu:cluster` config (or the fleet's shared parts of
+    its `aksgpu:fleet`) and export its outputs."""
     defer_alias_urns()  # the engine gets the same aliases; Python skips ~8 s of unused URNs at 100 pools
     config = pulumi.Config("aksgpu")
-    try:
-        raw_spec = config.get_object("cluster")
-    except (ValueError, RecursionError) as error:  # the engine hands structured config over as JSON
-        raise pulumi.RunError(f"aksgpu:cluster in this stack's config cannot be read ({type(error).__name__}). "
-                              "Fix: check it with `aksgpu validate STACK`, which names the line.") from None
+    raw_fleet = _structured(config, "fleet")
+    if raw_fleet is not None:
+        return _run_fleet(raw_fleet)
+    raw_spec = _structured(config, "cluster")
     if raw_spec is None:
         raise pulumi.RunError(
             "aksgpu:cluster is not set in this stack's config. Fix: add the environment to stacks/environments.yaml "
@@ -34,7 +40,8 @@ def run() -> AksGpuCluster:
     for warning in warnings:
         pulumi.log.warn(str(warning))
 
-    cluster = AksGpuCluster(spec.name, spec)
+    fleet = fleet_outputs(spec.fleet.stack) if spec.fleet is not None else None
+    cluster = AksGpuCluster(spec.name, spec, fleet=fleet)
     pulumi.export("clusterName", cluster.cluster.cluster_name)
     pulumi.export("clusterId", cluster.cluster.cluster_id)
     pulumi.export("oidcIssuerUrl", cluster.cluster.oidc_issuer_url)
@@ -42,3 +49,38 @@ def run() -> AksGpuCluster:
     pulumi.export("logAnalyticsWorkspaceId", cluster.monitoring.workspace_id)
     pulumi.export("kubeconfig", cluster.cluster.kubeconfig)
     return cluster
+
+
+def _structured(config: pulumi.Config, key: str) -> object:
+    try:
+        return config.get_object(key)
+    except (ValueError, RecursionError) as error:  # the engine hands structured config over as JSON
+        raise pulumi.RunError(f"aksgpu:{key} in this stack's config cannot be read ({type(error).__name__}). "
+                              "Fix: check it with `aksgpu validate STACK`, which names the line.") from None
+
+
+def _run_fleet(raw_spec: object) -> AksGpuFleet:
+    try:
+        spec, warnings = parse_fleet_spec(raw_spec)
+    except SpecError as error:
+        raise pulumi.RunError(str(error)) from None
+    for warning in warnings:
+        pulumi.log.warn(str(warning))
+    fleet = AksGpuFleet(spec.name, spec)
+    for name in FLEET_OUTPUTS:
+        pulumi.export(name, fleet.outputs[name])
+    return fleet
+
+
+def fleet_outputs(stack: str) -> FleetOutputs:
+    """The outputs of a fleet's shared stack (same project, same backend), through a stack reference."""
+    reference = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{stack}")
+    return FleetOutputs(
+        fleet_name=reference.require_output("fleetName"),
+        fleet_resource_group=reference.require_output("fleetResourceGroup"),
+        registry_id=reference.get_output("registryId"),
+        registry_login_server=reference.get_output("registryLoginServer"),
+        log_analytics_workspace_ids=reference.get_output("logAnalyticsWorkspaceIds"),
+        prometheus_workspace_id=reference.get_output("prometheusWorkspaceId"),
+        prometheus_location=reference.get_output("prometheusLocation"),
+    )

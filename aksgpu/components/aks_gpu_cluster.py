@@ -7,6 +7,7 @@ from pulumi_azure_native import authorization, resources
 
 from aksgpu.components.access import Access, AccessArgs, aad_profile
 from aksgpu.components.cluster import Cluster, ClusterArgs
+from aksgpu.components.fleet import FleetJoin, FleetJoinArgs, FleetOutputs
 from aksgpu.components.kubernetes.gang_scheduling import (
     GangScheduling,
     GangSchedulingArgs,
@@ -38,10 +39,16 @@ class AksGpuCluster(pulumi.ComponentResource):
 
     The in-cluster objects wait for the cluster only, not for the node pools: they are in place
     (the GPU node gate among them) before the first GPU node joins.
+
+    A fleet member (spec.fleet) is given its fleet's outputs (`fleet`, read from the fleet's
+    shared stack): it joins the fleet, and its registry and workspaces in mode fleet are the fleet's.
     """
 
-    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None,
+                 fleet: FleetOutputs | None = None) -> None:
         super().__init__("aksgpu:index:AksGpuCluster", name, None, opts)
+        if spec.fleet is not None and fleet is None:
+            raise ValueError(f"cluster {spec.name} is a member of fleet {spec.fleet.stack}: pass the fleet's outputs")
         child = pulumi.ResourceOptions(parent=self)
         tags = {"managed-by": "aksgpu", **spec.tags}
         spec = spec.model_copy(update={"tags": tags})
@@ -66,7 +73,9 @@ class AksGpuCluster(pulumi.ComponentResource):
             tags=tags), child)
         self.monitoring = Monitoring(f"{name}-monitoring", MonitoringArgs(
             spec=spec.monitoring, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
-            protect=spec.protect, tags=tags), child)
+            protect=spec.protect, tags=tags,
+            fleet_workspace_id=fleet.log_analytics_workspace_id(spec.location) if fleet else None,
+            fleet_prometheus_workspace_id=fleet.prometheus_workspace_id if fleet else None), child)
         self.cluster = Cluster(f"{name}-cluster", ClusterArgs(
             spec=spec, resource_group_name=group_name, tenant_id=client_config.tenant_id,
             subscription_id=subscription_id, subnet_ids=self.network.subnet_ids,
@@ -79,13 +88,22 @@ class AksGpuCluster(pulumi.ComponentResource):
             spec=spec.registry, cluster_name=spec.name, location=spec.location, resource_group_name=group_name,
             kubelet_principal_id=self.cluster.kubelet_principal_id, subscription_id=subscription_id,
             protect=spec.protect, tags=tags, subnet_ids=self.network.subnet_ids, node_subnet=vnet.node_subnet,
-            workspace_id=self.monitoring.workspace_id), child)
+            workspace_id=self.monitoring.workspace_id,
+            fleet_registry_id=fleet.registry_id if fleet else None,
+            fleet_login_server=fleet.registry_login_server if fleet else None), child)
         self.access = Access(f"{name}-access", AccessArgs(
             spec=spec.access, cluster_id=self.cluster.cluster_id, subscription_id=subscription_id), child)
         self.cluster_monitoring = ClusterMonitoring(f"{name}-cluster-monitoring", ClusterMonitoringArgs(
             spec=spec.monitoring, cluster_name=spec.name, cluster_id=self.cluster.cluster_id, location=spec.location,
             resource_group_name=group_name, workspace_id=self.monitoring.workspace_id,
-            prometheus_workspace_id=self.monitoring.prometheus_workspace_id, tags=tags), child)
+            prometheus_workspace_id=self.monitoring.prometheus_workspace_id, tags=tags,
+            prometheus_location=(fleet.prometheus_location
+                                 if fleet and spec.monitoring.prometheus_workspace == "fleet" else None)), child)
+        self.fleet_join: FleetJoin | None = None
+        if spec.fleet is not None and fleet is not None:
+            self.fleet_join = FleetJoin(f"{name}-fleet", FleetJoinArgs(
+                fleet=fleet, member_name=spec.fleet.member, group=spec.fleet.group,
+                cluster_id=self.cluster.cluster_id), child)
         self.kubernetes: ClusterKubernetes | None = None
         if spec.in_cluster.enabled:
             self._in_cluster(name, spec, group_name, tags)

@@ -27,11 +27,14 @@ class MonitoringArgs:
     resource_group_name: pulumi.Input[str]
     protect: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    # The fleet's workspaces, for a member with logAnalytics mode fleet or prometheusWorkspace fleet.
+    fleet_workspace_id: pulumi.Input[str] | None = None
+    fleet_prometheus_workspace_id: pulumi.Input[str] | None = None
 
 
 class Monitoring(pulumi.ComponentResource):
-    """The Log Analytics workspace (created or existing) and, for managed Prometheus, an Azure
-    Monitor workspace."""
+    """The Log Analytics workspace (created, existing or the fleet's) and, for managed Prometheus,
+    an Azure Monitor workspace (created, or the fleet's)."""
 
     workspace_id: pulumi.Output[str] | None
     prometheus_workspace_id: pulumi.Output[str] | None
@@ -57,7 +60,11 @@ class Monitoring(pulumi.ComponentResource):
             self.workspace_id = workspace.id
         elif spec.mode == "existing":
             self.workspace_id = pulumi.Output.from_input(spec.workspace_id)
-        if args.spec.managed_prometheus:
+        elif spec.mode == "fleet":
+            self.workspace_id = pulumi.Output.from_input(args.fleet_workspace_id)
+        if args.spec.managed_prometheus and args.spec.prometheus_workspace == "fleet":
+            self.prometheus_workspace_id = pulumi.Output.from_input(args.fleet_prometheus_workspace_id)
+        elif args.spec.managed_prometheus:
             prometheus = monitor.AzureMonitorWorkspace(
                 f"{name}-prometheus",
                 azure_monitor_workspace_name=names.prometheus_workspace(args.cluster_name),
@@ -80,6 +87,9 @@ class ClusterMonitoringArgs:
     workspace_id: pulumi.Input[str] | None
     prometheus_workspace_id: pulumi.Input[str] | None
     tags: dict[str, str] = field(default_factory=dict)
+    # Region of the Prometheus collection endpoint and rule: the Azure Monitor workspace's (None:
+    # the cluster's, where its own workspace is).
+    prometheus_location: pulumi.Input[str] | None = None
 
 
 class ClusterMonitoring(pulumi.ComponentResource):
@@ -134,11 +144,12 @@ class ClusterMonitoring(pulumi.ComponentResource):
                 opts=child,
             )
         if args.prometheus_workspace_id is not None:
+            prometheus_location = args.prometheus_location or args.location
             endpoint = monitor.DataCollectionEndpoint(
                 f"{name}-prometheus-endpoint",
                 data_collection_endpoint_name=names.prometheus_endpoint(args.location, args.cluster_name),
                 resource_group_name=args.resource_group_name,
-                location=args.location,
+                location=prometheus_location,
                 kind="Linux",
                 tags=args.tags,
                 opts=child,
@@ -147,7 +158,7 @@ class ClusterMonitoring(pulumi.ComponentResource):
                 f"{name}-prometheus",
                 data_collection_rule_name=names.prometheus_rule(args.location, args.cluster_name),
                 resource_group_name=args.resource_group_name,
-                location=args.location,
+                location=prometheus_location,
                 kind="Linux",
                 data_collection_endpoint_id=endpoint.id,
                 data_sources={"prometheus_forwarder": [{"name": "PrometheusDataSource", "streams": [PROMETHEUS_STREAM]}]},

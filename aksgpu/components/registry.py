@@ -29,6 +29,9 @@ class RegistryArgs:
     node_subnet: str = "nodes"
     # The Log Analytics workspace that receives the registry's logs (None: no workspace).
     workspace_id: pulumi.Input[str] | None = None
+    # The fleet's registry, for mode fleet (its ID and login server, from the fleet's shared stack).
+    fleet_registry_id: pulumi.Input[str] | None = None
+    fleet_login_server: pulumi.Input[str] | None = None
 
 
 # The registry's log categories (learn.microsoft.com azure-monitor reference supported-logs
@@ -41,8 +44,8 @@ REGISTRY_GROUP_ID = "registry"
 
 
 class Registry(pulumi.ComponentResource):
-    """Creates an ACR (admin user off) or attaches an existing one; either way the kubelet
-    identity gets AcrPull on it."""
+    """Creates an ACR (admin user off), or attaches an existing one or the fleet's; either way the
+    kubelet identity gets AcrPull on it."""
 
     registry_id: pulumi.Output[str] | None
     login_server: pulumi.Output[str] | None
@@ -76,7 +79,7 @@ class Registry(pulumi.ComponentResource):
             self.registry_id = registry.id
             self.login_server = registry.login_server
             if not spec.public_network_access:
-                self._private_endpoint(name, args, registry)
+                self._private_endpoint(name, args, registry.id)
             if args.workspace_id is not None:
                 monitor.DiagnosticSetting(
                     f"{name}-logs",
@@ -87,6 +90,11 @@ class Registry(pulumi.ComponentResource):
                     metrics=[{"category": "AllMetrics", "enabled": True}],
                     opts=pulumi.ResourceOptions(parent=self),
                 )
+        elif spec.mode == "fleet":
+            self.registry_id = pulumi.Output.from_input(args.fleet_registry_id)
+            self.login_server = pulumi.Output.from_input(args.fleet_login_server)
+            if not spec.public_network_access:
+                self._private_endpoint(name, args, self.registry_id)
         elif spec.mode == "existing":
             self.registry_id = pulumi.Output.from_input(spec.id)
             # An existing registry's login server is its lowercase name plus azurecr.io (Azure public
@@ -104,9 +112,9 @@ class Registry(pulumi.ComponentResource):
             )
         self.register_outputs({"registryId": self.registry_id, "loginServer": self.login_server})
 
-    def _private_endpoint(self, name: str, args: RegistryArgs, registry: containerregistry.Registry) -> None:
+    def _private_endpoint(self, name: str, args: RegistryArgs, registry_id: pulumi.Input[str]) -> None:
         """A private endpoint in the cluster's VNet and the DNS zone that makes the registry's name
-        resolve to it there."""
+        resolve to it there (a geo-replicated registry's endpoint also resolves its replicas)."""
         subnet_id = pulumi.Output.from_input(args.subnet_ids[args.spec.private_endpoint_subnet or args.node_subnet])
         child = pulumi.ResourceOptions(parent=self)
         zone_id: pulumi.Input[str]
@@ -126,7 +134,7 @@ class Registry(pulumi.ComponentResource):
         endpoint = azure_network.PrivateEndpoint(
             f"{name}-endpoint", private_endpoint_name=names.registry_private_endpoint(args.cluster_name),
             resource_group_name=args.resource_group_name, location=args.location, subnet={"id": subnet_id},
-            private_link_service_connections=[{"name": "registry", "private_link_service_id": registry.id,
+            private_link_service_connections=[{"name": "registry", "private_link_service_id": registry_id,
                                                "group_ids": [REGISTRY_GROUP_ID]}],
             tags=args.tags, opts=child)
         azure_network.PrivateDnsZoneGroup(

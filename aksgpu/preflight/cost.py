@@ -19,6 +19,7 @@ from aksgpu.preflight.prices import PriceTable
 
 if TYPE_CHECKING:
     from aksgpu.components.spec import ClusterSpec, PoolBase
+    from aksgpu.components.spec.fleet import FleetSpec
 
 TYPICAL_RULE = "typical = a fixed pool's count, or an autoscaled pool's min + half of (max - min), rounded up"
 P10_GIB = (65, 128)  # OS disk sizes a Premium SSD P10 (128 GiB) serves; P6 and smaller are unpriced
@@ -212,6 +213,8 @@ def _registry(spec: ClusterSpec, table: PriceTable, found: CostEstimate) -> None
     if registry.mode != "create":
         if registry.mode == "existing":
             found.assumptions.append("the existing registry is not counted (it is billed where it lives)")
+        if registry.mode == "fleet":
+            found.assumptions.append("the fleet's registry is counted with the fleet's shared stack, not here")
         return
     key = f"acr{registry.sku}"
     _add(found, table, key, f"container registry, {registry.sku} SKU", _per_hour(table, key, per=24),
@@ -222,6 +225,8 @@ def _workspace(spec: ClusterSpec, table: PriceTable, found: CostEstimate) -> Non
     monitoring = spec.monitoring
     if monitoring.log_analytics.mode == "none":
         return
+    if monitoring.log_analytics.mode == "fleet":
+        found.assumptions.append("ingestion into the fleet's workspace is counted here, where the data comes from")
     if monitoring.container_insights:
         facts = table.assumption("containerInsights")
         gb_per_node_hour = float(facts["clusterMbPerHour"]) / float(facts["clusterNodes"]) / 1000
@@ -261,8 +266,8 @@ def _outbound(spec: ClusterSpec, table: PriceTable, found: CostEstimate) -> None
 
 def _private_endpoints(spec: ClusterSpec, table: PriceTable, found: CostEstimate) -> None:
     endpoints = []
-    if spec.registry.mode == "create" and not spec.registry.public_network_access:
-        endpoints.append("registry")
+    if spec.registry.mode in ("create", "fleet") and not spec.registry.public_network_access:
+        endpoints.append("registry" if spec.registry.mode == "create" else "the fleet's registry")
     api = spec.control_plane.api_server
     if api.access == "private" and not api.vnet_integration:
         endpoints.append("API server")
@@ -287,3 +292,43 @@ def _keys(spec: ClusterSpec, table: PriceTable, found: CostEstimate) -> None:
     key = f"keyVaultHsmKey{size}"
     _add(found, table, key, f"{keys} HSM key{'s' if keys > 1 else ''} (RSA-HSM {size})",
          _per_hour(table, key, count=keys, per=table.hours_per_month), f"an RSA-HSM {size} key")
+
+
+# Fleet Manager tries these sizes for the hub's one node, in order (quickstart-create-fleet-and-members.md,
+# MicrosoftDocs/azure-aks-docs@fb060abe, ms.date 2026-07-24).
+FLEET_HUB_DEFAULT_VM = "Standard_D4s_v4"
+
+
+def fleet_estimate(spec: FleetSpec, table: PriceTable) -> CostEstimate:
+    """The fleet's shared parts: the registry and its replicas, and the hub when there is one. The
+    fleet itself and hubless update runs cost nothing (Fleet Manager FAQ); the workspaces are
+    billed by ingestion, which each member's estimate counts."""
+    found = CostEstimate(spec.location, table)
+    if spec.registry.mode == "create":
+        replicas = [region for region in spec.member_regions if region != spec.location]
+        _add(found, table, "acrPremium", f"container registry, Premium SKU, home region {spec.location}",
+             _per_hour(table, "acrPremium", per=24), "an ACR Premium registry")
+        if replicas:
+            _add(found, table, "acrPremium", f"registry geo-replicas: {', '.join(replicas)}",
+                 _per_hour(table, "acrPremium", count=len(replicas), per=24), "an ACR geo-replica")
+            found.assumptions.append("each geo-replica is billed at the Premium registry's daily rate, and "
+                                     "replicated storage and transfer are extra (ACR geo-replication docs)")
+    if spec.hub.enabled:
+        _add(found, table, "aksTierStandard", "Fleet Manager hub: its control plane (Standard tier)",
+             _per_hour(table, "aksTierStandard"), "the AKS Standard tier")
+        size = spec.hub.vm_size or FLEET_HUB_DEFAULT_VM
+        price = table.vm(size, spec.location)
+        hourly = None if price is None or price.on_demand is None else Scale.flat(price.on_demand)
+        found.fixed.append(FixedCost(f"vm:{size}", f"Fleet Manager hub: its one node, {size}", hourly,
+                                     None if price is None else price.source))
+        if hourly is None:
+            found.missing.append(f"no pay-as-you-go price for {size} (the hub's node) in {spec.location} "
+                                 f"({table.label()})")
+        found.assumptions.append("the hub is a single-node Standard-tier AKS cluster billed as such; Fleet Manager "
+                                 "itself states no fee (Fleet Manager FAQ)")
+    else:
+        found.assumptions.append("hubless fleet: update runs, strategies and auto-upgrade profiles cost nothing "
+                                 "(Fleet Manager FAQ)")
+    if spec.prometheus:
+        found.not_estimated.append("managed Prometheus ingestion into the fleet's workspace: volume unknown")
+    return found

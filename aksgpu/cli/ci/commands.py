@@ -150,11 +150,12 @@ def changed(
         help="Consider only these environments (comma-separated).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list (for a CI matrix).")] = False,
 ) -> None:
-    """List the environments whose preview a change can alter.
+    """List the environments (stacks) whose preview a change can alter.
 
     All of them when the Pulumi program or aksgpu's version changed (__main__.py, Pulumi.yaml,
     pyproject.toml, requirements.txt, aksgpu/); otherwise those whose stacks/Pulumi.<env>.yaml
-    changed.
+    changed. A fleet lists its stacks one by one: a member whose stack file changed, or every
+    member when the fleet's shared stack changed.
     """
     from aksgpu.cli.ci.pipelines import changed_environments, changed_files
     from aksgpu.cli.environments.file import load_environments
@@ -163,7 +164,11 @@ def changed(
 
     try:
         environments = load_environments()
-        names = environments.names
+        names = list(environments.stacks())  # environments, and each fleet's shared and member stacks
+        fleets: dict[str, list[str]] = {}
+        for stack, (environment, member) in environments.stacks().items():
+            if member is not None:
+                fleets.setdefault(environment, []).append(stack)
         if only:
             wanted = [name.strip() for name in only.split(",") if name.strip()]
             unknown = [name for name in wanted if name not in names]
@@ -171,7 +176,7 @@ def changed(
                 fail(f"--only names unknown environments: {', '.join(unknown)}. Fix: use some of: {', '.join(names)}.")
             names = [name for name in names if name in wanted]
         files = changed_files(environments.project_dir, base, head)
-        result = changed_environments(files, names, stack_config_dir(environments.project_dir))
+        result = changed_environments(files, names, stack_config_dir(environments.project_dir), fleets)
     except UserError as error:
         fail(str(error))
     typer.echo(json.dumps(result) if as_json else "\n".join(result))

@@ -32,11 +32,20 @@ PYTHON_VERSION = "3.11"
 
 @dataclass(frozen=True)
 class CiEnvironment:
-    name: str
+    name: str  # the stack: an environment's, or a fleet's shared stack or member stack
     backend: str | None  # None: the local file backend
     backend_kind: str  # file | azblob | cloud
     secrets_provider: str | None
     protected: bool
+    # The environment whose Azure identities, GitHub environment and service connections the stack
+    # uses: its own, or for a fleet's stacks the fleet environment's. None: the stack's name.
+    environment: str | None = None
+    # `aksgpu up` arguments after the stack: a fleet's shared stack deploys alone (its members have jobs of their own).
+    up_flags: str = ""
+
+    @property
+    def identity(self) -> str:
+        return self.environment or self.name
 
     @property
     def shared(self) -> bool:
@@ -77,6 +86,7 @@ class CiSettings:
 def ci_settings(project_dir: Path, branch: str = "main", python_version: str = PYTHON_VERSION) -> CiSettings:
     """What the CI templates need from environments.yaml and the rendered specs."""
     from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.environments.fleet import effective_fleet, is_fleet
     from aksgpu.cli.environments.render import effective_environment
     from aksgpu.cli.workflow.target import backend_kind
     from aksgpu.components.spec import SpecError
@@ -88,11 +98,19 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
     found = []
     for name in environments.names:
         environment = environments.get(name)
+        kind = backend_kind(environment.backend) if environment.backend else "file"
         try:
+            if is_fleet(environments, name):
+                # The shared stack, then each member; they keep together in the deploy order.
+                fleet = effective_fleet(environments, name)
+                protected = fleet.spec.protect or any(member.spec.protect for member in fleet.members)
+                stacks = [(name, " --no-members")] + [(member.stack, "") for member in fleet.spec.members]
+                found += [CiEnvironment(stack, environment.backend, kind, environment.secrets_provider, protected,
+                                        name, flags) for stack, flags in stacks]
+                continue
             protected = effective_environment(environments, name).spec.protect
         except SpecError as error:
             raise UserError(f"environment {name} is not valid, so CI cannot be rendered for it:\n{error}") from None
-        kind = backend_kind(environment.backend) if environment.backend else "file"
         found.append(CiEnvironment(name, environment.backend, kind, environment.secrets_provider, protected))
     ordered = [env for env in found if not env.protected] + [env for env in found if env.protected]
     policy = project_dir / "policy"
@@ -178,7 +196,8 @@ def render_azure_devops(settings: CiSettings) -> dict[str, str]:
     """The Azure Pipelines file (path relative to the repository root -> text)."""
     from aksgpu.cli.project.generated import stamp, stamp_placeholder
 
-    connections = [name for env in settings.shared for name in (plan_connection(env.name), deploy_connection(env.name))]
+    identities = dict.fromkeys(env.identity for env in settings.shared)
+    connections = [name for env in identities for name in (plan_connection(env), deploy_connection(env))]
     text = _jinja().get_template("azure-devops/aksgpu.yml.j2").render(
         settings=settings, stamp_line=stamp_placeholder(), job_id=job_id, plan_connection=plan_connection,
         deploy_connection=deploy_connection, service_connections=connections, drift_cron=DRIFT_CRON,
@@ -196,14 +215,20 @@ def changed_files(project_dir: Path, base: str, head: str = "HEAD") -> list[str]
     return [line[len(prefix):] for line in output.splitlines() if line.startswith(prefix)]
 
 
-def changed_environments(files: list[str], environments: list[str], stack_dir: str = "stacks") -> list[str]:
-    """The environments whose preview a change can alter: all when the program changed, else those
-    whose stack file changed. Keeps the order of `environments`."""
+def changed_environments(files: list[str], environments: list[str], stack_dir: str = "stacks",
+                         fleets: dict[str, list[str]] | None = None) -> list[str]:
+    """The stacks whose preview a change can alter: all when the program changed, else those whose
+    stack file changed, and the members of a fleet whose shared stack changed (they read its
+    outputs). `environments`: every stack, in order; `fleets`: a fleet's shared stack -> its member
+    stacks. A change to one member's stack touches that member only."""
     if any(path == shared or (shared.endswith("/") and path.startswith(shared))
            for path in files for shared in SHARED_PATHS):
         return list(environments)
-    touched = set(files)
-    return [name for name in environments if f"{stack_dir}/Pulumi.{name}.yaml" in touched]
+    touched = {name for name in environments if f"{stack_dir}/Pulumi.{name}.yaml" in set(files)}
+    for shared, members in (fleets or {}).items():
+        if shared in touched:
+            touched.update(members)
+    return [name for name in environments if name in touched]
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -94,7 +94,7 @@ def render(
     the others are still written. Exit codes: 0 written or current, 1 --check found a file out of
     date or an environment has spec errors, 2 bad input or a hand-edited file.
     """
-    from aksgpu.cli.environments.render import plan_render, write_rendered
+    from aksgpu.cli.environments.render import plan_renders, write_rendered
     from aksgpu.cli.errors import UserError
     from aksgpu.components.spec import SpecError
 
@@ -116,7 +116,7 @@ def render(
     bad_input = False
     for name in names:
         try:
-            rendered_stacks.append(plan_render(env_file, name))
+            rendered_stacks.extend(plan_renders(env_file, name))
         except UserError as error:
             typer.echo(f"error: environment {name}: {error}", err=True)
             failed.append(name)

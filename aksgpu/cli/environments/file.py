@@ -63,6 +63,48 @@ class Defaults(_Model):
     """Cluster spec fields applied to every environment, after its preset and before its own overrides."""
 
 
+class FleetMemberSettings(_Model):
+    """One member cluster of a fleet environment: its preset and what it changes."""
+
+    name: str = Field(min_length=1)
+    """The member's name: 1-50 lowercase letters, digits or '-'. Its stack is "<environment>-<name>"."""
+    group: str = Field(min_length=1)
+    """The update group the member is in (lowercase letters, digits, '-'); updateStages name groups."""
+    preset: str | None = None
+    """The member's preset. None: the environment's."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Cluster spec fields of this member (e.g. name, location, resourceGroup, nodePools), on top of the environment's overrides."""
+
+
+class FleetSettings(_Model):
+    """A fleet: member clusters declared together, plus the parts they share (see FleetSpec)."""
+
+    name: str | None = None
+    """Name of the Fleet Manager fleet. None: the environment's name."""
+    location: str | None = None
+    """Region of the fleet, its registry and Azure Monitor workspace. None: the first member's region."""
+    resource_group: str | None = None
+    """The resource group of the fleet's shared parts. None: "rg-<fleet name>"."""
+    tags: dict[str, str] | None = None
+    """Tags on the shared parts. None: the environment's tags (its overrides and defaults.overrides)."""
+    protect: bool | None = None
+    """Protect the shared parts from `pulumi destroy`. None: as the environment's overrides say."""
+    hub: dict[str, Any] = Field(default_factory=dict)
+    """Fleet Manager's hub (enabled, dnsPrefix, vmSize); default hubless."""
+    registry: dict[str, Any] = Field(default_factory=dict)
+    """The fleet's geo-replicated registry (mode create or none, name, zoneRedundancy, publicNetworkAccess, untaggedRetentionDays)."""
+    log_analytics: dict[str, Any] = Field(default_factory=dict)
+    """The fleet's Log Analytics workspaces (mode perRegion, single or perMember; retentionDays)."""
+    prometheus: bool = True
+    """One Azure Monitor workspace for the fleet's managed Prometheus."""
+    update_stages: list[dict[str, Any]] | None = None
+    """Stages of the update strategy (name, groups, afterStageWaitSeconds). None: one stage per group in the order the members name them, an hour's wait after each but the last."""
+    auto_upgrade: list[dict[str, Any]] | None = None
+    """Auto-upgrade profiles (name, channel Stable, Rapid or NodeImage, nodeImageSelection, disabled). None: "kubernetes" on Stable and "node-image" on NodeImage; [] for none."""
+    members: list[FleetMemberSettings] = Field(min_length=1)
+    """The member clusters; each becomes a stack of its own."""
+
+
 class EnvironmentSettings(_Model):
     """One environment: which preset it starts from and what it changes."""
 
@@ -75,7 +117,9 @@ class EnvironmentSettings(_Model):
     secrets_provider: str | None = None
     """Pulumi secrets provider for this environment; overrides defaults.secretsProvider."""
     overrides: dict[str, Any] = Field(default_factory=dict)
-    """Cluster spec fields that differ from the preset (camelCase, as in a stack file). Mappings merge key by key; lists of named items (nodePools, teams, subnets) merge by name, and an item with `_remove: true` drops the preset's item; other lists replace the preset's."""
+    """Cluster spec fields that differ from the preset (camelCase, as in a stack file). Mappings merge key by key; lists of named items (nodePools, teams, subnets) merge by name, and an item with `_remove: true` drops the preset's item; other lists replace the preset's. In a fleet environment they apply to every member."""
+    fleet: FleetSettings | None = None
+    """Make this environment a fleet of clusters: its stack holds the shared parts (Fleet Manager, registry, workspaces) and each member gets a stack "<environment>-<member>"."""
 
 
 class EnvironmentsDocument(_Model):
@@ -98,6 +142,7 @@ class Environment:
     shared_overrides: dict[str, Any]
     backend: str | None
     secrets_provider: str | None
+    fleet: FleetSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -114,9 +159,11 @@ class EnvironmentsFile:
         return list(self.document.environments)
 
     def require(self, names: list[str]) -> None:
-        """Raise the UserError of `get` for the first of `names` the file does not define."""
+        """Raise the UserError of `get` for the first of `names` that is neither an environment nor a
+        fleet member's stack."""
+        stacks = self.stacks()
         for name in names:
-            if name not in self.document.environments:
+            if name not in stacks:
                 self.get(name)
 
     def get(self, name: str) -> Environment:
@@ -135,7 +182,19 @@ class EnvironmentsFile:
             shared_overrides=defaults.overrides,
             backend=settings.backend or defaults.backend,
             secrets_provider=settings.secrets_provider or defaults.secrets_provider,
+            fleet=settings.fleet,
         )
+
+    def stacks(self) -> dict[str, tuple[str, str | None]]:
+        """Every stack the file renders: stack name -> (environment, fleet member or None)."""
+        from aksgpu.cli.environments.fleet import member_stack
+
+        found: dict[str, tuple[str, str | None]] = {}
+        for name, settings in self.document.environments.items():
+            found[name] = (name, None)
+            for member in settings.fleet.members if settings.fleet else []:
+                found.setdefault(member_stack(name, member.name), (name, member.name))
+        return found
 
     @property
     def relative_path(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from aksgpu.cli.environments.file import REMOVE_KEY, Environment
+from aksgpu.cli.environments.file import REMOVE_KEY
 from aksgpu.cli.errors import UserError
 from aksgpu.components.spec.base import Issue, did_you_mean, fields_by_alias
 
@@ -69,11 +69,6 @@ def _strip_removals(value: Any) -> Any:
         return [_strip_removals(item) for item in value
                 if not (isinstance(item, dict) and item.get(REMOVE_KEY) is True)]
     return value
-
-
-def effective_raw_spec(preset_spec: dict[str, Any], environment: Environment) -> dict[str, Any]:
-    """The environment's cluster spec before validation: preset, shared overrides, its overrides."""
-    return merge(merge(preset_spec, environment.shared_overrides), environment.overrides)
 
 
 # --- override paths --------------------------------------------------------------------------

@@ -15,40 +15,43 @@ from __future__ import annotations
 
 import difflib
 import functools
-import hashlib
-import json
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-
-import yaml
 
 from aksgpu.cli.environments.file import Environment, EnvironmentsFile
 from aksgpu.cli.environments.overrides import (
     check_override_items,
     check_override_keys,
     describe_overrides,
-    effective_raw_spec,
     merge,
     user_path,
 )
 from aksgpu.cli.environments.presets import Preset, load_preset
+from aksgpu.cli.environments.stack_text import (
+    CLUSTER_KEY,
+    DIGEST_KEY,
+    FLEET_KEY,
+    SPEC_KEYS,
+    aksgpu_text,
+    to_yaml,
+    value_digest,
+)
 from aksgpu.cli.errors import UserError
 from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
 from aksgpu.cli.project.generated import free_backup_path, stamp, stamp_placeholder, stamp_state
 from aksgpu.cli.project.stackfile import load_yaml
+from aksgpu.components.spec.base import Issue
 
 if TYPE_CHECKING:
     import jinja2
 
     from aksgpu.cli.project.stackfile import StackFile
-    from aksgpu.components.spec import ClusterSpec, Issue
+    from aksgpu.components.spec import ClusterSpec
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
-CLUSTER_KEY = "aksgpu:cluster"
-DIGEST_KEY = "aksgpu:renderDigest"
 HEADER_WIDTH = 96
 # A pool reads best with what it is first; the other fields follow in the model's order.
 POOL_KEYS_FIRST = ("name", "kind", "vmSize", "priority", "spot", "zones", "perZone", "count", "minCount",
@@ -93,32 +96,41 @@ def effective_environment(environments: EnvironmentsFile, name: str) -> Effectiv
     Raises UserError for an unknown environment or preset, SpecError for a bad spec (override
     paths that name no field are reported where the user wrote them).
     """
+    environment = environments.get(name)
+    layers = [("defaults.overrides", environment.shared_overrides), (f"environments.{name}.overrides",
+                                                                     environment.overrides)]
+    return effective_layers(environment, layers, f"environment {name}", environments.relative_path)
+
+
+def effective_layers(environment: Environment, layers: list[tuple[str, Any]], what: str,
+                     environments_file: str) -> EffectiveEnvironment:
+    """The environment's preset with `layers` (where each was written, its overrides; base first)
+    merged on top, validated as a ClusterSpec; issues name the layer that set the value."""
     from aksgpu.components.spec import SpecError, parse_cluster_spec
 
-    environment = environments.get(name)
     preset = load_preset(environment.preset)
-    layers = [(f"environments.{name}.overrides", environment.overrides),
-              ("defaults.overrides", environment.shared_overrides)]
-    with_defaults = merge(preset.spec, environment.shared_overrides)
-    issues = check_override_keys(environment.shared_overrides, "defaults.overrides")
-    issues += check_override_keys(environment.overrides, layers[0][0])
-    issues += check_override_items(preset.spec, environment.shared_overrides, "defaults.overrides")
-    issues += check_override_items(with_defaults, environment.overrides, layers[0][0])
+    issues: list[Issue] = []
+    merged: dict[str, Any] = preset.spec
+    for where, overrides in layers:
+        issues += check_override_keys(overrides, where)
+        issues += check_override_items(merged, overrides, where)
+        merged = merge(merged, overrides)
+    source = f"{what} ({environments_file})"
     if issues:
-        raise SpecError(issues, source=f"environment {name} ({environments.relative_path})")
-    raw = effective_raw_spec(preset.spec, environment)
-    source = f"environment {name} (preset {preset.name} + overrides in {environments.relative_path})"
+        raise SpecError(issues, source=source)
+    source = f"{what} (preset {preset.name} + overrides in {environments_file})"
+    most_specific_first = list(reversed(layers))
     try:
-        spec, warnings = parse_cluster_spec(raw, source=source)
+        spec, warnings = parse_cluster_spec(merged, source=source)
     except SpecError as error:
-        raise SpecError([_where_written(issue, raw, layers) for issue in error.issues], source=source) from None
-    return EffectiveEnvironment(environment, preset, spec, [_where_written(w, raw, layers) for w in warnings])
+        raise SpecError([_where_written(issue, merged, most_specific_first) for issue in error.issues],
+                        source=source) from None
+    return EffectiveEnvironment(environment, preset, spec,
+                                [_where_written(w, merged, most_specific_first) for w in warnings])
 
 
 def _where_written(issue: Issue, raw: dict[str, Any], layers: list[tuple[str, Any]]) -> Issue:
     """The issue, at the path where the user wrote the value (see environments.user_path)."""
-    from dataclasses import replace
-
     from aksgpu.components.spec.base import is_missing
 
     return replace(issue, path=user_path(issue.path, raw, layers, missing=is_missing(issue.value)))
@@ -138,43 +150,6 @@ def spec_config(spec: ClusterSpec) -> dict[str, Any]:
 
 def _reordered(mapping: dict[str, Any], first: tuple[str, ...]) -> dict[str, Any]:
     return {**{key: mapping[key] for key in first if key in mapping}, **mapping}
-
-
-def value_digest(cluster: Any) -> str:
-    canonical = json.dumps(cluster, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
-# --- YAML layout -----------------------------------------------------------------------------
-
-
-class _StackDumper(yaml.SafeDumper):
-    """Block style with indented sequences; short lists of scalars and empty containers inline."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> Any:
-        return super().increase_indent(flow, False)
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _represent_list(dumper: yaml.SafeDumper, data: list) -> Any:
-    inline = all(isinstance(item, (str, int, float, bool)) or item is None for item in data)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=inline)
-
-
-def _represent_dict(dumper: yaml.SafeDumper, data: dict) -> Any:
-    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=not data)
-
-
-_StackDumper.add_representer(list, _represent_list)
-_StackDumper.add_representer(dict, _represent_dict)
-
-
-def to_yaml(value: Any) -> str:
-    """Deterministic YAML for stack files (key order kept, no line folding)."""
-    return yaml.dump(value, Dumper=_StackDumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=10_000).rstrip("\n")
 
 
 # --- rendering -------------------------------------------------------------------------------
@@ -228,14 +203,14 @@ def _pool_summary(pool: Any) -> str:
 
 
 @functools.cache
-def _stack_template() -> jinja2.Template:
+def template(name: str = "stack.yaml.j2") -> jinja2.Template:
     # Compiled once per process: `validate` and `render` of every environment reuse it.
     import jinja2
 
     jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
                                keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                                autoescape=False)
-    return jinja.get_template("stack.yaml.j2")
+    return jinja.get_template(name)
 
 
 def render_text(effective: EffectiveEnvironment, environments_file: str,
@@ -250,7 +225,7 @@ def render_text(effective: EffectiveEnvironment, environments_file: str,
     overrides = (describe_overrides(env.shared_overrides, preset_spec)
                  + describe_overrides(env.overrides, merge(preset_spec, env.shared_overrides)))
     override_text = "Overrides: " + (", ".join(dict.fromkeys(overrides)) if overrides else "none")
-    text = _stack_template().render(
+    text = template().render(
         environment=env.name,
         environments_file=environments_file,
         description_lines=[line for paragraph in (env.description or "").splitlines()
@@ -273,41 +248,6 @@ def render_text(effective: EffectiveEnvironment, environments_file: str,
     return stamp(text, owned=aksgpu_text)
 
 
-# A top-level key, or an entry of config: (its keys hold a colon: aksgpu:cluster, azure-native:location).
-_TOP_LEVEL_KEY = re.compile(r"^(?P<key>[^\s#-][^\s]*?):(\s|$)")
-_CONFIG_KEY = re.compile(r"^  (?P<key>[^\s#][^\s]*?):(\s|$)")
-
-
-def aksgpu_text(text: str) -> str:
-    """The part of a stack file aksgpu answers for: its comments and the aksgpu:cluster and
-    aksgpu:renderDigest entries of config, without blank lines. The keys Pulumi adds or changes
-    (encryptionsalt, secretsprovider, `pulumi config set` values) are left out, so they do not
-    make the file count as edited by hand; render keeps them."""
-    kept: list[str] = []
-    skip_deeper_than: int | None = None
-    in_config = False
-    for line in text.splitlines(keepends=True):
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        if skip_deeper_than is not None:
-            if indent > skip_deeper_than:
-                continue
-            skip_deeper_than = None
-        top = _TOP_LEVEL_KEY.match(line)
-        if top is not None:
-            in_config = top.group("key") == "config"
-            if not in_config:
-                skip_deeper_than = 0
-                continue
-        entry = _CONFIG_KEY.match(line) if in_config else None
-        if entry is not None and entry.group("key") not in (CLUSTER_KEY, DIGEST_KEY):
-            skip_deeper_than = 2
-            continue
-        kept.append(line)
-    return "".join(kept)
-
-
 # --- comparing with what is on disk ----------------------------------------------------------
 
 
@@ -315,9 +255,41 @@ def stack_path(environments: EnvironmentsFile, name: str) -> Path:
     return environments.path.parent / f"Pulumi.{name}.yaml"
 
 
+def plan_renders(environments: EnvironmentsFile, name: str) -> list[RenderedStack]:
+    """Every stack file `name` renders: an environment's own, a fleet environment's shared stack and
+    one per member, or a fleet member's (name: its stack)."""
+    from aksgpu.cli.environments.fleet import effective_fleet, is_fleet, render_fleet_text
+
+    if not is_fleet(environments, name):
+        return [plan_render(environments, name)]
+    fleet = effective_fleet(environments, name)
+    shared = _compare(environments, name, lambda top, config: render_fleet_text(
+        fleet, environments.relative_path, top, config))
+    shared = replace(shared, warnings=tuple(fleet.warnings))
+    return [shared, *(_render_environment(environments, member) for member in fleet.members)]
+
+
 def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
-    """What rendering `name` would write, and the state of the file there now."""
-    effective = effective_environment(environments, name)
+    """What rendering stack `name` would write (an environment's, or a fleet member's), and the
+    state of the file there now. A fleet environment's own stack: plan_renders."""
+    from aksgpu.cli.environments.fleet import effective_fleet, is_fleet
+
+    environment, member = environments.stacks().get(name, (name, None))
+    if member is not None:
+        return _render_environment(environments, effective_fleet(environments, environment).member(member))
+    if is_fleet(environments, name):
+        return plan_renders(environments, name)[0]
+    return _render_environment(environments, effective_environment(environments, name))
+
+
+def _render_environment(environments: EnvironmentsFile, effective: EffectiveEnvironment) -> RenderedStack:
+    rendered = _compare(environments, effective.environment.name, lambda top, config: render_text(
+        effective, environments.relative_path, top, config))
+    return replace(rendered, warnings=tuple(effective.warnings), spec=effective.spec)
+
+
+def _compare(environments: EnvironmentsFile, name: str, render: Any) -> RenderedStack:
+    """`render(kept top-level keys, kept config)`'s text for stack `name`, and the file's state now."""
     path = stack_path(environments, name)
     existing = read_text_if_exists(path)
     kept_top: dict[str, Any] = {}
@@ -329,12 +301,12 @@ def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
         if isinstance(document, dict):
             kept_top = {key: value for key, value in document.items() if key != "config"}
             config = document.get("config") if isinstance(document.get("config"), dict) else {}
-            kept_config = {key: value for key, value in config.items() if key not in (CLUSTER_KEY, DIGEST_KEY)}
+            kept_config = {key: value for key, value in config.items() if key not in (*SPEC_KEYS, DIGEST_KEY)}
         state, reason = _existing_state(existing, document, problem)
-    text = render_text(effective, environments.relative_path, kept_top, kept_config)
+    text = render(kept_top, kept_config)
     if state == "stale" and text == existing:
         state = "current"
-    return RenderedStack(name, path, text, existing, state, reason, tuple(effective.warnings), effective.spec)
+    return RenderedStack(name, path, text, existing, state, reason)
 
 
 def _parse_existing(path: Path) -> tuple[Any, str]:
@@ -350,8 +322,9 @@ def _existing_state(text: str, document: Any, problem: str) -> tuple[State, str]
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict) or DIGEST_KEY not in config:
         return "hand-edited", "it was not written by `aksgpu render` (it has no aksgpu:renderDigest)"
-    if value_digest(config.get(CLUSTER_KEY)) != config[DIGEST_KEY]:
-        return "hand-edited", "its aksgpu:cluster values were changed after it was rendered"
+    key = FLEET_KEY if FLEET_KEY in config else CLUSTER_KEY
+    if value_digest(config.get(key)) != config[DIGEST_KEY]:
+        return "hand-edited", f"its {key} values were changed after it was rendered"
     # No stamp: Pulumi rewrote the file (it drops comments); the values are as rendered.
     if stamp_state(text, owned=aksgpu_text) == "edited":
         return "hand-edited", "its text (comments or layout) was changed after it was rendered"
@@ -402,7 +375,7 @@ def render_state(stack_file: StackFile) -> RenderedStack | None:
         environments = load_environments(stack_file.project_dir)
         if stack_file.path.parent != environments.path.parent:
             return None
-        if name not in environments.names:
+        if name not in environments.stacks():
             if environments.exists and DIGEST_KEY in stack_file.config:
                 raise EnvironmentNotRendered(
                     f"{stack_file.path.name} was rendered from environment {name}, which "

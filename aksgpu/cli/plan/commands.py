@@ -18,16 +18,20 @@ if TYPE_CHECKING:
     from aksgpu.preflight.cost import CostEstimate
 
 
-def _load(stack: str) -> tuple[StackFile, ClusterSpec, list[Issue]]:
-    """The stack file, its spec and the spec's warnings; exits 2 on bad input and 1 on spec errors."""
+def _resolve(stack: str) -> StackFile:
     from aksgpu.cli.errors import UserError
     from aksgpu.cli.project.stackfile import resolve_stack
-    from aksgpu.components.spec import SpecError, parse_cluster_spec
 
     try:
-        stack_file = resolve_stack(stack)
+        return resolve_stack(stack)
     except UserError as error:
         fail(str(error))
+
+
+def _load(stack_file: StackFile) -> tuple[StackFile, ClusterSpec, list[Issue]]:
+    """The stack file, its spec and the spec's warnings; exits 1 on spec errors."""
+    from aksgpu.components.spec import SpecError, parse_cluster_spec
+
     try:
         spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
     except SpecError as error:
@@ -78,20 +82,29 @@ def plan(
     Exit codes: 0 planned, 1 the spec has errors or a mandatory policy finding is not waived
     (the plan is still printed), 2 bad input (stack, YAML, DIR).
     """
-    stack_file, spec, warnings = _load(stack)
+    stack_file = _resolve(stack)
+    if stack_file.is_fleet:
+        _plan_fleet(stack_file, as_json, manifests)
+        return
+    stack_file, spec, warnings = _load(stack_file)
     note = _stale_note(stack_file)
 
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.plan.fleet import referenced_outputs
     from aksgpu.cli.plan.planner import plan_stack
     from aksgpu.cli.plan.policy_results import evaluate_plan, policy_lines
     from aksgpu.cli.plan.preflight_report import preflight_document, preflight_lines
     from aksgpu.cli.plan.report import plan_document, render_text
 
     with progress("Planning offline: running the Pulumi program under the mock engine"):
-        result = plan_stack(stack_file)
+        try:
+            references = referenced_outputs(stack_file, spec)  # a fleet member reads its fleet's outputs
+        except UserError as error:
+            fail(str(error))
+        result = plan_stack(stack_file, stack_outputs=references)
     policy = evaluate_plan(result, spec)
     found = _cost(spec, stack_file)
     if manifests is not None:
-        from aksgpu.cli.errors import UserError
         from aksgpu.cli.plan.manifests import write_manifests
 
         try:
@@ -113,6 +126,48 @@ def plan(
     if policy.failed:
         typer.echo(f"error: {len(policy.problems())} security policy finding(s) fail this plan (see above); fix them "
                    "or waive each under policy.waivers with a reason.", err=True)
+        raise typer.Exit(1)
+
+
+def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) -> None:
+    """`aksgpu plan FLEET`: the shared stack and every member, then the fleet's own section."""
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.plan.fleet import fleet_facts, fleet_lines, plan_fleet
+    from aksgpu.cli.plan.policy_results import policy_lines
+    from aksgpu.cli.plan.report import plan_document, render_text
+    from aksgpu.components.spec import SpecError
+
+    if manifests is not None:
+        fail(f"{stack_file.path.name} is a fleet's shared stack, which declares no Kubernetes objects. Fix: pass "
+             "--manifests with a member's stack (`aksgpu plan STACK-MEMBER --manifests DIR`).")
+    note = _stale_note(stack_file)
+    try:
+        with progress("Planning the fleet offline: its shared stack, then each member"):
+            fleet = plan_fleet(stack_file)
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    except UserError as error:
+        fail(str(error))
+    facts = fleet_facts(fleet)
+    if as_json:
+        document = {**plan_document(fleet.shared, fleet.warnings), "policy": fleet.policy.document(),
+                    "fleet": facts,
+                    "members": {m.stack_file.stack: {**plan_document(m.plan, m.warnings), "cost": m.cost.json(),
+                                                     "policy": m.policy.document()} for m in fleet.members}}
+        typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
+    else:
+        typer.echo(render_text(fleet.shared, fleet.warnings))
+        typer.echo("\n".join(["", *fleet_lines(facts), "", *policy_lines(fleet.policy)]))
+        for member in fleet.members:
+            if member.policy.failed:
+                typer.echo("\n".join([f"{member.stack_file.stack}:", *policy_lines(member.policy)]))
+        typer.echo("\nEach member's full plan: `aksgpu plan STACK` with a member stack above.")
+        if note:
+            typer.echo(note, err=True)
+    if fleet.failed:
+        typer.echo("error: security policy findings fail this fleet's plan (see above); fix them or waive each "
+                   "under policy.waivers with a reason.", err=True)
         raise typer.Exit(1)
 
 

@@ -21,7 +21,7 @@ import runpy
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,11 @@ NAME_INPUT_BY_TYPE = {
     "azure-native:monitor:DataCollectionEndpoint": "dataCollectionEndpointName",
     "azure-native:monitor:DataCollectionRuleAssociation": "associationName",
     "azure-native:monitor:DiagnosticSetting": "name",
+    "azure-native:containerservice:Fleet": "fleetName",
+    "azure-native:containerservice:FleetMember": "fleetMemberName",
+    "azure-native:containerservice:FleetUpdateStrategy": "updateStrategyName",
+    "azure-native:containerservice:AutoUpgradeProfile": "autoUpgradeProfileName",
+    "azure-native:containerregistry:Replication": "replicationName",
 }
 
 
@@ -158,15 +163,26 @@ def _make_recorder(plan_resources: list[PlannedResource], thread_loops: list[asy
     return RecordingMonitor
 
 
-def make_plan_mocks(invokes: list[str]) -> Any:
+def make_plan_mocks(invokes: list[str], stack_outputs: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
     """The offline plan's answers to registrations and invokes (also used to run the program
-    with aliases, tests/registrations.py); `invokes` collects the tokens of the invokes made."""
+    with aliases, tests/registrations.py); `invokes` collects the tokens of the invokes made.
+    `stack_outputs`: the outputs a stack reference reads, by stack name (a fleet's shared stack, as
+    its own offline plan gives them); values unknown there are unknown to the reader too."""
     from pulumi.runtime import mocks
+
+    references = dict(stack_outputs or {})
 
     class PlanMocks(mocks.Mocks):
         """Answers resource registrations and invokes the way a preview would."""
 
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict]:
+            if args.typ == STACK_REFERENCE_TYPE:
+                name = args.inputs.get("name") or args.name
+                stack = name.rsplit("/", 1)[-1]
+                if stack not in references:
+                    raise ValueError(f"the offline plan has no outputs of stack {stack} to read")
+                return name, {"name": name, "outputs": _as_reference_outputs(references[stack]),
+                              "secretOutputNames": [], "secret_output_names": []}
             # Only the ARM name is known before creation (inputs are recorded from the request;
             # echoing them as outputs would also clash where output shapes differ). No ID: in a
             # preview, IDs of resources to be created are unknown.
@@ -186,6 +202,21 @@ def make_plan_mocks(invokes: list[str]) -> Any:
             return {}
 
     return PlanMocks
+
+
+STACK_REFERENCE_TYPE = "pulumi:pulumi:StackReference"
+
+
+def _as_reference_outputs(value: Any) -> Any:
+    """A plan's outputs as a stack reference hands them over. A value the referenced stack's plan
+    does not know stays the text "(known after apply)": a real unknown anywhere in the outputs
+    would make every output unknown to the reader (the SDK reads them as one value), while a
+    deployed stack's outputs are all known."""
+    if isinstance(value, dict):
+        return {key: _as_reference_outputs(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_reference_outputs(item) for item in value]
+    return value
 
 
 def _placeholder_kubeconfig(cluster: str) -> str:
@@ -222,10 +253,12 @@ def _drop_aliases(args: Any) -> Any:
     return pulumi.ResourceTransformationResult(props=args.props, opts=opts)
 
 
-def plan_stack(stack_file: StackFile, project: str | None = None) -> Plan:
+def plan_stack(stack_file: StackFile, project: str | None = None,
+               stack_outputs: Mapping[str, Mapping[str, Any]] | None = None) -> Plan:
     """Run the project's program for `stack_file` offline and return what it would declare.
 
     `project`: the Pulumi project name in the URNs; by default Pulumi.yaml's, as in a real preview.
+    `stack_outputs`: what the stacks the program references output (see make_plan_mocks).
     """
     if project is None:
         project = _project_name(stack_file)
@@ -238,7 +271,7 @@ def plan_stack(stack_file: StackFile, project: str | None = None) -> Plan:
     gc.disable()
     with _interrupt_ends_the_process():
         try:
-            return contextvars.Context().run(_plan_in_context, stack_file, project)
+            return contextvars.Context().run(_plan_in_context, stack_file, project, stack_outputs)
         finally:
             if collecting:
                 gc.enable()
@@ -283,7 +316,8 @@ def _interrupt_ends_the_process() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _plan_in_context(stack_file: StackFile, project: str) -> Plan:
+def _plan_in_context(stack_file: StackFile, project: str,
+                     stack_outputs: Mapping[str, Mapping[str, Any]] | None) -> Plan:
     import pulumi
     from pulumi.runtime import mocks, stack
 
@@ -295,12 +329,13 @@ def _plan_in_context(stack_file: StackFile, project: str) -> Plan:
     asyncio.set_event_loop(loop)
     try:
         pulumi.runtime.set_all_config(stack_file.engine_config(), [])
-        monitor = _make_recorder(resources, thread_loops)(make_plan_mocks(invokes)())
+        monitor = _make_recorder(resources, thread_loops)(make_plan_mocks(invokes, stack_outputs)())
         quiet = logging.getLogger("aksgpu.plan")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
+        # The organization of a self-managed backend, which stack references name (organization/project/stack).
         mocks.set_mocks(monitor.mocks, project=project, stack=stack_file.stack, preview=True,
-                        logger=quiet, monitor=monitor)
+                        logger=quiet, monitor=monitor, organization="organization")
         pulumi.runtime.register_stack_transformation(_drop_aliases)
         program = stack_file.project_dir / "__main__.py"
 
@@ -323,6 +358,9 @@ def _plan_in_context(stack_file: StackFile, project: str) -> Plan:
 
 async def _resolve_output(value: Any) -> Any:
     import pulumi
+
+    if isinstance(value, dict):  # a mapping of outputs: each value known or not on its own
+        return {key: await _resolve_output(item) for key, item in sorted(value.items())}
 
     output = pulumi.Output.from_input(value)
     if await output.is_secret():

@@ -6,15 +6,20 @@ from __future__ import annotations
 from datetime import date
 
 from aksgpu.cli.plan.planner import Plan
-from aksgpu.components.spec import ClusterSpec
+from aksgpu.components.spec import ClusterSpec, Waiver
 from aksgpu.policy.checks import PolicyResource
 from aksgpu.policy.engine import PolicyReport, evaluate
 
 
 def evaluate_plan(plan: Plan, spec: ClusterSpec, today: date | None = None) -> PolicyReport:
     """Every policy over the plan's resources, with the spec's waivers."""
+    return evaluate_resources(plan, spec.policy.waivers, today)
+
+
+def evaluate_resources(plan: Plan, waivers: list[Waiver], today: date | None = None) -> PolicyReport:
+    """Every policy over the plan's resources (a fleet's shared stack has no waivers)."""
     resources = [PolicyResource(r.urn, r.type, r.name, r.inputs) for r in plan.resources]
-    return evaluate(resources, spec.policy.waivers, today=today or date.today())
+    return evaluate(resources, waivers, today=today or date.today())
 
 
 def policy_lines(report: PolicyReport) -> list[str]:

@@ -21,6 +21,15 @@ class StackFile:
     def cluster(self) -> Any:
         return self.config.get("aksgpu:cluster")
 
+    @property
+    def fleet(self) -> Any:
+        """A fleet's shared stack holds `aksgpu:fleet` instead of a cluster."""
+        return self.config.get("aksgpu:fleet")
+
+    @property
+    def is_fleet(self) -> bool:
+        return "aksgpu:fleet" in self.config
+
     def engine_config(self) -> dict[str, str]:
         """Config as the Pulumi engine hands it to a program: structured values as JSON."""
         return {key: value if isinstance(value, str) else json.dumps(value) for key, value in self.config.items()}
@@ -100,7 +109,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise UserError(f"{path.name}: config must be a mapping of keys to values. Fix: render it from "
                         "environments.yaml (`aksgpu render ENV`).")
-    if "aksgpu:cluster" not in config:
+    if "aksgpu:cluster" not in config and "aksgpu:fleet" not in config:
         raise UserError(f"{path.name} has no aksgpu:cluster in its config. Fix: render it from environments.yaml "
                         "(`aksgpu render ENV`), or add the cluster spec under config: aksgpu:cluster:.")
     return config

@@ -16,7 +16,7 @@ import json
 import shlex
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -57,6 +57,9 @@ from aksgpu.cli.workflow.runner import (
     validate_spec,
 )
 from aksgpu.cli.workflow.target import DEFAULT_STATE_DIR, PULUMI_CLOUD_URL, Target
+
+if TYPE_CHECKING:
+    from aksgpu.cli.project.stackfile import StackFile
 
 BackendOption = Annotated[str | None, typer.Option(
     "--backend", metavar="URL",
@@ -127,15 +130,33 @@ def up(
     as_json: JsonOption = False,
     backend: BackendOption = None,
     secrets_provider: SecretsOption = None,
+    member: Annotated[list[str] | None, typer.Option(
+        "--member", metavar="NAME", help="With a fleet: deploy only this member after the shared stack (repeatable; "
+                                         "a member's name or stack).")] = None,
+    parallel: Annotated[int, typer.Option(
+        "--parallel", min=1, max=64, metavar="N", help="With a fleet: how many members deploy at once.")] = 4,
+    members: Annotated[bool, typer.Option(
+        "--members/--no-members", help="With a fleet: deploy its members after the shared stack (--no-members: "
+                                      "the shared stack alone, as CI's per-stack jobs do).")] = True,
 ) -> None:
     """Create or update the stack's resources in Azure (pulumi up through the Automation API).
 
-    Shows the preview and asks before changing anything, unless --yes. Exit codes: 0 done, 1 the
-    update or the spec failed or you declined, 2 bad input or a missing prerequisite.
+    Shows the preview and asks before changing anything, unless --yes. A fleet environment's stack
+    deploys the fleet: its shared stack first, then its members in parallel (--parallel, --member);
+    a member's stack deploys that member alone. Exit codes: 0 done, 1 the update or the spec failed
+    or you declined, 2 bad input or a missing prerequisite.
     """
     box: list[Target] = []
     with command_errors("up", box):
         stack_file, target = prepare(stack, backend, secrets_provider, box)
+        if stack_file.is_fleet:
+            _up_fleet(stack_file, member=member if members else [], parallel=parallel, yes=yes, diff=diff,
+                      refresh=refresh, only_shared=not members,
+                      policy_pack=policy_pack, as_json=as_json, backend=backend, secrets_provider=secrets_provider)
+            return
+        if member:
+            raise UserError(f"--member picks members of a fleet, and {stack_file.path.name} is not a fleet's shared "
+                            "stack. Fix: drop --member, or pass the fleet environment's name.")
         spec = validate_spec(stack_file)
         require_rendered("up", stack_file)
         policy_packs(policy_pack)  # a folder that is not a pack is bad input, before anything runs
@@ -156,6 +177,24 @@ def up(
             result = pulumi_stack.up(diff=diff, refresh=refresh, **policies, **engine.options())
         report_update("up", target, result.summary, as_json,
                        outputs={name: (value.value, value.secret) for name, value in result.outputs.items()})
+
+
+def _up_fleet(stack_file: StackFile, *, member: list[str] | None, parallel: int, yes: bool, diff: bool,
+              refresh: bool, only_shared: bool, policy_pack: list[Path] | None, as_json: bool, backend: str | None,
+              secrets_provider: str | None) -> None:
+    import os
+
+    from aksgpu.cli.workflow.fleet import fleet_steps, up_fleet
+
+    policy_packs(policy_pack)
+    if not yes:
+        require_confirmable("up", stack_file.stack)
+    shared, members = fleet_steps(stack_file, member, backend=backend, secrets_provider=secrets_provider,
+                                  env=dict(os.environ))
+    if only_shared:
+        members = []
+    up_fleet(shared, members, yes=yes, parallel=parallel, diff=diff, refresh=refresh, policy_pack=policy_pack,
+             as_json=as_json)
 
 
 def destroy(

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from aksgpu.cli.project.stackfile import StackFile
     from aksgpu.components.spec import ClusterSpec
+    from aksgpu.components.spec.fleet import FleetSpec
 
 # Preview operations that change nothing in Azure.
 NO_CHANGE_OPS = frozenset({"same", "read"})
@@ -220,11 +221,16 @@ def require_rendered(command: str, stack_file: StackFile) -> None:
          "Pulumi uses the stack file as it is.", "yellow")
 
 
-def validate_spec(stack_file: StackFile) -> ClusterSpec:
-    """The spec, or its errors before Pulumi starts: the same message as `aksgpu validate`, exit 1."""
+def validate_spec(stack_file: StackFile) -> ClusterSpec | FleetSpec:
+    """The spec (a fleet's shared stack: its FleetSpec), or its errors before Pulumi starts: the same
+    message as `aksgpu validate`, exit 1."""
     from aksgpu.components.spec import SpecError, parse_cluster_spec
+    from aksgpu.components.spec.fleet import parse_fleet_spec
 
     try:
+        if stack_file.is_fleet:
+            spec, _ = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+            return spec
         spec, _ = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
     except SpecError as error:
         typer.echo(str(error), err=True)
@@ -237,10 +243,11 @@ AKSGPU_PACK_MARKER = "aksgpu.policy.pack"
 
 
 @contextmanager
-def policy_options(folders: list[Path] | None, spec: ClusterSpec) -> Iterator[dict[str, Any]]:
+def policy_options(folders: list[Path] | None, spec: ClusterSpec | FleetSpec) -> Iterator[dict[str, Any]]:
     """The engine's policy pack options: the packs, and for aksgpu's own pack a configuration file
     carrying the environment's waivers (other packs get an empty one, as the engine pairs each
-    configuration with the pack in the same place). Empty without packs."""
+    configuration with the pack in the same place; a fleet's shared stack has no waivers). Empty
+    without packs."""
     import tempfile
 
     from aksgpu.policy.pack import pack_config
@@ -255,7 +262,8 @@ def policy_options(folders: list[Path] | None, spec: ClusterSpec) -> Iterator[di
             main = Path(pack) / "__main__.py"
             ours = main.is_file() and AKSGPU_PACK_MARKER in main.read_text(encoding="utf-8", errors="replace")
             config = Path(folder) / f"pack-{index}.json"
-            config.write_text(json.dumps(pack_config(spec.policy.waivers) if ours else {}), encoding="utf-8")
+            waivers = getattr(getattr(spec, "policy", None), "waivers", [])
+            config.write_text(json.dumps(pack_config(waivers) if ours else {}), encoding="utf-8")
             configs.append(str(config))
         yield {"policy_packs": packs, "policy_pack_configs": configs}
 
@@ -268,8 +276,8 @@ def print_header(command: str, target: Target) -> None:
 
 
 def is_protected(stack_file: StackFile) -> bool:
-    cluster = stack_file.cluster
-    return isinstance(cluster, dict) and cluster.get("protect") is True
+    spec = stack_file.fleet if stack_file.is_fleet else stack_file.cluster
+    return isinstance(spec, dict) and spec.get("protect") is True
 
 
 def protected_in_state(deployment: Mapping[str, Any] | None) -> list[str]:

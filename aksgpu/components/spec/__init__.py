@@ -32,6 +32,7 @@ from .control_plane import (
     MaintenanceWindow,
     check_control_plane,
 )
+from .fleet import FleetMembership
 from .gpu_health import GpuHealth, check_gpu_health
 from .in_cluster import GpuSoftware, InCluster, check_in_cluster
 from .monitoring import LogAnalytics, Monitoring, check_monitoring
@@ -52,7 +53,8 @@ from .scheduling import GangScheduling, check_scheduling, spot_fallbacks
 from .security import KeyVaultSecretsProvider, Security, check_security
 
 __all__ = [
-    "Aad", "Access", "ApiServer", "Autoscaler", "ClusterSpec", "ControlPlane", "GangScheduling", "GpuHealth",
+    "Aad", "Access", "ApiServer", "Autoscaler", "ClusterSpec", "ControlPlane", "FleetMembership", "GangScheduling",
+    "GpuHealth",
     "GpuSettings", "GpuSoftware", "InCluster", "Issue", "KeyVaultSecretsProvider", "LogAnalytics",
     "MaintenanceWindow", "Monitoring", "Network", "NodePool", "PolicySettings", "PoolBase", "Registry",
     "ResourceGroup", "Security", "SpecError", "SpotSettings", "Subnet", "SystemPool", "Team", "TeamQuota", "Vnet",
@@ -143,6 +145,8 @@ class ClusterSpec(SpecModel):
     """Defender for Containers, the Azure Policy add-on, the Key Vault secrets provider, the image cleaner and run command."""
     policy: PolicySettings = PolicySettings()
     """Waivers of aksgpu's security policies (`aksgpu policy list`) for this environment, each with a reason."""
+    fleet: FleetMembership | None = None
+    """The fleet this cluster is a member of (written by `aksgpu render` for a fleet environment's members): the FleetMember joins it to the fleet, and registry or workspaces in mode fleet come from the fleet's shared stack. None: a cluster on its own."""
 
     @property
     def effective_dns_prefix(self) -> str:

@@ -146,6 +146,8 @@ def check_control_plane(spec: ClusterSpec) -> Iterator[Issue]:
             yield Issue(f"{path}.schedule", window.schedule, "AKS keeps one window per schedule",
                         "merge the windows of this schedule into one")
         seen.add(window.schedule)
+        if spec.fleet is not None:
+            continue  # a fleet member's update runs honour its windows (Fleet Manager FAQ), channels off or not
         if window.schedule == "autoUpgrade" and cp.upgrade_channel == "none":
             yield Issue(f"{path}.schedule", window.schedule,
                         "an auto-upgrade window does nothing while upgradeChannel is none",

@@ -35,8 +35,8 @@ DEFAULT_LOG_CATEGORIES = [
 class LogAnalytics(SpecModel):
     """The Log Analytics workspace: created by aksgpu, an existing one, or none."""
 
-    mode: Literal["create", "existing", "none"] = "create"
-    """create: aksgpu creates a workspace; existing: use the workspace given by workspaceId; none: no workspace (then turn off containerInsights and controlPlaneLogs)."""
+    mode: Literal["create", "existing", "fleet", "none"] = "create"
+    """create: aksgpu creates a workspace; existing: use the workspace given by workspaceId; fleet: the fleet's workspace for the cluster's region (a fleet member only); none: no workspace (then turn off containerInsights and controlPlaneLogs)."""
     name: str | None = None
     """Name of the workspace aksgpu creates. None: "<cluster name>-logs"."""
     retention_days: int = Field(default=30, ge=30, le=730)
@@ -55,7 +55,9 @@ class Monitoring(SpecModel):
     control_plane_logs: list[str] = Field(default_factory=lambda: list(DEFAULT_LOG_CATEGORIES))
     """AKS resource-log categories sent to the workspace. The default leaves out kube-audit: kube-audit-admin and guard cover audit needs at a fraction of its volume. Empty: none; otherwise needs a workspace."""
     managed_prometheus: bool = False
-    """Collect metrics with Azure Monitor managed Prometheus into an Azure Monitor workspace aksgpu creates ("<cluster name>-prometheus")."""
+    """Collect metrics with Azure Monitor managed Prometheus into an Azure Monitor workspace aksgpu creates ("<cluster name>-prometheus"), or the fleet's (prometheusWorkspace)."""
+    prometheus_workspace: Literal["own", "fleet"] = "own"
+    """own: managed Prometheus writes to the cluster's own Azure Monitor workspace; fleet: to the fleet's one workspace (a fleet member only), through a collection endpoint and rule in the workspace's region."""
 
 
 def check_monitoring(spec: ClusterSpec) -> Iterator[Issue]:
@@ -65,6 +67,15 @@ def check_monitoring(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("monitoring.logAnalytics.workspaceId", workspace.workspace_id,
                     "must be the resource ID of an existing Log Analytics workspace",
                     "copy it from `az monitor log-analytics workspace show ... --query id`")
+    if workspace.mode == "fleet" and spec.fleet is None:
+        yield Issue("monitoring.logAnalytics.mode", "fleet", "the fleet's workspace is for a member of a fleet",
+                    "set mode to create, existing or none; fleet members are rendered from a fleet environment")
+    if monitoring.prometheus_workspace == "fleet" and spec.fleet is None:
+        yield Issue("monitoring.prometheusWorkspace", "fleet", "the fleet's workspace is for a member of a fleet",
+                    "set prometheusWorkspace: own")
+    if monitoring.prometheus_workspace == "fleet" and not monitoring.managed_prometheus:
+        yield Issue("monitoring.prometheusWorkspace", "fleet", "names where managed Prometheus writes, and it is off",
+                    "set monitoring.managedPrometheus: true, or prometheusWorkspace: own", "warning")
     if workspace.mode != "existing" and workspace.workspace_id is not None:
         yield Issue("monitoring.logAnalytics.workspaceId", workspace.workspace_id, "a workspaceId is for mode: existing",
                     "remove it, or set mode: existing")

@@ -1,0 +1,261 @@
+"""A fleet environment resolved: its shared FleetSpec and one validated ClusterSpec per member.
+
+A member's spec is the member's preset (or the environment's), then `defaults.overrides`, the
+environment's overrides, the fleet layer (what membership means: the fleet's registry and
+workspaces, upgrades left to Fleet Manager, with the policy waivers that says so) and last the
+member's own overrides, so a member can still keep its own registry. Rules that span the fleet
+(unique names, the stages' groups, upgrades run twice, stack names that clash) are checked here
+and name the place in environments.yaml to change.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import textwrap
+from dataclasses import dataclass, replace
+from typing import Any
+
+from aksgpu.cli.environments.file import (
+    ENVIRONMENT_NAME,
+    Environment,
+    EnvironmentsFile,
+    FleetMemberSettings,
+    FleetSettings,
+)
+from aksgpu.cli.environments.overrides import merge
+from aksgpu.cli.environments.render import HEADER_WIDTH, EffectiveEnvironment, effective_layers, template
+from aksgpu.cli.environments.stack_text import aksgpu_text, to_yaml, value_digest
+from aksgpu.cli.project.generated import stamp, stamp_placeholder
+from aksgpu.components.spec.base import Issue, SpecError, issues_from_validation_error
+from aksgpu.components.spec.fleet import FleetSpec, parse_fleet_spec
+
+# An hour to watch each stage's clusters before the next stage starts (the default strategy).
+DEFAULT_STAGE_WAIT_SECONDS = 3600
+DEFAULT_AUTO_UPGRADE = ({"name": "kubernetes", "channel": "Stable"}, {"name": "node-image", "channel": "NodeImage"})
+
+
+def member_stack(environment: str, member: str) -> str:
+    """The stack of a fleet member: "<environment>-<member>"."""
+    return f"{environment}-{member}"
+
+
+@dataclass(frozen=True)
+class EffectiveFleet:
+    """A fleet environment: the shared stack's spec and each member's effective environment."""
+
+    environment: Environment
+    spec: FleetSpec
+    members: list[EffectiveEnvironment]
+    warnings: list[Issue]
+
+    def member(self, name: str) -> EffectiveEnvironment:
+        return next(m for m, s in zip(self.members, self.spec.members, strict=True) if s.name == name)
+
+
+def is_fleet(environments: EnvironmentsFile, name: str) -> bool:
+    settings = environments.document.environments.get(name)
+    return settings is not None and settings.fleet is not None
+
+
+def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet:
+    """Resolve and validate fleet environment `name`; raises SpecError listing every problem of the
+    fleet and its members (each where it was written)."""
+    environment = environments.get(name)
+    settings = environment.fleet
+    assert settings is not None, f"{name} is not a fleet environment"
+    where = f"environments.{name}.fleet"
+    source = f"fleet environment {name} ({environments.relative_path})"
+    shared = _shared_parts(environment, settings, where, source)
+    issues: list[Issue] = []
+    members: list[EffectiveEnvironment] = []
+    for index, member in enumerate(settings.members):
+        try:
+            members.append(_effective_member(environments, environment, shared, member, index))
+        except SpecError as error:
+            issues += error.issues
+    summaries = [{"name": m.name, "stack": member_stack(name, m.name), "clusterName": e.spec.name,
+                  "location": e.spec.location, "group": m.group}
+                 for m, e in zip(settings.members, members, strict=False)] if not issues else []
+    if issues:
+        raise SpecError(issues, source)
+    raw = {**shared.model_dump(mode="json", by_alias=True, exclude={"members"}), "members": summaries}
+    if settings.location is None:
+        raw["location"] = summaries[0]["location"]
+    try:
+        spec, warnings = parse_fleet_spec(raw, source)
+    except SpecError as error:
+        raise SpecError([_at(issue, where, settings) for issue in error.issues], source) from None
+    issues = [*(_at(w, where, settings) for w in warnings), *_fleet_rules(environments, name, settings, spec, members)]
+    errors = [issue for issue in issues if issue.severity == "error"]
+    if errors:
+        raise SpecError(issues, source)
+    return EffectiveFleet(environment, spec, members, issues)
+
+
+def _shared_parts(environment: Environment, settings: FleetSettings, where: str, source: str) -> FleetSpec:
+    """The fleet's own fields, validated before any member (members are filled in later)."""
+    common = merge(environment.shared_overrides, environment.overrides)
+    fleet_name = settings.name or environment.name
+    raw: dict[str, Any] = {
+        "name": fleet_name,
+        "location": settings.location or "eastus",  # a placeholder until the first member's region is known
+        "resourceGroup": settings.resource_group or f"rg-{fleet_name}",
+        "tags": settings.tags if settings.tags is not None else common.get("tags", {}),
+        "protect": settings.protect if settings.protect is not None else common.get("protect", False),
+        "hub": settings.hub, "registry": settings.registry, "logAnalytics": settings.log_analytics,
+        "prometheus": settings.prometheus,
+        "updateStages": settings.update_stages if settings.update_stages is not None else _default_stages(settings),
+        "autoUpgrade": settings.auto_upgrade if settings.auto_upgrade is not None else list(DEFAULT_AUTO_UPGRADE),
+        "members": [],
+    }
+    from pydantic import ValidationError
+
+    try:
+        return FleetSpec.model_validate(raw)
+    except ValidationError as error:
+        issues = issues_from_validation_error(error, raw, FleetSpec)
+        raise SpecError([_at(issue, where, settings) for issue in issues], source) from None
+
+
+def _default_stages(settings: FleetSettings) -> list[dict[str, Any]]:
+    groups = list(dict.fromkeys(member.group for member in settings.members))
+    return [{"name": group, "groups": [group],
+             "afterStageWaitSeconds": DEFAULT_STAGE_WAIT_SECONDS if index < len(groups) - 1 else 0}
+            for index, group in enumerate(groups)]
+
+
+def fleet_layer(shared: FleetSpec, environment: str, member: FleetMemberSettings) -> dict[str, Any]:
+    """What being a member of this fleet sets in a member's spec (before the member's own overrides)."""
+    layer: dict[str, Any] = {"fleet": {"stack": environment, "member": member.name, "group": member.group}}
+    if shared.registry.mode == "create":
+        layer["registry"] = {"mode": "fleet", "publicNetworkAccess": shared.registry.public_network_access}
+    monitoring: dict[str, Any] = {}
+    if shared.log_analytics.mode != "perMember":
+        monitoring["logAnalytics"] = {"mode": "fleet"}
+    if shared.prometheus:
+        monitoring["prometheusWorkspace"] = "fleet"
+    if monitoring:
+        layer["monitoring"] = monitoring
+    waivers = []
+    control_plane: dict[str, Any] = {}
+    profiles = ", ".join(f"{p.name} ({p.channel})" for p in shared.auto_upgrade if not p.disabled)
+    if shared.upgrades_kubernetes:
+        # Fleet Manager's FAQ: with both on, whichever runs first upgrades the cluster.
+        control_plane["upgradeChannel"] = "none"
+        waivers.append({"rule": "aks-auto-upgrade", "reason": (
+            f"Fleet Manager upgrades this member: fleet {shared.name}'s auto-upgrade profiles {profiles} run "
+            "update runs stage by stage, and AKS's own channel is off so the two do not race.")})
+    if shared.upgrades_node_images:
+        control_plane["nodeOsUpgradeChannel"] = "None"
+        waivers.append({"rule": "aks-node-os-upgrade", "reason": (
+            f"Fleet Manager's NodeImage profile of fleet {shared.name} rolls new node images stage by stage; "
+            "AKS's own node OS channel is off so the two do not race.")})
+    if control_plane:
+        layer["controlPlane"] = control_plane
+    if waivers:
+        layer["policy"] = {"waivers": waivers}
+    return layer
+
+
+def _effective_member(environments: EnvironmentsFile, environment: Environment, shared: FleetSpec,
+                      member: FleetMemberSettings, index: int) -> EffectiveEnvironment:
+    env = environment.name
+    stack = member_stack(env, member.name)
+    member_environment = replace(
+        environment, name=stack, preset=member.preset or environment.preset,
+        description=(f"Member {member.name} of fleet environment {env} (update group {member.group})."
+                     + (f" {environment.description}" if environment.description else "")),
+        overrides=member.overrides,
+        shared_overrides=merge(merge(environment.shared_overrides, environment.overrides),
+                               fleet_layer(shared, env, member)),
+        fleet=None)
+    layers = [("defaults.overrides", environment.shared_overrides),
+              (f"environments.{env}.overrides", environment.overrides),
+              (f"environments.{env}.fleet (what membership sets)", fleet_layer(shared, env, member)),
+              (f"environments.{env}.fleet.members[name={member.name}].overrides", member.overrides)]
+    return effective_layers(member_environment, layers, f"fleet member {stack}", environments.relative_path)
+
+
+def _fleet_rules(environments: EnvironmentsFile, name: str, settings: FleetSettings, spec: FleetSpec,
+                 members: list[EffectiveEnvironment]) -> list[Issue]:
+    issues: list[Issue] = []
+    where = f"environments.{name}.fleet"
+    others = set(environments.names)
+    for index, (member, effective) in enumerate(zip(settings.members, members, strict=True)):
+        path = f"{where}.members[name={member.name}]"
+        stack = member_stack(name, member.name)
+        if stack in others:
+            issues.append(Issue(f"{path}.name", member.name, f"its stack {stack} has the name of an environment",
+                                "rename the member or the environment"))
+        if not ENVIRONMENT_NAME.fullmatch(stack):
+            issues.append(Issue(f"{path}.name", member.name, f"its stack name {stack} is not a valid Pulumi stack "
+                                "name (at most 64 characters)", "shorten the member or environment name"))
+        control_plane = effective.spec.control_plane
+        if spec.upgrades_kubernetes and control_plane.upgrade_channel != "none":
+            issues.append(Issue(f"{path}.overrides.controlPlane.upgradeChannel", control_plane.upgrade_channel,
+                                "the fleet's auto-upgrade profiles upgrade this member's Kubernetes version, and with "
+                                "AKS's own channel on as well, whichever runs first upgrades it, outside the stages",
+                                "remove the override (membership sets none), or drop the fleet's Stable/Rapid profile"))
+        if spec.upgrades_node_images and control_plane.node_os_upgrade_channel == "NodeImage":
+            issues.append(Issue(f"{path}.overrides.controlPlane.nodeOsUpgradeChannel", "NodeImage",
+                                "the fleet's NodeImage profile rolls this member's node images, and AKS's own "
+                                "NodeImage channel would roll them too, outside the stages",
+                                "remove the override (membership sets None), or drop the fleet's NodeImage profile"))
+    issues += _overlapping_networks(where, settings, members)
+    return issues
+
+
+def _overlapping_networks(where: str, settings: FleetSettings, members: list[EffectiveEnvironment]) -> list[Issue]:
+    """Members whose VNets overlap can never be peered (a hub's multi-cluster load balancing and
+    private registry traffic between regions want peered VNets): a warning, since peering is optional."""
+    spaces: list[tuple[str, ipaddress.IPv4Network]] = []
+    issues: list[Issue] = []
+    for member, effective in zip(settings.members, members, strict=True):
+        vnet = effective.spec.network.vnet
+        if vnet.mode != "create":
+            continue
+        for cidr in vnet.address_space:
+            network = ipaddress.ip_network(cidr, strict=False)
+            for other, other_network in spaces:
+                if network.overlaps(other_network):
+                    issues.append(Issue(f"{where}.members[name={member.name}].overrides.network.vnet.addressSpace",
+                                        cidr, f"overlaps member {other}'s {other_network}, so the two VNets can "
+                                        "never be peered", "give each member its own address space", "warning"))
+            spaces.append((member.name, network))
+    return issues
+
+
+def _at(issue: Issue, where: str, settings: FleetSettings) -> Issue:
+    """A FleetSpec issue at the place in environments.yaml that sets it."""
+    path = issue.path
+    if path.startswith("members"):
+        return replace(issue, path=f"{where}.{path}")
+    return replace(issue, path=f"{where}.{path}" if path != "(top level)" else where)
+
+
+def render_fleet_text(fleet: EffectiveFleet, environments_file: str, kept_top_level: dict[str, Any],
+                      kept_config: dict[str, Any]) -> str:
+    """The shared stack file of a fleet environment (deterministic, as render_text)."""
+    from aksgpu.components.spec.base import one_line
+
+    config = fleet.spec.model_dump(mode="json", by_alias=True)
+    env = fleet.environment
+    member_lines = [f"{member.stack}: cluster {member.cluster_name} in {member.location}, update group {member.group}"
+                    for member in fleet.spec.members]
+    text = template("fleet_stack.yaml.j2").render(
+        environment=env.name,
+        environments_file=environments_file,
+        description_lines=[line for paragraph in (env.description or "").splitlines()
+                           for line in textwrap.wrap(one_line(paragraph), HEADER_WIDTH - 2) or [""]],
+        member_lines=member_lines,
+        warnings=fleet.warnings,
+        warning_lines=[line for warning in fleet.warnings
+                       for line in textwrap.wrap(one_line(f"- {warning}"), HEADER_WIDTH - 4,
+                                                 subsequent_indent="  ", break_on_hyphens=False)],
+        stamp_line=stamp_placeholder(),
+        kept_top_level=[to_yaml({key: value}) for key, value in kept_top_level.items()],
+        fleet_yaml=to_yaml(config),
+        value_digest=value_digest(config),
+        kept_config=to_yaml(kept_config) if kept_config else "",
+    )
+    return stamp(text, owned=aksgpu_text)

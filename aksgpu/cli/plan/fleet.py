@@ -1,0 +1,198 @@
+"""The offline plan of a fleet: its shared stack, then each member with the shared stack's outputs
+as its stack reference reads them, and what only the whole fleet shows (members, update stages,
+totals, quota per region, cost, deploy time)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from aksgpu.cli.errors import UserError
+from aksgpu.cli.plan.planner import Plan, plan_stack
+from aksgpu.cli.project.stackfile import StackFile, resolve_stack
+from aksgpu.components.spec import ClusterSpec, Issue, SpecError, parse_cluster_spec
+from aksgpu.components.spec.fleet import FleetSpec, parse_fleet_spec
+from aksgpu.policy.engine import PolicyReport
+from aksgpu.preflight.cost import CostEstimate, Scale
+
+
+@dataclass
+class MemberPlan:
+    stack_file: StackFile
+    spec: ClusterSpec
+    warnings: list[Issue]
+    plan: Plan
+    policy: PolicyReport
+    cost: CostEstimate
+
+
+@dataclass
+class FleetPlan:
+    stack_file: StackFile
+    spec: FleetSpec
+    warnings: list[Issue]
+    shared: Plan
+    policy: PolicyReport
+    cost: CostEstimate
+    members: list[MemberPlan] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.policy.failed or any(member.policy.failed for member in self.members)
+
+
+def load_fleet(stack_file: StackFile) -> tuple[FleetSpec, list[Issue]]:
+    return parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+
+
+def referenced_outputs(stack_file: StackFile, spec: ClusterSpec) -> dict[str, dict[str, Any]]:
+    """For a fleet member: its fleet's shared stack, planned offline, as {stack: outputs}."""
+    if spec.fleet is None:
+        return {}
+    shared = _fleet_stack_file(stack_file, spec.fleet.stack)
+    return {spec.fleet.stack: plan_stack(shared).outputs}
+
+
+def _fleet_stack_file(member: StackFile, stack: str) -> StackFile:
+    try:
+        shared = resolve_stack(stack, cwd=member.project_dir)
+    except UserError as error:
+        raise UserError(f"{member.path.name} is a member of fleet stack {stack}, which the plan reads through a "
+                        f"stack reference: {error}") from None
+    if not shared.is_fleet:
+        raise UserError(f"{member.path.name} is a member of fleet stack {stack}, but {shared.path.name} holds no "
+                        "aksgpu:fleet. Fix: render the fleet environment (`aksgpu render`).")
+    return shared
+
+
+def plan_fleet(stack_file: StackFile, members: list[str] | None = None) -> FleetPlan:
+    """Plan the shared stack and its members (all, or those named by member name or stack)."""
+    from aksgpu.cli.plan.policy_results import evaluate_plan, evaluate_resources
+    from aksgpu.cli.preflight.tables import cost_of, price_table
+    from aksgpu.preflight.cost import fleet_estimate
+
+    spec, warnings = load_fleet(stack_file)
+    shared = plan_stack(stack_file)
+    result = FleetPlan(stack_file, spec, warnings, shared, evaluate_resources(shared, []),
+                       fleet_estimate(spec, price_table(stack_file.project_dir)))
+    wanted = set(members or [])
+    for member in spec.members:
+        if wanted and member.name not in wanted and member.stack not in wanted:
+            continue
+        member_file = resolve_stack(member.stack, cwd=stack_file.project_dir)
+        source = f"aksgpu:cluster in {member_file.path.name}"
+        member_spec, member_warnings = parse_cluster_spec(member_file.cluster, source=source)
+        if member_spec.fleet is None or member_spec.fleet.stack != stack_file.stack:
+            raise SpecError([Issue("fleet", None if member_spec.fleet is None else member_spec.fleet.stack,
+                                   f"fleet {stack_file.stack} lists this stack as member {member.name}",
+                                   "render the fleet environment again (`aksgpu render`)")], source)
+        plan = plan_stack(member_file, stack_outputs={stack_file.stack: shared.outputs})
+        result.members.append(MemberPlan(member_file, member_spec, member_warnings, plan,
+                                         evaluate_plan(plan, member_spec), cost_of(member_spec, stack_file.project_dir)))
+    return result
+
+
+# --- what only the whole fleet shows ---------------------------------------------------------
+
+
+def fleet_facts(fleet: FleetPlan) -> dict[str, Any]:
+    """Members, update stages, totals, quota per region, cost and deploy time of the fleet."""
+    from aksgpu.cli.plan.report import summary
+    from aksgpu.preflight import deploy_time
+    from aksgpu.preflight.quota import quota_needs
+
+    spec = fleet.spec
+    members = []
+    gpus_by_model: Counter[str] = Counter()
+    quota: dict[tuple[str, str], list[int]] = {}
+    member_seconds = []
+    monthly = Scale.flat(0.0)
+    complete = fleet.cost.complete
+    for member in fleet.members:
+        facts = summary(member.plan)
+        for pool in member.spec.all_pools:
+            size = pool[1].size
+            if size and size.get("gpus"):
+                gpus_by_model[size["gpuModel"]] += pool[1].max_nodes * pool[1].zone_pool_count * size["gpus"]
+        for need in quota_needs(member.spec):
+            totals = quota.setdefault((need.region, need.counter), [0, 0])
+            totals[0] += need.vcpus_min
+            totals[1] += need.vcpus_max
+        seconds = deploy_time.estimate(member.plan).schedule.total
+        member_seconds.append(seconds)
+        monthly = monthly + member.cost.monthly
+        complete = complete and member.cost.complete
+        summary_member = next(m for m in spec.members if m.stack == member.stack_file.stack)
+        members.append({
+            "name": summary_member.name, "stack": member.stack_file.stack, "cluster": member.spec.name,
+            "location": member.spec.location, "group": summary_member.group,
+            "resources": facts["resourceCount"], "maxNodes": member.spec.total_max_nodes, "maxGpus": facts["maxGpus"],
+            "policyFailing": len(member.policy.problems()), "deployMinutes": round(seconds / 60),
+            "monthly": member.cost.monthly.json(0), "costComplete": member.cost.complete,
+        })
+    shared_seconds = deploy_time.estimate(fleet.shared).schedule.total
+    monthly = monthly + fleet.cost.monthly
+    by_group = {m["group"]: [] for m in members}
+    for m in members:
+        by_group[m["group"]].append(m["name"])
+    return {
+        "fleet": spec.name, "location": spec.location, "hub": spec.hub.enabled,
+        "members": members,
+        "updateStages": [{"name": stage.name, "groups": {group: by_group.get(group, []) for group in stage.groups},
+                          "afterStageWaitSeconds": stage.after_stage_wait_seconds} for stage in spec.update_stages],
+        "autoUpgrade": [profile.model_dump(mode="json", by_alias=True) for profile in spec.auto_upgrade],
+        "totals": {"members": len(members), "maxNodes": sum(m["maxNodes"] for m in members),
+                   "maxGpus": sum(m["maxGpus"] for m in members), "gpusByModel": dict(sorted(gpus_by_model.items()))},
+        "quotaByRegion": [{"region": region, "counter": counter, "vcpusMin": low, "vcpusMax": high}
+                          for (region, counter), (low, high) in sorted(quota.items())],
+        "cost": {"monthly": monthly.json(0), "complete": complete, "shared": fleet.cost.json()},
+        # Members deploy in parallel once the shared stack is up (they read its outputs).
+        "deployTime": {"sharedSeconds": shared_seconds, "slowestMemberSeconds": max(member_seconds, default=0),
+                       "totalSeconds": shared_seconds + max(member_seconds, default=0),
+                       "order": "the shared stack first, then every member in parallel"},
+    }
+
+
+def fleet_lines(facts: dict[str, Any]) -> list[str]:
+    """The fleet section of `aksgpu plan FLEET`."""
+    from aksgpu.preflight.cost_report import scale_text
+
+    hub = "with a hub (placement, managed namespaces)" if facts["hub"] else "hubless (staged upgrades only)"
+    lines = [f"Fleet {facts['fleet']} in {facts['location']}, {hub}: {facts['totals']['members']} members."]
+    rows = [[m["stack"], m["cluster"], m["location"], m["group"], str(m["maxNodes"]), str(m["maxGpus"]),
+             str(m["resources"]), f"{m['deployMinutes']} min", scale_text(_scale(m["monthly"])),
+             "ok" if not m["policyFailing"] else f"{m['policyFailing']} failing"] for m in facts["members"]]
+    header = ["member stack", "cluster", "region", "group", "max nodes", "max GPUs", "resources", "deploy",
+              "per month (min / typical / max)", "policy"]
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+              for row in [header, *rows]]
+    totals = facts["totals"]
+    models = ", ".join(f"{count} {model}" for model, count in totals["gpusByModel"].items()) or "none"
+    lines += [f"  At full scale: {totals['maxNodes']} nodes, {totals['maxGpus']} GPUs ({models})."]
+    lines += ["", "Update strategy (stages one after another; groups in a stage in parallel; a group's members one "
+                  "by one):"]
+    for stage in facts["updateStages"]:
+        groups = "; ".join(f"{group}: {', '.join(names) or '(no member)'}" for group, names in stage["groups"].items())
+        wait = f", then wait {stage['afterStageWaitSeconds'] // 60} min" if stage["afterStageWaitSeconds"] else ""
+        lines.append(f"  {stage['name']}: {groups}{wait}")
+    profiles = ", ".join(f"{p['name']} ({p['channel']}{', disabled' if p['disabled'] else ''})"
+                         for p in facts["autoUpgrade"]) or "none: start update runs by hand"
+    lines.append(f"  Auto-upgrade profiles: {profiles}.")
+    lines += ["", "vCPU quota per region, all members (min scale / full scale with upgrade surge):"]
+    lines += [f"  {q['region']:<16} {q['counter']:<40} {q['vcpusMin']:>7} / {q['vcpusMax']}"
+              for q in facts["quotaByRegion"]]
+    cost = facts["cost"]
+    lower = "" if cost["complete"] else " (prices missing: a lower bound; see each member's plan)"
+    lines += ["", f"Cost of the fleet, members and shared parts: {scale_text(_scale(cost['monthly']))} per month at "
+                  f"min / typical / max scale{lower}."]
+    deploy = facts["deployTime"]
+    lines.append(f"Deploy time of a first `aksgpu up`: about {round(deploy['totalSeconds'] / 60)} min "
+                 f"({deploy['order']}: shared {round(deploy['sharedSeconds'] / 60)} min, slowest member "
+                 f"{round(deploy['slowestMemberSeconds'] / 60)} min).")
+    return lines
+
+
+def _scale(values: dict[str, float]) -> Scale:
+    return Scale(values["min"], values["typical"], values["max"])
