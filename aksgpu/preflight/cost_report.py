@@ -42,9 +42,10 @@ def text_lines(found: CostEstimate) -> list[str]:
                   scale_text(found.hourly), scale_text(found.monthly)])
     lines = [f"Cost estimate at min / typical / max nodes ({found.table.currency}, {found.region}, "
              f"{found.table.label()}):"]
-    lines += _table(["pool", "vm size", "priority", "per node-hour", "nodes", "per hour", "per month"], pools,
-                    right={3, 5, 6})
-    lines += [""]
+    if pools:  # a fleet's shared stack has none
+        lines += _table(["pool", "vm size", "priority", "per node-hour", "nodes", "per hour", "per month"], pools,
+                        right={3, 5, 6})
+        lines += [""]
     lines += _table(["pools and fixed parts", "per hour", "per month"],
                     [["node pools", scale_text(_sum(found)), scale_text(_sum(found), hours)], *fixed], right={1, 2})
     lines += _listed("Missing prices (not counted)", found.missing)

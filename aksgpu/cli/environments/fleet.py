@@ -25,6 +25,7 @@ from aksgpu.cli.environments.file import (
 from aksgpu.cli.environments.overrides import merge
 from aksgpu.cli.environments.render import HEADER_WIDTH, EffectiveEnvironment, effective_layers, template
 from aksgpu.cli.environments.stack_text import aksgpu_text, to_yaml, value_digest
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.project.generated import stamp, stamp_placeholder
 from aksgpu.components.spec.base import Issue, SpecError, issues_from_validation_error
 from aksgpu.components.spec.fleet import FleetSpec, parse_fleet_spec
@@ -50,6 +51,14 @@ class EffectiveFleet:
 
     def member(self, name: str) -> EffectiveEnvironment:
         return next(m for m, s in zip(self.members, self.spec.members, strict=True) if s.name == name)
+
+
+def fleet_has_no_cluster_spec(environments: EnvironmentsFile, name: str) -> UserError:
+    """The error for a command that needs one cluster's spec and was given a fleet environment."""
+    stacks = [stack for stack, (environment, member) in environments.stacks().items()
+              if environment == name and member is not None]
+    return UserError(f"environment {name} is a fleet of clusters, and this command works on one cluster. Fix: name "
+                     f"one of its member stacks ({', '.join(stacks)}); `aksgpu plan {name}` shows the whole fleet.")
 
 
 def is_fleet(environments: EnvironmentsFile, name: str) -> bool:

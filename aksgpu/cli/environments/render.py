@@ -91,12 +91,20 @@ class RenderedStack:
 
 
 def effective_environment(environments: EnvironmentsFile, name: str) -> EffectiveEnvironment:
-    """Preset + shared overrides + the environment's overrides, validated as a ClusterSpec.
+    """Preset + shared overrides + the environment's overrides, validated as a ClusterSpec; for a
+    fleet member's stack, the member's spec.
 
-    Raises UserError for an unknown environment or preset, SpecError for a bad spec (override
-    paths that name no field are reported where the user wrote them).
+    Raises UserError for an unknown environment or preset or a fleet (it has no one cluster spec),
+    SpecError for a bad spec (override paths that name no field are reported where the user wrote them).
     """
+    from aksgpu.cli.environments.fleet import effective_fleet, fleet_has_no_cluster_spec
+
+    fleet_environment, member = environments.stacks().get(name, (name, None))
+    if member is not None:
+        return effective_fleet(environments, fleet_environment).member(member)
     environment = environments.get(name)
+    if environment.fleet is not None:
+        raise fleet_has_no_cluster_spec(environments, name)
     layers = [("defaults.overrides", environment.shared_overrides), (f"environments.{name}.overrides",
                                                                      environment.overrides)]
     return effective_layers(environment, layers, f"environment {name}", environments.relative_path)

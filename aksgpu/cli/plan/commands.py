@@ -90,7 +90,6 @@ def plan(
     note = _stale_note(stack_file)
 
     from aksgpu.cli.errors import UserError
-    from aksgpu.cli.plan.fleet import referenced_outputs
     from aksgpu.cli.plan.planner import plan_stack
     from aksgpu.cli.plan.policy_results import evaluate_plan, policy_lines
     from aksgpu.cli.plan.preflight_report import preflight_document, preflight_lines
@@ -98,10 +97,9 @@ def plan(
 
     with progress("Planning offline: running the Pulumi program under the mock engine"):
         try:
-            references = referenced_outputs(stack_file, spec)  # a fleet member reads its fleet's outputs
+            result = plan_stack(stack_file)  # a fleet member's plan reads its fleet stack's planned outputs
         except UserError as error:
             fail(str(error))
-        result = plan_stack(stack_file, stack_outputs=references)
     policy = evaluate_plan(result, spec)
     found = _cost(spec, stack_file)
     if manifests is not None:

@@ -8,7 +8,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from aksgpu.cli.errors import UserError
 from aksgpu.cli.plan.planner import Plan, plan_stack
 from aksgpu.cli.project.stackfile import StackFile, resolve_stack
 from aksgpu.components.spec import ClusterSpec, Issue, SpecError, parse_cluster_spec
@@ -46,26 +45,6 @@ def load_fleet(stack_file: StackFile) -> tuple[FleetSpec, list[Issue]]:
     return parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
 
 
-def referenced_outputs(stack_file: StackFile, spec: ClusterSpec) -> dict[str, dict[str, Any]]:
-    """For a fleet member: its fleet's shared stack, planned offline, as {stack: outputs}."""
-    if spec.fleet is None:
-        return {}
-    shared = _fleet_stack_file(stack_file, spec.fleet.stack)
-    return {spec.fleet.stack: plan_stack(shared).outputs}
-
-
-def _fleet_stack_file(member: StackFile, stack: str) -> StackFile:
-    try:
-        shared = resolve_stack(stack, cwd=member.project_dir)
-    except UserError as error:
-        raise UserError(f"{member.path.name} is a member of fleet stack {stack}, which the plan reads through a "
-                        f"stack reference: {error}") from None
-    if not shared.is_fleet:
-        raise UserError(f"{member.path.name} is a member of fleet stack {stack}, but {shared.path.name} holds no "
-                        "aksgpu:fleet. Fix: render the fleet environment (`aksgpu render`).")
-    return shared
-
-
 def plan_fleet(stack_file: StackFile, members: list[str] | None = None) -> FleetPlan:
     """Plan the shared stack and its members (all, or those named by member name or stack)."""
     from aksgpu.cli.plan.policy_results import evaluate_plan, evaluate_resources
@@ -73,7 +52,7 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None) -> Fleet
     from aksgpu.preflight.cost import fleet_estimate
 
     spec, warnings = load_fleet(stack_file)
-    shared = plan_stack(stack_file)
+    shared = plan_stack(stack_file, stack_outputs={})
     result = FleetPlan(stack_file, spec, warnings, shared, evaluate_resources(shared, []),
                        fleet_estimate(spec, price_table(stack_file.project_dir)))
     wanted = set(members or [])

@@ -258,10 +258,13 @@ def plan_stack(stack_file: StackFile, project: str | None = None,
     """Run the project's program for `stack_file` offline and return what it would declare.
 
     `project`: the Pulumi project name in the URNs; by default Pulumi.yaml's, as in a real preview.
-    `stack_outputs`: what the stacks the program references output (see make_plan_mocks).
+    `stack_outputs`: what the stacks the program references output (see make_plan_mocks); by
+    default, a fleet member's fleet stack is planned first for its outputs.
     """
     if project is None:
         project = _project_name(stack_file)
+    if stack_outputs is None:
+        stack_outputs = referenced_stack_outputs(stack_file, project)
     # A fresh context gives the Pulumi SDK fresh globals (its settings are context variables),
     # so plans in one process do not see each other.
     # The cyclic garbage collector is paused meanwhile: importing azure-native and registering
@@ -275,6 +278,29 @@ def plan_stack(stack_file: StackFile, project: str | None = None,
         finally:
             if collecting:
                 gc.enable()
+
+
+def referenced_stack_outputs(stack_file: StackFile, project: str | None = None) -> dict[str, dict[str, Any]]:
+    """The outputs of the stacks `stack_file`'s program reads through stack references, from their
+    own offline plans: a fleet member's fleet stack (aksgpu:cluster fleet.stack). UserError when
+    that stack file is missing or holds no fleet."""
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.project.stackfile import resolve_stack
+
+    cluster = stack_file.cluster
+    fleet = cluster.get("fleet") if isinstance(cluster, dict) else None
+    stack = fleet.get("stack") if isinstance(fleet, dict) else None
+    if not isinstance(stack, str) or not stack:
+        return {}
+    try:
+        shared = resolve_stack(stack, cwd=stack_file.project_dir)
+    except UserError as error:
+        raise UserError(f"{stack_file.path.name} is a member of fleet stack {stack}, whose outputs it reads through a "
+                        f"stack reference: {error}") from None
+    if not shared.is_fleet:
+        raise UserError(f"{stack_file.path.name} is a member of fleet stack {stack}, but {shared.path.name} holds no "
+                        "aksgpu:fleet. Fix: render the fleet environment (`aksgpu render`).")
+    return {stack: plan_stack(shared, project, {}).outputs}
 
 
 def _project_name(stack_file: StackFile) -> str:

@@ -157,6 +157,24 @@ def summary_markdown(results: list[EnvironmentResult], *, commit: str | None = N
     return "\n".join(lines) + "\n"
 
 
+def _fleet_result(name: str, stack_name: str, stack_file: Any, notes: list[str], prices: Any) -> EnvironmentResult:
+    """A fleet's shared stack: its plan, policies and the cost of the shared parts."""
+    from aksgpu.cli.plan.planner import plan_stack
+    from aksgpu.cli.plan.policy_results import evaluate_resources
+    from aksgpu.cli.plan.report import summary
+    from aksgpu.components.spec.fleet import parse_fleet_spec
+    from aksgpu.preflight import deploy_time
+    from aksgpu.preflight.cost import fleet_estimate
+
+    spec, warnings = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+    plan = plan_stack(stack_file)
+    report = evaluate_resources(plan, [])
+    policy = {"counts": report.counts(), "problems": report.problems(), "notes": report.notes()}
+    return EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes, policy=policy,
+                             cost=fleet_estimate(spec, prices).json(),
+                             deploy_time=deploy_time.document(deploy_time.estimate(plan)))
+
+
 def check_environments(names: list[str] | None = None) -> list[EnvironmentResult]:
     """Validate and plan each environment's stack file (every environment when `names` is empty)."""
     from aksgpu.cli.environments.file import load_environments
@@ -178,7 +196,10 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
                         "Fix: add one with `aksgpu init ENV --preset NAME`.")
     prices = price_table(environments.project_dir)
     results = []
-    for name in names or environments.names:
+    stacks = environments.stacks()
+    wanted = names or environments.names
+    # A fleet environment: its shared stack, then each member's; a member's stack: that one.
+    for name in [stack for stack, (environment, _) in stacks.items() if stack in wanted or environment in wanted]:
         stack_name = f"stacks/Pulumi.{name}.yaml"
         notes: list[str] = []
         try:
@@ -188,6 +209,9 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
                              "the plan below is of the stack file as committed.")
             stack_file = resolve_stack(name, environments.project_dir)
             stack_name = str(stack_file.path.relative_to(stack_file.project_dir))
+            if stack_file.is_fleet:
+                results.append(_fleet_result(name, stack_name, stack_file, notes, prices))
+                continue
             spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
         except SpecError as error:
             results.append(EnvironmentResult(name, stack_name, None, errors=[str(i) for i in error.errors],

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
 from aksgpu.cli.console import echo_json, fail
 from aksgpu.cli.exit_codes import EXIT_FAILED
+
+if TYPE_CHECKING:
+    from aksgpu.cli.project.stackfile import StackFile
 
 prices_app = typer.Typer(help="The price table behind cost estimates: its date, and a fresh one from Azure.",
                          context_settings=CONTEXT_SETTINGS, no_args_is_help=True)
@@ -25,7 +28,7 @@ def cost(
 
     Each node pool at its fewest, typical and most nodes (spot pools at the spot price), plus the
     fixed parts: control-plane tier, registry, workspace ingestion, NAT gateway, public IPs,
-    private endpoints, HSM keys. Prices come from the dated table shipped with aksgpu, or the
+    private endpoints, HSM keys. A fleet's stack: its shared parts, each member, and the total. Prices come from the dated table shipped with aksgpu, or the
     project's stacks/prices.yaml (`aksgpu prices refresh`); a price the table lacks is listed
     and not counted. Exit codes: 0 estimated (missing prices are listed), 1 the spec has errors,
     2 bad input (stack, YAML, price table).
@@ -38,6 +41,9 @@ def cost(
 
     try:
         stack_file = resolve_stack(stack)
+        if stack_file.is_fleet:
+            _fleet_cost(stack_file, as_json)
+            return
         spec, _ = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
         found = cost_of(spec, stack_file.project_dir)
     except UserError as error:
@@ -51,6 +57,38 @@ def cost(
         return
     typer.echo(f"Cost of stack {stack_file.stack} ({spec.name}), offline: an estimate from list prices.")
     typer.echo("\n".join(text_lines(found)))
+
+
+def _fleet_cost(stack_file: StackFile, as_json: bool) -> None:
+    """The cost of a fleet: the shared parts (registry and replicas, a hub) and each member's estimate."""
+    from aksgpu.cli.preflight.tables import cost_of, price_table
+    from aksgpu.cli.project.stackfile import resolve_stack
+    from aksgpu.components.spec import parse_cluster_spec
+    from aksgpu.components.spec.fleet import parse_fleet_spec
+    from aksgpu.preflight.cost import fleet_estimate
+    from aksgpu.preflight.cost_report import headline, scale_text, text_lines
+
+    fleet, _ = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+    shared = fleet_estimate(fleet, price_table(stack_file.project_dir))
+    members = {}
+    for member in fleet.members:
+        member_file = resolve_stack(member.stack, cwd=stack_file.project_dir)
+        spec, _ = parse_cluster_spec(member_file.cluster, source=f"aksgpu:cluster in {member_file.path.name}")
+        members[member.stack] = cost_of(spec, stack_file.project_dir)
+    total = shared.monthly
+    for found in members.values():
+        total = total + found.monthly
+    complete = shared.complete and all(found.complete for found in members.values())
+    if as_json:
+        echo_json({"stack": stack_file.stack, "fleet": fleet.name, "shared": shared.json(),
+                   "members": {stack: found.json() for stack, found in members.items()},
+                   "total": {"monthly": total.json(2), "complete": complete}})
+        return
+    typer.echo(f"Cost of fleet {fleet.name} (stack {stack_file.stack}), offline: an estimate from list prices.")
+    typer.echo("\n".join(["", "Shared parts:", *text_lines(shared), "", "Members (`aksgpu cost STACK` for each one's "
+                          "detail):", *(f"  {stack}: {headline(found)}" for stack, found in members.items()), "",
+                          f"Fleet total: {scale_text(total)} per month at min / typical / max scale"
+                          + ("." if complete else " (prices missing: a lower bound).")]))
 
 
 @prices_app.command("refresh")

@@ -1,0 +1,61 @@
+"""Benchmark (not part of the test run): `aksgpu plan` of a generated fleet of N members of 5,000
+nodes each (tests/fleet_scale.py), for N = 1, 5, 10 and 20: wall time, CPU time and the time per
+member, to show the plan time grows linearly with the members.
+
+Run: .venv/bin/python tests/benchmark_fleet.py [N ...]
+Each figure is one fresh `aksgpu plan FLEET --json` process (the shared stack, then every member,
+one after another in that process), after `aksgpu render` wrote the fleet's stacks.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fleet_scale import NODES_PER_MEMBER, fleet_project  # noqa: E402
+
+AKSGPU = str(Path(sys.executable).with_name("aksgpu"))
+
+
+def _run(args: list[str], cwd: Path) -> tuple[float, float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    result = subprocess.run([AKSGPU, *args], cwd=cwd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode != 0:
+        raise SystemExit(f"aksgpu {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), result.stdout
+
+
+def main(counts: list[int]) -> None:
+    print(f"aksgpu plan of a fleet of N members x {NODES_PER_MEMBER:,} nodes (one fresh process each)")
+    print(f"{'members':>7}  {'nodes':>9}  {'resources':>9}  {'wall s':>7}  {'cpu s':>7}  {'wall s/member':>13}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="aksgpu-fleet-bench-") as folder:
+        for members in counts:
+            project = fleet_project(Path(folder) / f"fleet{members}", members)
+            _run(["render"], project)
+            wall, cpu, out = _run(["plan", "scale", "--json"], project)
+            document = json.loads(out)
+            resources = len(document["resources"]) + sum(len(m["resources"]) for m in document["members"].values())
+            nodes = document["fleet"]["totals"]["maxNodes"]
+            rows.append((members, wall))
+            print(f"{members:>7}  {nodes:>9,}  {resources:>9,}  {wall:>7.1f}  {cpu:>7.1f}  {wall / members:>13.2f}")
+    if len(rows) > 1:
+        (n0, t0), (n1, t1) = rows[0], rows[-1]
+        slope = (t1 - t0) / (n1 - n0)
+        print(f"per added member: {slope:.2f} s (from {n0} to {n1} members); "
+              f"a straight line through the first point predicts {t0 + slope * (n1 - n0):.1f} s at {n1}, "
+              f"measured {t1:.1f} s")
+
+
+if __name__ == "__main__":
+    main([int(arg) for arg in sys.argv[1:]] or [1, 5, 10, 20])
