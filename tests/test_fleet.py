@@ -281,8 +281,26 @@ def test_fleet_facts_add_up_over_the_members(fleet_plan: FleetPlan) -> None:
     cores = {q["region"]: q["vcpusMax"] for q in facts["quotaByRegion"] if q["counter"] == "cores"}
     assert cores["eastus2"] > cores["westus3"] > 0  # two members in eastus2, one in westus3
     deploy = facts["deployTime"]
+    # Three members, four at a time: they all run at once after the shared stack.
     assert deploy["totalSeconds"] == deploy["sharedSeconds"] + deploy["slowestMemberSeconds"]
+    one_at_a_time = fleet_facts(fleet_plan, parallel=1)["deployTime"]
+    assert one_at_a_time["membersSeconds"] == sum(_member_seconds(fleet_plan)) > deploy["membersSeconds"]
     assert facts["updateStages"][1]["groups"] == {"eastus2": ["eastus2"], "westus3": ["westus3"]}
+
+
+def test_the_readme_shows_the_examples_fleet_section(fleet_plan: FleetPlan) -> None:
+    from aksgpu.cli.plan.fleet import fleet_lines
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Fleets"):readme.index("## Offline commands")]
+    printed = "\n".join(fleet_lines(fleet_facts(fleet_plan)))
+    assert f"```\n{printed}\n```" in section, "paste the fleet section of `aksgpu plan training` again"
+
+
+def _member_seconds(fleet_plan: FleetPlan) -> list[int]:
+    from aksgpu.preflight import deploy_time
+
+    return [deploy_time.estimate(member.plan).schedule.total for member in fleet_plan.members]
 
 
 def test_plan_of_a_fleet_and_of_one_member(fleet_project: Path) -> None:
@@ -292,7 +310,7 @@ def test_plan_of_a_fleet_and_of_one_member(fleet_project: Path) -> None:
     assert sorted(document["members"]) == ["training-canary", "training-eastus2", "training-westus3"]
     assert document["fleet"]["cost"]["shared"]["fixed"][0]["label"].startswith("container registry, Premium")
     text = runner.invoke(app, ["plan", "training"])
-    assert "Update strategy" in text.output and "canary: canary: canary, then wait 1440 min" in text.output
+    assert "Update strategy" in text.output and "stage canary: group canary (canary), then wait 24 h" in text.output
     one = runner.invoke(app, ["plan", "training-westus3"])
     assert one.exit_code == 0, one.output
     assert "FleetMember gpu-westus3-fleet-member" in one.output

@@ -143,6 +143,7 @@ class Environment:
     backend: str | None
     secrets_provider: str | None
     fleet: FleetSettings | None = None
+    member_of: str | None = None  # a fleet member's stack: the fleet environment it is rendered from
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,7 @@ def _effective_member(environments: EnvironmentsFile, environment: Environment, 
         overrides=member.overrides,
         shared_overrides=merge(merge(environment.shared_overrides, environment.overrides),
                                fleet_layer(shared, env, member)),
-        fleet=None)
+        fleet=None, member_of=env)
     layers = [("defaults.overrides", environment.shared_overrides),
               (f"environments.{env}.overrides", environment.overrides),
               (f"environments.{env}.fleet (what membership sets)", fleet_layer(shared, env, member)),

@@ -235,6 +235,7 @@ def render_text(effective: EffectiveEnvironment, environments_file: str,
     override_text = "Overrides: " + (", ".join(dict.fromkeys(overrides)) if overrides else "none")
     text = template().render(
         environment=env.name,
+        member_of=env.member_of,
         environments_file=environments_file,
         description_lines=[line for paragraph in (env.description or "").splitlines()
                            for line in textwrap.wrap(one_line(paragraph), HEADER_WIDTH - 2) or [""]],

@@ -15,6 +15,8 @@ from aksgpu.components.spec.fleet import FleetSpec, parse_fleet_spec
 from aksgpu.policy.engine import PolicyReport
 from aksgpu.preflight.cost import CostEstimate, Scale
 
+UP_PARALLEL = 4  # `aksgpu up FLEET --parallel`'s default
+
 
 @dataclass
 class MemberPlan:
@@ -75,9 +77,11 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None) -> Fleet
 # --- what only the whole fleet shows ---------------------------------------------------------
 
 
-def fleet_facts(fleet: FleetPlan) -> dict[str, Any]:
-    """Members, update stages, totals, quota per region, cost and deploy time of the fleet."""
+def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]:
+    """Members, update stages, totals, quota per region, cost and deploy time of the fleet (members
+    deployed `parallel` at a time, as `aksgpu up` does by default)."""
     from aksgpu.cli.plan.report import summary
+    from aksgpu.components.spec import team_gpu_quota
     from aksgpu.preflight import deploy_time
     from aksgpu.preflight.quota import quota_needs
 
@@ -88,8 +92,11 @@ def fleet_facts(fleet: FleetPlan) -> dict[str, Any]:
     member_seconds = []
     monthly = Scale.flat(0.0)
     complete = fleet.cost.complete
+    teams: dict[str, dict[str, int]] = {}
     for member in fleet.members:
         facts = summary(member.plan)
+        for team in member.spec.access.teams:
+            teams.setdefault(team.name, {})[member.stack_file.stack] = team_gpu_quota(member.spec, team)
         for pool in member.spec.all_pools:
             size = pool[1].size
             if size and size.get("gpus"):
@@ -111,6 +118,7 @@ def fleet_facts(fleet: FleetPlan) -> dict[str, Any]:
             "monthly": member.cost.monthly.json(0), "costComplete": member.cost.complete,
         })
     shared_seconds = deploy_time.estimate(fleet.shared).schedule.total
+    members_seconds = _makespan(member_seconds, parallel)
     monthly = monthly + fleet.cost.monthly
     by_group = {m["group"]: [] for m in members}
     for m in members:
@@ -121,15 +129,18 @@ def fleet_facts(fleet: FleetPlan) -> dict[str, Any]:
         "updateStages": [{"name": stage.name, "groups": {group: by_group.get(group, []) for group in stage.groups},
                           "afterStageWaitSeconds": stage.after_stage_wait_seconds} for stage in spec.update_stages],
         "autoUpgrade": [profile.model_dump(mode="json", by_alias=True) for profile in spec.auto_upgrade],
+        "teamGpuQuotas": teams,
         "totals": {"members": len(members), "maxNodes": sum(m["maxNodes"] for m in members),
                    "maxGpus": sum(m["maxGpus"] for m in members), "gpusByModel": dict(sorted(gpus_by_model.items()))},
         "quotaByRegion": [{"region": region, "counter": counter, "vcpusMin": low, "vcpusMax": high}
                           for (region, counter), (low, high) in sorted(quota.items())],
         "cost": {"monthly": monthly.json(0), "complete": complete, "shared": fleet.cost.json()},
-        # Members deploy in parallel once the shared stack is up (they read its outputs).
+        # Members deploy once the shared stack is up (they read its outputs), `parallel` at a time.
         "deployTime": {"sharedSeconds": shared_seconds, "slowestMemberSeconds": max(member_seconds, default=0),
-                       "totalSeconds": shared_seconds + max(member_seconds, default=0),
-                       "order": "the shared stack first, then every member in parallel"},
+                       "membersSeconds": members_seconds,
+                       "totalSeconds": shared_seconds + members_seconds, "parallel": parallel,
+                       "order": f"the shared stack first, then the members, {parallel} at a time (`aksgpu up "
+                                "--parallel`)"},
     }
 
 
@@ -140,7 +151,8 @@ def fleet_lines(facts: dict[str, Any]) -> list[str]:
     hub = "with a hub (placement, managed namespaces)" if facts["hub"] else "hubless (staged upgrades only)"
     lines = [f"Fleet {facts['fleet']} in {facts['location']}, {hub}: {facts['totals']['members']} members."]
     rows = [[m["stack"], m["cluster"], m["location"], m["group"], str(m["maxNodes"]), str(m["maxGpus"]),
-             str(m["resources"]), f"{m['deployMinutes']} min", scale_text(_scale(m["monthly"])),
+             str(m["resources"]), f"{m['deployMinutes']} min",
+             scale_text(_scale(m["monthly"])) + ("" if m["costComplete"] else " (prices missing)"),
              "ok" if not m["policyFailing"] else f"{m['policyFailing']} failing"] for m in facts["members"]]
     header = ["member stack", "cluster", "region", "group", "max nodes", "max GPUs", "resources", "deploy",
               "per month (min / typical / max)", "policy"]
@@ -150,12 +162,16 @@ def fleet_lines(facts: dict[str, Any]) -> list[str]:
     totals = facts["totals"]
     models = ", ".join(f"{count} {model}" for model, count in totals["gpusByModel"].items()) or "none"
     lines += [f"  At full scale: {totals['maxNodes']} nodes, {totals['maxGpus']} GPUs ({models})."]
+    for team, quotas in facts["teamGpuQuotas"].items():
+        split = ", ".join(f"{stack} {gpus}" for stack, gpus in quotas.items())
+        lines.append(f"  Team {team}'s GPU quota per member: {split} (fleet total {sum(quotas.values())}).")
     lines += ["", "Update strategy (stages one after another; groups in a stage in parallel; a group's members one "
                   "by one):"]
     for stage in facts["updateStages"]:
-        groups = "; ".join(f"{group}: {', '.join(names) or '(no member)'}" for group, names in stage["groups"].items())
-        wait = f", then wait {stage['afterStageWaitSeconds'] // 60} min" if stage["afterStageWaitSeconds"] else ""
-        lines.append(f"  {stage['name']}: {groups}{wait}")
+        groups = ", ".join(f"group {group} ({', '.join(names) or 'no member'})"
+                           for group, names in stage["groups"].items())
+        wait = f", then wait {_duration(stage['afterStageWaitSeconds'])}" if stage["afterStageWaitSeconds"] else ""
+        lines.append(f"  stage {stage['name']}: {groups}{wait}")
     profiles = ", ".join(f"{p['name']} ({p['channel']}{', disabled' if p['disabled'] else ''})"
                          for p in facts["autoUpgrade"]) or "none: start update runs by hand"
     lines.append(f"  Auto-upgrade profiles: {profiles}.")
@@ -168,9 +184,25 @@ def fleet_lines(facts: dict[str, Any]) -> list[str]:
                   f"min / typical / max scale{lower}."]
     deploy = facts["deployTime"]
     lines.append(f"Deploy time of a first `aksgpu up`: about {round(deploy['totalSeconds'] / 60)} min "
-                 f"({deploy['order']}: shared {round(deploy['sharedSeconds'] / 60)} min, slowest member "
-                 f"{round(deploy['slowestMemberSeconds'] / 60)} min).")
+                 f"({deploy['order']}: shared {round(deploy['sharedSeconds'] / 60)} min, members "
+                 f"{round(deploy['membersSeconds'] / 60)} min, the slowest one {round(deploy['slowestMemberSeconds'] / 60)} "
+                 "min).")
     return lines
+
+
+def _makespan(seconds: list[int], parallel: int) -> int:
+    """When the last of these runs ends, `parallel` at a time, each started as soon as a slot frees
+    (longest first, as a fair stand-in for the order `aksgpu up` gives them)."""
+    slots = [0] * max(1, parallel)
+    for duration in sorted(seconds, reverse=True):
+        slots[slots.index(min(slots))] += duration
+    return max(slots)
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
 def _scale(values: dict[str, float]) -> Scale:
