@@ -411,3 +411,55 @@ def test_ci_previews_only_the_members_a_change_touches() -> None:
     assert changed_environments(["stacks/Pulumi.training.yaml"], stacks, "stacks", fleets) == stacks
     assert changed_environments(["__main__.py"], stacks, "stacks", fleets) == stacks
     assert changed_environments(["README.md"], stacks, "stacks", fleets) == []
+
+
+def test_ci_has_a_job_per_fleet_stack_with_the_fleets_identity(fleet_project: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from aksgpu.cli.ci.pipelines import ci_settings, render_azure_devops, render_github
+
+    path = fleet_project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("defaults:\n", (
+        "defaults:\n  backend: azblob://pulumi-state?storage_account=stpulumistate01\n"
+        "  secretsProvider: azurekeyvault://kv-pulumi-state.vault.azure.net/keys/pulumi-secrets\n"), 1))
+    settings = ci_settings(fleet_project)
+    assert [env.name for env in settings.environments] == ["training", "training-canary", "training-eastus2",
+                                                           "training-westus3"]
+    files = render_github(settings)
+    jobs = yaml.safe_load(files[".github/workflows/aksgpu-deploy.yml"])["jobs"]
+    # The shared stack deploys alone and first; each member after it, as the fleet environment.
+    assert "aksgpu up training --yes --no-members" in jobs["deploy-training"]["steps"][-1]["run"]
+    assert "aksgpu up training-westus3 --yes\n" in jobs["deploy-training-westus3"]["steps"][-1]["run"] + "\n"
+    assert {job["environment"] for name, job in jobs.items() if name.startswith("deploy-")} == {"training"}
+    assert jobs["deploy-training-canary"]["needs"] == ["changes", "deploy-training"]
+    preview = yaml.safe_load(files[".github/workflows/aksgpu-preview.yml"])["jobs"]
+    assert "AZURE_CLIENT_ID_PLAN_TRAINING" in json.dumps(preview["preview-training-westus3"])
+    out = tmp_path / "out"
+    written = []
+    for relative, text in files.items():
+        target = out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        written.append(str(target))
+    tool = Path(sys.executable).with_name("check-jsonschema")
+    result = subprocess.run([str(tool), "--builtin-schema", "vendor.github-workflows", *written],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    pipeline = render_azure_devops(settings)[".azure-pipelines/aksgpu.yml"]
+    assert "aksgpu-training-plan" in pipeline and "aksgpu-training-westus3-plan" not in pipeline
+
+
+def test_ci_oidc_gives_a_fleet_environment_one_pair_of_identities_on_the_subscription(fleet_project: Path) -> None:
+    from aksgpu.cli.ci.oidc import notes
+    from aksgpu.cli.ci.oidc_settings import oidc_settings
+
+    path = fleet_project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("defaults:\n", (
+        "defaults:\n  backend: azblob://pulumi-state?storage_account=stpulumistate01\n"
+        "  secretsProvider: azurekeyvault://kv-pulumi-state.vault.azure.net/keys/pulumi-secrets\n"), 1))
+    settings = oidc_settings("training", "octo/infra", "main", None, fleet_project)
+    assert settings.azure_scope == "/subscriptions/${SUBSCRIPTION_ID}"
+    assert settings.fleet_groups == ("rg-gpu-training-fleet", "rg-gpu-canary", "rg-gpu-eastus2", "rg-gpu-westus3")
+    assert settings.kubernetes_authorization == "azure-rbac"
+    assert any("fleet training's stacks" in note for note in notes(settings))

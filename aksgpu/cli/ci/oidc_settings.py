@@ -111,6 +111,8 @@ class OidcSettings:
     external: tuple[ExternalResource, ...] = field(default_factory=tuple)
     kubernetes_authorization: str | None = None
     """How the in-cluster layer is authorized: azure-rbac or kubernetes-rbac; None: no in-cluster layer."""
+    fleet_groups: tuple[str, ...] = ()
+    """A fleet environment: the resource groups of its shared stack and members (roles on the subscription)."""
 
     @property
     def repo_name(self) -> str:
@@ -124,6 +126,8 @@ class OidcSettings:
 
     @property
     def azure_scope_text(self) -> str:
+        if self.fleet_groups:
+            return f"the subscription (the fleet's stacks create resource groups {', '.join(self.fleet_groups)})"
         if self.creates_resource_group:
             return (f"the subscription (the spec creates resource group {self.resource_group}, which does not exist "
                     "before the first deploy)")
@@ -218,6 +222,7 @@ def oidc_settings(environment: str, repo: str, branch: str, subscription: str | 
     """The settings for one environment of stacks/environments.yaml: its state backend, secrets
     provider and effective spec. UserError for a backend CI cannot use; SpecError for a bad spec."""
     from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.environments.fleet import effective_fleet
     from aksgpu.cli.environments.render import effective_environment, stack_path
     from aksgpu.cli.project.stackfile import load_yaml
     from aksgpu.cli.workflow.target import recorded_secrets_provider, resolve_target
@@ -247,11 +252,24 @@ def oidc_settings(environment: str, repo: str, branch: str, subscription: str | 
         container, account = parse_azblob_backend(target.backend_url)
     if target.secrets_provider and target.secrets_provider.startswith("azurekeyvault://"):
         vault, key = parse_key_vault_provider(target.secrets_provider)
-    spec = effective_environment(environments, environment).spec
+    if settings.fleet is not None:
+        # A fleet: the shared stack's resource group (always created, so the identities act on the
+        # subscription) and every member's external resources and in-cluster authorization.
+        fleet = effective_fleet(environments, environment)
+        specs = [member.spec for member in fleet.members]
+        group, creates = fleet.spec.resource_group, True
+    else:
+        specs = [effective_environment(environments, environment).spec]
+        group, creates = specs[0].resource_group.name, specs[0].resource_group.create
+    external = tuple(dict.fromkeys(resource for spec in specs for resource in external_resources(spec, subscription)))
+    authorizations = {spec.access.authorization for spec in specs if spec.in_cluster.enabled}
     return OidcSettings(
         environment=environment, repo=repo, branch=branch, subscription=subscription,
-        resource_group=spec.resource_group.name, creates_resource_group=spec.resource_group.create,
+        resource_group=group, creates_resource_group=creates,
         backend_url=target.backend_url, storage_account=account, container=container, key_vault=vault, key=key,
-        external=external_resources(spec, subscription),
-        kubernetes_authorization=spec.access.authorization if spec.in_cluster.enabled else None,
+        external=external,
+        # Azure RBAC on any member needs its roles; Kubernetes RBAC alone needs none.
+        kubernetes_authorization=("azure-rbac" if "azure-rbac" in authorizations
+                                  else next(iter(authorizations), None)),
+        fleet_groups=(group, *(spec.resource_group.name for spec in specs)) if settings.fleet is not None else (),
     )
