@@ -162,6 +162,15 @@ def test_member_errors_name_where_they_were_written(fleet_project: Path) -> None
         in str(error.value)
 
 
+def test_a_bad_member_name_is_named_where_it_was_written(fleet_project: Path) -> None:
+    document = _environments_document(fleet_project)
+    document["environments"]["training"]["fleet"]["members"][0]["name"] = "Canary_1"
+    _write_environments(fleet_project, document)
+    with pytest.raises(SpecError) as error:
+        effective_fleet(load_environments(fleet_project), "training")
+    assert [issue.path for issue in error.value.issues] == ["environments.training.fleet.members[0].name"]
+
+
 def test_default_stages_follow_the_members_groups_with_an_hour_between(fleet_project: Path) -> None:
     document = _environments_document(fleet_project)
     del document["environments"]["training"]["fleet"]["updateStages"]
@@ -463,3 +472,37 @@ def test_ci_oidc_gives_a_fleet_environment_one_pair_of_identities_on_the_subscri
     assert settings.fleet_groups == ("rg-gpu-training-fleet", "rg-gpu-canary", "rg-gpu-eastus2", "rg-gpu-westus3")
     assert settings.kubernetes_authorization == "azure-rbac"
     assert any("fleet training's stacks" in note for note in notes(settings))
+
+
+def test_no_generated_fleet_input_escapes_the_error_handling(fleet_project: Path) -> None:
+    """Seeded hostile fleet environments and shared stacks (tests/fuzz.py's mutations): each ends
+    in a message and a documented exit code."""
+    from tests.fuzz import Generator
+
+    seed, cases = 20261126, 120
+    generator = Generator(seed)
+    environments = (fleet_project / "stacks" / "environments.yaml").read_bytes()
+    shared = yaml.safe_load((fleet_project / "stacks" / "Pulumi.training.yaml").read_text())["config"]["aksgpu:fleet"]
+    generator.environments = yaml.safe_load(environments)
+    generator.clusters = [shared]
+    exit_codes: dict[int, int] = {}
+    for number, case in enumerate(generator.cases(cases)):
+        (fleet_project / "stacks" / "environments.yaml").write_bytes(environments)
+        if case.kind == "stack":  # the generator's stack cases hold the shared spec under aksgpu:cluster
+            data = case.data.replace(b"aksgpu:cluster", b"aksgpu:fleet", 1)
+            (fleet_project / "stacks" / "Pulumi.fuzz.yaml").write_bytes(data)
+            commands = [["validate", "stacks/Pulumi.fuzz.yaml"]]
+        else:
+            (fleet_project / "stacks" / "environments.yaml").write_bytes(case.data)
+            commands = [["validate", "training"], ["render", "--check"], ["cost", "training"]]
+        for command in commands:
+            result = runner.invoke(app, command)
+            where = f"seed {seed} case {number} ({case.kind}: {case.how}), aksgpu {' '.join(command)}"
+            assert result.exit_code in (0, 1, 2), f"{where}: exit {result.exit_code}\n{result.output[-2000:]}"
+            assert result.exception is None or isinstance(result.exception, SystemExit), where
+            assert "Traceback" not in result.output and "internal error" not in result.output, where
+            if result.exit_code:
+                assert "Fix:" in result.output, f"{where}: a failure without a fix\n{result.output[-2000:]}"
+            exit_codes[result.exit_code] = exit_codes.get(result.exit_code, 0) + 1
+        (fleet_project / "stacks" / "Pulumi.fuzz.yaml").unlink(missing_ok=True)
+    assert set(exit_codes) == {0, 1, 2}, exit_codes

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,7 +29,7 @@ from aksgpu.cli.environments.stack_text import aksgpu_text, to_yaml, value_diges
 from aksgpu.cli.errors import UserError
 from aksgpu.cli.project.generated import stamp, stamp_placeholder
 from aksgpu.components.spec.base import Issue, SpecError, issues_from_validation_error
-from aksgpu.components.spec.fleet import FleetSpec, parse_fleet_spec
+from aksgpu.components.spec.fleet import FLEET_CHILD_NAME, FleetSpec, parse_fleet_spec
 
 # An hour to watch each stage's clusters before the next stage starts (the default strategy).
 DEFAULT_STAGE_WAIT_SECONDS = 3600
@@ -75,7 +76,9 @@ def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet
     where = f"environments.{name}.fleet"
     source = f"fleet environment {name} ({environments.relative_path})"
     shared = _shared_parts(environment, settings, where, source)
-    issues: list[Issue] = []
+    issues = list(_member_names(settings, where))
+    if issues:  # every member's spec and stack carries these names
+        raise SpecError(issues, source)
     members: list[EffectiveEnvironment] = []
     for index, member in enumerate(settings.members):
         try:
@@ -124,6 +127,15 @@ def _shared_parts(environment: Environment, settings: FleetSettings, where: str,
     except ValidationError as error:
         issues = issues_from_validation_error(error, raw, FleetSpec)
         raise SpecError([_at(issue, where, settings) for issue in issues], source) from None
+
+
+def _member_names(settings: FleetSettings, where: str) -> Iterator[Issue]:
+    for index, member in enumerate(settings.members):
+        for field, value in (("name", member.name), ("group", member.group)):
+            if not FLEET_CHILD_NAME.fullmatch(value):
+                yield Issue(f"{where}.members[{index}].{field}", value, "must be 1-50 lowercase letters, digits or "
+                            "'-', starting and ending with a letter or digit (Fleet Manager's rule for members and "
+                            "groups)", 'rename it, e.g. "canary"')
 
 
 def _default_stages(settings: FleetSettings) -> list[dict[str, Any]]:
