@@ -1,6 +1,7 @@
 """Benchmark (not part of the test run): `aksgpu plan` of a generated fleet of N members of 5,000
-nodes each (tests/fleet_scale.py), for N = 1, 5, 10 and 20: wall time, CPU time and the time per
-member, to show the plan time grows linearly with the members.
+nodes each (tests/fleet_scale.py), for N = 1, 5, 10 and 20: wall time, CPU time, peak memory
+and the time each added member costs (between one row and the next): constant if the plan time
+grows linearly with the members.
 
 Run: .venv/bin/python tests/benchmark_fleet.py [N ...]
 Each figure is one fresh `aksgpu plan FLEET --json` process (the shared stack, then every member,
@@ -37,7 +38,8 @@ def _run(args: list[str], cwd: Path) -> tuple[float, float, str]:
 
 def main(counts: list[int]) -> None:
     print(f"aksgpu plan of a fleet of N members x {NODES_PER_MEMBER:,} nodes (one fresh process each)")
-    print(f"{'members':>7}  {'nodes':>9}  {'resources':>9}  {'wall s':>7}  {'cpu s':>7}  {'wall s/member':>13}")
+    print(f"{'members':>7}  {'nodes':>9}  {'resources':>9}  {'wall s':>7}  {'cpu s':>7}  {'peak MB':>7}  "
+          f"{'s per added member':>18}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="aksgpu-fleet-bench-") as folder:
         for members in counts:
@@ -47,14 +49,11 @@ def main(counts: list[int]) -> None:
             document = json.loads(out)
             resources = len(document["resources"]) + sum(len(m["resources"]) for m in document["members"].values())
             nodes = document["fleet"]["totals"]["maxNodes"]
+            # The children's peak RSS so far: the fleets grow, so it is this run's.
+            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            slope = f"{(wall - rows[-1][1]) / (members - rows[-1][0]):.2f}" if rows else "-"
             rows.append((members, wall))
-            print(f"{members:>7}  {nodes:>9,}  {resources:>9,}  {wall:>7.1f}  {cpu:>7.1f}  {wall / members:>13.2f}")
-    if len(rows) > 1:
-        (n0, t0), (n1, t1) = rows[0], rows[-1]
-        slope = (t1 - t0) / (n1 - n0)
-        print(f"per added member: {slope:.2f} s (from {n0} to {n1} members); "
-              f"a straight line through the first point predicts {t0 + slope * (n1 - n0):.1f} s at {n1}, "
-              f"measured {t1:.1f} s")
+            print(f"{members:>7}  {nodes:>9,}  {resources:>9,}  {wall:>7.1f}  {cpu:>7.1f}  {peak:>7.0f}  {slope:>18}")
 
 
 if __name__ == "__main__":
