@@ -5,8 +5,9 @@ resources next to the cluster) writes its own program instead and composes `AksG
 from `aksgpu.components.aks_gpu_cluster` with a spec from `parse_cluster_spec`, as this one does.
 
 A fleet environment's stacks run the same program: its shared stack has `aksgpu:fleet` (a
-FleetSpec, declared by AksGpuFleet), and each member stack an `aksgpu:cluster` with `fleet` set,
-whose program reads the shared stack's outputs through a stack reference.
+FleetSpec, declared by AksGpuFleet), each member stack an `aksgpu:cluster` with `fleet` set, and
+its upgrades stack `aksgpu:fleetUpgrades` (FleetUpgrades); the last two read the shared stack's
+outputs through a stack reference.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import pulumi
 
 from aksgpu.alias_urns import defer_alias_urns
 from aksgpu.components.aks_gpu_cluster import AksGpuCluster
-from aksgpu.components.fleet import AksGpuFleet, FleetOutputs
-from aksgpu.components.spec import SpecError, parse_cluster_spec
-from aksgpu.components.spec.fleet import FLEET_OUTPUTS, parse_fleet_spec
+from aksgpu.components.fleet import AksGpuFleet, FleetOutputs, FleetUpgrades
+from aksgpu.components.spec import ClusterSpec, SpecError, parse_cluster_spec
+from aksgpu.components.spec.fleet import FLEET_OUTPUTS, parse_fleet_spec, parse_fleet_upgrades_spec
 
 
-def run() -> AksGpuCluster | AksGpuFleet:
+def run() -> AksGpuCluster | AksGpuFleet | FleetUpgrades:
     """Declare the cluster of this stack's `aksgpu:cluster` config (or the fleet's shared parts of
     its `aksgpu:fleet`) and export its outputs."""
     defer_alias_urns()  # the engine gets the same aliases; Python skips ~8 s of unused URNs at 100 pools
@@ -28,6 +29,9 @@ def run() -> AksGpuCluster | AksGpuFleet:
     raw_fleet = _structured(config, "fleet")
     if raw_fleet is not None:
         return _run_fleet(raw_fleet)
+    raw_upgrades = _structured(config, "fleetUpgrades")
+    if raw_upgrades is not None:
+        return _run_fleet_upgrades(raw_upgrades)
     raw_spec = _structured(config, "cluster")
     if raw_spec is None:
         raise pulumi.RunError(
@@ -40,7 +44,7 @@ def run() -> AksGpuCluster | AksGpuFleet:
     for warning in warnings:
         pulumi.log.warn(str(warning))
 
-    fleet = fleet_outputs(spec.fleet.stack) if spec.fleet is not None else None
+    fleet = fleet_outputs(spec.fleet.stack, spec) if spec.fleet is not None else None
     cluster = AksGpuCluster(spec.name, spec, fleet=fleet)
     pulumi.export("clusterName", cluster.cluster.cluster_name)
     pulumi.export("clusterId", cluster.cluster.cluster_id)
@@ -72,15 +76,35 @@ def _run_fleet(raw_spec: object) -> AksGpuFleet:
     return fleet
 
 
-def fleet_outputs(stack: str) -> FleetOutputs:
-    """The outputs of a fleet's shared stack (same project, same backend), through a stack reference."""
+def _run_fleet_upgrades(raw_spec: object) -> FleetUpgrades:
+    try:
+        spec, warnings = parse_fleet_upgrades_spec(raw_spec)
+    except SpecError as error:
+        raise pulumi.RunError(str(error)) from None
+    for warning in warnings:
+        pulumi.log.warn(str(warning))
+    upgrades = FleetUpgrades(f"{spec.stack}-upgrades", spec, fleet_outputs(spec.stack))
+    pulumi.export("updateStrategyId", upgrades.update_strategy_id)
+    return upgrades
+
+
+def fleet_outputs(stack: str, member: ClusterSpec | None = None) -> FleetOutputs:
+    """The outputs of a fleet's shared stack (same project, same backend), through a stack reference;
+    those `member` uses (its registry or workspaces in mode fleet) must be there."""
     reference = pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{stack}")
+
+    def output(name: str, needed: bool) -> pulumi.Output:
+        return reference.require_output(name) if needed else reference.get_output(name)
+
+    monitoring = member.monitoring if member is not None else None
+    prometheus = monitoring is not None and monitoring.managed_prometheus and monitoring.prometheus_workspace == "fleet"
     return FleetOutputs(
         fleet_name=reference.require_output("fleetName"),
         fleet_resource_group=reference.require_output("fleetResourceGroup"),
-        registry_id=reference.get_output("registryId"),
-        registry_login_server=reference.get_output("registryLoginServer"),
-        log_analytics_workspace_ids=reference.get_output("logAnalyticsWorkspaceIds"),
-        prometheus_workspace_id=reference.get_output("prometheusWorkspaceId"),
-        prometheus_location=reference.get_output("prometheusLocation"),
+        registry_id=output("registryId", member is not None and member.registry.mode == "fleet"),
+        registry_login_server=output("registryLoginServer", member is not None and member.registry.mode == "fleet"),
+        log_analytics_workspace_ids=output("logAnalyticsWorkspaceIds",
+                                           monitoring is not None and monitoring.log_analytics.mode == "fleet"),
+        prometheus_workspace_id=output("prometheusWorkspaceId", prometheus),
+        prometheus_location=output("prometheusLocation", prometheus),
     )

@@ -24,7 +24,7 @@ from aksgpu.cli.environments.render import plan_renders, render_state
 from aksgpu.cli.plan.fleet import FleetPlan, fleet_facts, plan_fleet
 from aksgpu.cli.project.stackfile import resolve_stack
 from aksgpu.components.spec import SpecError, parse_cluster_spec
-from aksgpu.components.spec.fleet import parse_fleet_spec
+from aksgpu.components.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
 from tests.helpers import REPO, base_spec, edit
 from tests.oracles.azure_openapi import AksOpenApi
 
@@ -72,26 +72,26 @@ def _shared_raw() -> dict[str, Any]:
     return resolve_stack("training", cwd=FLEET_EXAMPLE).fleet
 
 
+def _upgrades_raw() -> dict[str, Any]:
+    return resolve_stack("training-upgrades", cwd=FLEET_EXAMPLE).fleet_upgrades
+
+
 # --- the fleet spec ------------------------------------------------------------------------------
 
 
 def test_the_example_fleet_spec_is_valid_and_knows_its_regions() -> None:
     spec, _ = parse_fleet_spec(_shared_raw())
     assert spec.member_regions == ["eastus2", "westus3"]
-    assert spec.upgrades_kubernetes and spec.upgrades_node_images
+    upgrades, _ = parse_fleet_upgrades_spec(_upgrades_raw())
+    assert upgrades.upgrades_kubernetes and upgrades.upgrades_node_images and upgrades.stack == "training"
 
 
 @pytest.mark.parametrize(("path", "value", "expected"), [
     ("members.1.name", "canary", 'members = "canary": member names must be unique'),
-    ("members.2.group", "wave9", "member westus3's group is in no stage"),
-    ("updateStages.1.groups", ["eastus2", "westus3", "ghost"], "no member is in this group"),
-    ("updateStages.1.groups", ["eastus2", "canary", "westus3"], "group canary is already in stage canary"),
-    ("autoUpgrade", [{"name": "a", "channel": "Stable"}, {"name": "b", "channel": "Rapid"}], "competing"),
     ("hub", {"enabled": False, "vmSize": "Standard_D4s_v4"}, "this fleet has none"),
     ("registry.name", "no-dashes-allowed", "ACR names are 5-50 letters and digits"),
     ("name", "Gpu_Fleet", "1-63 lowercase letters"),
     ("members.0.group", "Canary", "1-50 lowercase letters"),
-    ("updateStages.0.afterStageWaitSeconds", -1, "updateStages[0].afterStageWaitSeconds"),
 ])
 def test_fleet_rules_name_the_field(path: str, value: Any, expected: str) -> None:
     with pytest.raises(SpecError) as error:
@@ -99,17 +99,31 @@ def test_fleet_rules_name_the_field(path: str, value: Any, expected: str) -> Non
     assert expected in str(error.value)
 
 
+@pytest.mark.parametrize(("path", "value", "expected"), [
+    ("members.2.group", "wave9", "member westus3's group is in no stage"),
+    ("updateStages.1.groups", ["eastus2", "westus3", "ghost"], "no member is in this group"),
+    ("updateStages.1.groups", ["eastus2", "canary", "westus3"], "group canary is already in stage canary"),
+    ("autoUpgrade", [{"name": "a", "channel": "Stable"}, {"name": "b", "channel": "Rapid"}], "competing"),
+    ("updateStages.0.afterStageWaitSeconds", -1, "updateStages[0].afterStageWaitSeconds"),
+    ("updateStages.0.name", "Canary", "1-50 lowercase letters"),
+])
+def test_upgrade_rules_name_the_field(path: str, value: Any, expected: str) -> None:
+    with pytest.raises(SpecError) as error:
+        parse_fleet_upgrades_spec(edit(_upgrades_raw(), path, value))
+    assert expected in str(error.value)
+
+
 def test_a_stage_holds_at_most_fifty_groups() -> None:
-    raw = _shared_raw()
+    raw = _upgrades_raw()
     raw["members"] = [{"name": f"m{i}", "stack": f"s{i}", "clusterName": f"c{i}", "location": "eastus2",
                        "group": f"g{i}"} for i in range(51)]
     raw["updateStages"] = [{"name": "all", "groups": [f"g{i}" for i in range(51)]}]
     with pytest.raises(SpecError) as error:
-        parse_fleet_spec(raw)
+        parse_fleet_upgrades_spec(raw)
     assert "at most 50 groups" in str(error.value)
     raw["updateStages"] = [{"name": "one", "groups": [f"g{i}" for i in range(50)]},
                            {"name": "two", "groups": ["g50"]}]
-    parse_fleet_spec(raw)
+    parse_fleet_upgrades_spec(raw)
 
 
 def test_a_cluster_uses_the_fleets_registry_and_workspaces_only_as_a_member() -> None:
@@ -175,7 +189,7 @@ def test_default_stages_follow_the_members_groups_with_an_hour_between(fleet_pro
     document = _environments_document(fleet_project)
     del document["environments"]["training"]["fleet"]["updateStages"]
     _write_environments(fleet_project, document)
-    stages = effective_fleet(load_environments(fleet_project), "training").spec.update_stages
+    stages = effective_fleet(load_environments(fleet_project), "training").upgrades.update_stages
     assert [(s.name, s.groups, s.after_stage_wait_seconds) for s in stages] == [
         ("canary", ["canary"], 3600), ("eastus2", ["eastus2"], 3600), ("westus3", ["westus3"], 0)]
 
@@ -189,7 +203,7 @@ def test_overlapping_member_networks_and_clashing_stack_names(fleet_project: Pat
     with pytest.raises(SpecError) as error:
         effective_fleet(load_environments(fleet_project), "training")
     text = "\n".join(str(issue) for issue in error.value.issues)
-    assert "its stack training-canary has the name of an environment" in text
+    assert "its stack training-canary is also rendered from environment training-canary" in text
     assert "overlaps member eastus2's 10.32.0.0/12" in text
 
 
@@ -199,7 +213,8 @@ def test_overlapping_member_networks_and_clashing_stack_names(fleet_project: Pat
 def test_the_committed_fleet_stacks_are_what_render_writes() -> None:
     rendered = plan_renders(load_environments(FLEET_EXAMPLE), "training")
     assert [r.path.name for r in rendered] == ["Pulumi.training.yaml", "Pulumi.training-canary.yaml",
-                                               "Pulumi.training-eastus2.yaml", "Pulumi.training-westus3.yaml"]
+                                               "Pulumi.training-eastus2.yaml", "Pulumi.training-westus3.yaml",
+                                               "Pulumi.training-upgrades.yaml"]
     assert all(r.state == "current" for r in rendered), [(r.path.name, r.state, r.reason) for r in rendered]
 
 
@@ -225,7 +240,10 @@ def test_render_of_one_member_stack(fleet_project: Path) -> None:
 
 def test_members_read_the_shared_stacks_outputs(fleet_plan: FleetPlan) -> None:
     assert fleet_plan.shared.outputs["fleetName"] == "gpu-training"
+    # organization/<project>/<stack>: a self-managed backend's organization, Pulumi.yaml's project name.
+    assert fleet_plan.upgrades.stack_references == ["organization/gpu-fleet/training"]
     for member in fleet_plan.members:
+        assert member.plan.stack_references == ["organization/gpu-fleet/training"]
         [join] = member.plan.by_type("azure-native:containerservice:FleetMember")
         assert join.inputs["fleetName"] == "gpu-training"
         assert join.inputs["resourceGroupName"] == "rg-gpu-training-fleet"
@@ -244,9 +262,15 @@ def test_the_shared_stack_replicates_the_registry_to_every_other_member_region(f
     assert [(r.inputs["location"], r.inputs["zoneRedundancy"]) for r in replicas] == [("westus3", "Enabled")]
     workspaces = fleet_plan.shared.by_type("azure-native:operationalinsights:Workspace")
     assert sorted(r.inputs["location"] for r in workspaces) == ["eastus2", "westus3"]
-    [strategy] = fleet_plan.shared.by_type("azure-native:containerservice:FleetUpdateStrategy")
+    # The strategy names members' groups, so it is in the upgrades stack, deployed after the members.
+    assert not fleet_plan.shared.by_type("azure-native:containerservice:FleetUpdateStrategy")
+    [strategy] = fleet_plan.upgrades.by_type("azure-native:containerservice:FleetUpdateStrategy")
     assert [[g["name"] for g in stage["groups"]] for stage in strategy.inputs["strategy"]["stages"]] == [
         ["canary"], ["eastus2", "westus3"]]
+    assert strategy.inputs["fleetName"] == "gpu-training"
+    profiles = fleet_plan.upgrades.by_type("azure-native:containerservice:AutoUpgradeProfile")
+    assert [(p.inputs["channel"], p.options["replaceOnChanges"]) for p in profiles] == [
+        ("Stable", ["updateStrategyId"]), ("NodeImage", ["updateStrategyId"])]
     assert not fleet_plan.shared.get("azure-native:containerservice:Fleet", "gpu-training-fleet").inputs.get(
         "hubProfile")
 
@@ -255,7 +279,7 @@ def test_the_shared_stack_replicates_the_registry_to_every_other_member_region(f
 def test_fleet_bodies_validate_against_azures_spec(type_: str, fleet_plan: FleetPlan) -> None:
     spec_file, operation, top_level = FLEET_BODIES[type_]
     oracle = AksOpenApi(spec_file)
-    resources = [r for plan in [fleet_plan.shared, *(m.plan for m in fleet_plan.members)] for r in plan.by_type(type_)]
+    resources = [r for plan in fleet_plan.plans for r in plan.by_type(type_)]
     assert resources, f"the fleet example declares no {type_}"
     for resource in resources:
         assert oracle.validate_put(operation, resource.inputs, frozenset(top_level)) == [], resource.name
@@ -264,7 +288,7 @@ def test_fleet_bodies_validate_against_azures_spec(type_: str, fleet_plan: Fleet
 def test_a_hub_body_validates_and_a_bad_stage_is_caught(fleet_plan: FleetPlan, fleet_project: Path) -> None:
     spec_file, operation, top_level = FLEET_BODIES["azure-native:containerservice:FleetUpdateStrategy"]
     oracle = AksOpenApi(spec_file)
-    [strategy] = fleet_plan.shared.by_type("azure-native:containerservice:FleetUpdateStrategy")
+    [strategy] = fleet_plan.upgrades.by_type("azure-native:containerservice:FleetUpdateStrategy")
     inputs = copy.deepcopy(strategy.inputs)
     inputs["strategy"]["stages"][0]["name"] = "Canary Stage"
     inputs["strategy"]["stages"][0]["afterStageWaitSeconds"] = 5
@@ -291,7 +315,8 @@ def test_fleet_facts_add_up_over_the_members(fleet_plan: FleetPlan) -> None:
     assert cores["eastus2"] > cores["westus3"] > 0  # two members in eastus2, one in westus3
     deploy = facts["deployTime"]
     # Three members, four at a time: they all run at once after the shared stack.
-    assert deploy["totalSeconds"] == deploy["sharedSeconds"] + deploy["slowestMemberSeconds"]
+    assert deploy["totalSeconds"] == (deploy["sharedSeconds"] + deploy["slowestMemberSeconds"]
+                                      + deploy["upgradesSeconds"])
     one_at_a_time = fleet_facts(fleet_plan, parallel=1)["deployTime"]
     assert one_at_a_time["membersSeconds"] == sum(_member_seconds(fleet_plan)) > deploy["membersSeconds"]
     assert facts["updateStages"][1]["groups"] == {"eastus2": ["eastus2"], "westus3": ["westus3"]}
@@ -329,7 +354,7 @@ def test_a_member_without_its_fleets_stack_is_one_clear_error(fleet_project: Pat
     (fleet_project / "stacks" / "Pulumi.training.yaml").unlink()
     result = runner.invoke(app, ["plan", "training-canary"])
     assert result.exit_code == 2
-    assert "member of fleet stack training" in result.output and "Traceback" not in result.output
+    assert "belongs to fleet stack training" in result.output and "Traceback" not in result.output
 
 
 # --- up and CI ---------------------------------------------------------------------------------
@@ -351,7 +376,7 @@ class _FakeStack:
                                                               "result": "succeeded"})()})()
 
 
-def _steps(project: Path) -> tuple[Any, list[Any]]:
+def _steps(project: Path) -> tuple[Any, list[Any], Any]:
     from aksgpu.cli.workflow.fleet import fleet_steps
 
     return fleet_steps(resolve_stack("training", cwd=project), None, backend=None, secrets_provider=None,
@@ -366,7 +391,7 @@ def test_up_deploys_the_shared_stack_then_the_members(fleet_project: Path, monke
     log: list[str] = []
     monkeypatch.setattr(workflow_fleet, "open_stack", lambda target, create: _FakeStack(target.stack, log, fail))
     monkeypatch.setattr(workflow_fleet, "require_ready", lambda *args, **kwargs: None)
-    shared, members = _steps(fleet_project)
+    shared, members, upgrades = _steps(fleet_project)
     questions: list[str] = []
 
     def confirm(question: str) -> bool:
@@ -374,7 +399,7 @@ def test_up_deploys_the_shared_stack_then_the_members(fleet_project: Path, monke
         return True
 
     def up() -> None:
-        workflow_fleet.up_fleet(shared, members, yes=False, parallel=2, diff=False, refresh=False,
+        workflow_fleet.up_fleet(shared, members, upgrades, yes=False, parallel=2, diff=False, refresh=False,
                                 policy_pack=None, as_json=False, confirm=confirm)
 
     if fail:
@@ -384,9 +409,10 @@ def test_up_deploys_the_shared_stack_then_the_members(fleet_project: Path, monke
         up()
     assert log[:2] == ["preview training", "up training"]
     assert sorted(log[2:5]) == [f"preview training-{m}" for m in ("canary", "eastus2", "westus3")]
-    # One member failing does not stop the others.
-    assert sorted(log[5:]) == [f"up training-{m}" for m in ("canary", "eastus2", "westus3")]
-    assert len(questions) == 2
+    # One member failing does not stop the others; the upgrades stack waits for all of them.
+    assert sorted(log[5:8]) == [f"up training-{m}" for m in ("canary", "eastus2", "westus3")]
+    assert log[8:] == ([] if fail else ["preview training-upgrades", "up training-upgrades"])
+    assert len(questions) == (2 if fail else 3)
 
 
 def test_a_declined_fleet_changes_nothing(fleet_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -395,10 +421,10 @@ def test_a_declined_fleet_changes_nothing(fleet_project: Path, monkeypatch: pyte
     log: list[str] = []
     monkeypatch.setattr(workflow_fleet, "open_stack", lambda target, create: _FakeStack(target.stack, log, set()))
     monkeypatch.setattr(workflow_fleet, "require_ready", lambda *args, **kwargs: None)
-    shared, members = _steps(fleet_project)
+    shared, members, upgrades = _steps(fleet_project)
     with pytest.raises(typer.Exit):
-        workflow_fleet.up_fleet(shared, members, yes=False, parallel=4, diff=False, refresh=False, policy_pack=None,
-                                as_json=False, confirm=lambda question: False)
+        workflow_fleet.up_fleet(shared, members, upgrades, yes=False, parallel=4, diff=False, refresh=False,
+                                policy_pack=None, as_json=False, confirm=lambda question: False)
     assert log == ["preview training"]
 
 
@@ -414,9 +440,11 @@ def test_up_refuses_an_unknown_member(fleet_project: Path) -> None:
 
 def test_ci_previews_only_the_members_a_change_touches() -> None:
     stacks = list(load_environments(FLEET_EXAMPLE).stacks())
-    fleets = {"training": [member_stack("training", m) for m in ("canary", "eastus2", "westus3")]}
+    fleets = {"training": [member_stack("training", m) for m in ("canary", "eastus2", "westus3", "upgrades")]}
     assert changed_environments(["stacks/Pulumi.training-westus3.yaml"], stacks, "stacks", fleets) == [
         "training-westus3"]
+    assert changed_environments(["stacks/Pulumi.training-upgrades.yaml"], stacks, "stacks", fleets) == [
+        "training-upgrades"]
     assert changed_environments(["stacks/Pulumi.training.yaml"], stacks, "stacks", fleets) == stacks
     assert changed_environments(["__main__.py"], stacks, "stacks", fleets) == stacks
     assert changed_environments(["README.md"], stacks, "stacks", fleets) == []
@@ -434,7 +462,7 @@ def test_ci_has_a_job_per_fleet_stack_with_the_fleets_identity(fleet_project: Pa
         "  secretsProvider: azurekeyvault://kv-pulumi-state.vault.azure.net/keys/pulumi-secrets\n"), 1))
     settings = ci_settings(fleet_project)
     assert [env.name for env in settings.environments] == ["training", "training-canary", "training-eastus2",
-                                                           "training-westus3"]
+                                                           "training-westus3", "training-upgrades"]
     files = render_github(settings)
     jobs = yaml.safe_load(files[".github/workflows/aksgpu-deploy.yml"])["jobs"]
     # The shared stack deploys alone and first; each member after it, as the fleet environment.
@@ -442,6 +470,7 @@ def test_ci_has_a_job_per_fleet_stack_with_the_fleets_identity(fleet_project: Pa
     assert "aksgpu up training-westus3 --yes\n" in jobs["deploy-training-westus3"]["steps"][-1]["run"] + "\n"
     assert {job["environment"] for name, job in jobs.items() if name.startswith("deploy-")} == {"training"}
     assert jobs["deploy-training-canary"]["needs"] == ["changes", "deploy-training"]
+    assert jobs["deploy-training-upgrades"]["needs"] == ["changes", "deploy-training-westus3"]
     preview = yaml.safe_load(files[".github/workflows/aksgpu-preview.yml"])["jobs"]
     assert "AZURE_CLIENT_ID_PLAN_TRAINING" in json.dumps(preview["preview-training-westus3"])
     out = tmp_path / "out"

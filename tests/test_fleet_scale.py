@@ -35,15 +35,14 @@ def test_twenty_members_of_five_thousand_nodes_validate_as_one_fleet(project: Pa
     assert all(member.spec.total_max_nodes == NODES_PER_MEMBER for member in fleet.members)
     assert sum(member.spec.total_max_nodes for member in fleet.members) == 100_000
     assert fleet.spec.member_regions == ["eastus", "eastus2", "southcentralus", "westus3"]
-    # Every member region but the fleet's own gets a replica of the registry.
-    assert not [w for w in fleet.warnings if w.severity == "error"]
+    assert sorted({m.group for m in fleet.upgrades.members}) == ["canary", "wave1", "wave2", "wave3"]
 
 
-def test_render_writes_the_shared_stack_and_one_per_member(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_render_writes_the_shared_stack_one_per_member_and_the_upgrades_stack(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project)
     result = CliRunner().invoke(app, ["render"])
     assert result.exit_code == 0, result.output
-    assert len(list((project / "stacks").glob("Pulumi.scale*.yaml"))) == MEMBERS + 1
+    assert len(list((project / "stacks").glob("Pulumi.scale*.yaml"))) == MEMBERS + 2  # and the upgrades stack
 
 
 def test_one_five_thousand_node_member_plans_with_valid_azure_bodies(project: Path,

@@ -93,12 +93,15 @@ class AksGpuCluster(pulumi.ComponentResource):
             fleet_login_server=fleet.registry_login_server if fleet else None), child)
         self.access = Access(f"{name}-access", AccessArgs(
             spec=spec.access, cluster_id=self.cluster.cluster_id, subscription_id=subscription_id), child)
+        # A fleet's Azure Monitor workspace may be in another region: its collection endpoint, rule and
+        # alert rule groups go there, as Microsoft's onboarding template puts them.
+        self.prometheus_location = (fleet.prometheus_location
+                                    if fleet and spec.monitoring.prometheus_workspace == "fleet" else None)
         self.cluster_monitoring = ClusterMonitoring(f"{name}-cluster-monitoring", ClusterMonitoringArgs(
             spec=spec.monitoring, cluster_name=spec.name, cluster_id=self.cluster.cluster_id, location=spec.location,
             resource_group_name=group_name, workspace_id=self.monitoring.workspace_id,
             prometheus_workspace_id=self.monitoring.prometheus_workspace_id, tags=tags,
-            prometheus_location=(fleet.prometheus_location
-                                 if fleet and spec.monitoring.prometheus_workspace == "fleet" else None)), child)
+            prometheus_location=self.prometheus_location), child)
         self.fleet_join: FleetJoin | None = None
         if spec.fleet is not None and fleet is not None:
             self.fleet_join = FleetJoin(f"{name}-fleet", FleetJoinArgs(
@@ -125,7 +128,8 @@ class AksGpuCluster(pulumi.ComponentResource):
         self.gpu_health = GpuHealth(f"{name}-gpu-health", GpuHealthArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource,
             resource_group_name=group_name, prometheus_workspace_id=self.monitoring.prometheus_workspace_id,
-            gpu_operator=self.gpu_software.gpu_operator, tags=tags), child)
+            gpu_operator=self.gpu_software.gpu_operator, tags=tags, prometheus_location=self.prometheus_location),
+            child)
         self.headroom = Headroom(f"{name}-headroom", HeadroomArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)
         if spec.gang_scheduling.enabled:

@@ -1,10 +1,12 @@
-"""A fleet of AKS GPU clusters: the shared parts (AksGpuFleet) and a member's joining (FleetJoin).
+"""A fleet of AKS GPU clusters: the shared parts (AksGpuFleet), a member's joining (FleetJoin)
+and the upgrades (FleetUpgrades).
 
-AksGpuFleet is the shared stack: the Azure Kubernetes Fleet Manager fleet, its staged update
-strategy and auto-upgrade profiles, one Premium registry geo-replicated to every member region,
-the Log Analytics workspaces and one Azure Monitor workspace. Its outputs (FLEET_OUTPUTS) are
-what member stacks read through a stack reference, as FleetOutputs; a member's AksGpuCluster
-then joins the fleet with FleetJoin and uses the shared registry and workspaces.
+AksGpuFleet is the shared stack: the Azure Kubernetes Fleet Manager fleet, one Premium registry
+geo-replicated to every member region, the Log Analytics workspaces and one Azure Monitor
+workspace. Its outputs (FLEET_OUTPUTS) are what the other stacks read through a stack reference,
+as FleetOutputs. A member's AksGpuCluster joins the fleet with FleetJoin and uses the shared
+registry and workspaces. FleetUpgrades, the upgrades stack, deploys last: the staged update
+strategy and the auto-upgrade profiles, which may name only groups members have joined.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import containerregistry, containerservice, monitor, operationalinsights, resources
 
-from aksgpu.components.spec.fleet import FleetSpec, log_analytics_workspace
+from aksgpu.components.spec.fleet import FleetSpec, FleetUpgradesSpec, log_analytics_workspace
 
 UPDATE_STRATEGY_NAME = "aksgpu-stages"
 
@@ -43,7 +45,6 @@ class AksGpuFleet(pulumi.ComponentResource):
         super().__init__("aksgpu:index:AksGpuFleet", name, None, opts)
         tags = {"managed-by": "aksgpu", **spec.tags}
         kept = pulumi.ResourceOptions(parent=self, protect=spec.protect)
-        child = pulumi.ResourceOptions(parent=self)
         group = resources.ResourceGroup(f"{name}-rg", resource_group_name=spec.resource_group, location=spec.location,
                                         tags=tags, opts=kept)
         hub = None
@@ -54,21 +55,6 @@ class AksGpuFleet(pulumi.ComponentResource):
         fleet = containerservice.Fleet(
             f"{name}-fleet", fleet_name=spec.name, resource_group_name=group.name, location=spec.location,
             hub_profile=hub, tags=tags, opts=kept)
-        strategy = containerservice.FleetUpdateStrategy(
-            f"{name}-update-strategy", update_strategy_name=UPDATE_STRATEGY_NAME, fleet_name=fleet.name,
-            resource_group_name=group.name,
-            strategy={"stages": [{"name": stage.name, "groups": [{"name": group_name} for group_name in stage.groups],
-                                  "after_stage_wait_in_seconds": stage.after_stage_wait_seconds}
-                                 for stage in spec.update_stages]},
-            opts=child)
-        for profile in spec.auto_upgrade:
-            containerservice.AutoUpgradeProfile(
-                f"{name}-auto-upgrade-{profile.name}", auto_upgrade_profile_name=profile.name, fleet_name=fleet.name,
-                resource_group_name=group.name, channel=profile.channel,
-                node_image_selection={"type": profile.node_image_selection}, disabled=profile.disabled,
-                # The strategy is fixed at creation (updateStrategyId is create-only): a new one replaces the profile.
-                update_strategy_id=strategy.id, opts=pulumi.ResourceOptions(parent=self,
-                                                                            replace_on_changes=["updateStrategyId"]))
         workspaces = self._workspaces(name, spec, group.name, tags)
         registry_id, login_server = self._registry(name, spec, group.name, tags, workspaces)
         prometheus_id: pulumi.Output[str] | None = None
@@ -78,7 +64,6 @@ class AksGpuFleet(pulumi.ComponentResource):
                 resource_group_name=group.name, location=spec.location, tags=tags, opts=kept)
             prometheus_id = prometheus.id
         self.fleet = fleet
-        self.update_strategy = strategy
         self.outputs: dict[str, pulumi.Input[object] | None] = {
             "fleetName": fleet.name,
             "fleetResourceGroup": group.name,
@@ -149,6 +134,32 @@ class AksGpuFleet(pulumi.ComponentResource):
                 logs=[{"category": category, "enabled": True} for category in REGISTRY_LOG_CATEGORIES],
                 metrics=[{"category": "AllMetrics", "enabled": True}], opts=pulumi.ResourceOptions(parent=self))
         return registry.id, registry.login_server
+
+
+class FleetUpgrades(pulumi.ComponentResource):
+    """The fleet's update strategy (its stages) and the auto-upgrade profiles that run it. Deployed
+    after the members: Fleet Manager takes only groups that members have joined."""
+
+    def __init__(self, name: str, spec: FleetUpgradesSpec, fleet: FleetOutputs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:FleetUpgrades", name, None, opts)
+        strategy = containerservice.FleetUpdateStrategy(
+            f"{name}-update-strategy", update_strategy_name=UPDATE_STRATEGY_NAME, fleet_name=fleet.fleet_name,
+            resource_group_name=fleet.fleet_resource_group,
+            strategy={"stages": [{"name": stage.name, "groups": [{"name": group_name} for group_name in stage.groups],
+                                  "after_stage_wait_in_seconds": stage.after_stage_wait_seconds}
+                                 for stage in spec.update_stages]},
+            opts=pulumi.ResourceOptions(parent=self))
+        for profile in spec.auto_upgrade:
+            containerservice.AutoUpgradeProfile(
+                f"{name}-auto-upgrade-{profile.name}", auto_upgrade_profile_name=profile.name,
+                fleet_name=fleet.fleet_name, resource_group_name=fleet.fleet_resource_group, channel=profile.channel,
+                node_image_selection={"type": profile.node_image_selection}, disabled=profile.disabled,
+                # The strategy is fixed at creation (updateStrategyId is create-only): a new one replaces the profile.
+                update_strategy_id=strategy.id,
+                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["updateStrategyId"]))
+        self.update_strategy_id = strategy.id
+        self.register_outputs({"updateStrategyId": strategy.id})
 
 
 @dataclass

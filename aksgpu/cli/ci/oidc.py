@@ -305,14 +305,8 @@ def github_variables(settings: OidcSettings, values: Mapping[str, str] | None = 
 def notes(settings: OidcSettings) -> list[str]:
     s = settings
     found = []
-    if s.fleet_groups:
-        found.append(f"the Azure roles are on the whole subscription: fleet {s.environment}'s stacks create and "
-                     f"use resource groups {', '.join(s.fleet_groups)} (the shared stack's always creates its own).")
-    elif s.creates_resource_group:
-        found.append(f"the Azure roles are on the whole subscription because the spec creates resource group "
-                     f"{s.resource_group} (resourceGroup.create: true). To keep them to the group: create it once "
-                     f"(az group create), set resourceGroup.create: false for {s.environment}, and run this again "
-                     "(then remove the subscription-wide assignments with `az role assignment delete`).")
+    if s.scope_note:
+        found.append(s.scope_note)
     if s.storage_account is None:
         found.append(f"the state is in {s.backend_url}: the workflows need a PULUMI_ACCESS_TOKEN secret; no storage "
                      "roles are assigned.")

@@ -125,6 +125,19 @@ class OidcSettings:
         return subscription if self.creates_resource_group else f"{subscription}/resourceGroups/{self.resource_group}"
 
     @property
+    def scope_note(self) -> str | None:
+        """Why the Azure roles are on the whole subscription, when they are."""
+        if self.fleet_groups:
+            return (f"the Azure roles are on the whole subscription: fleet {self.environment}'s stacks create and use "
+                    f"resource groups {', '.join(self.fleet_groups)} (the shared stack's always creates its own).")
+        if self.creates_resource_group:
+            return (f"the Azure roles are on the whole subscription because the spec creates resource group "
+                    f"{self.resource_group} (resourceGroup.create: true). To keep them to the group: create it once "
+                    f"(az group create), set resourceGroup.create: false for {self.environment}, and run this again "
+                    "(then remove the subscription-wide assignments with `az role assignment delete`).")
+        return None
+
+    @property
     def azure_scope_text(self) -> str:
         if self.fleet_groups:
             return f"the subscription (the fleet's stacks create resource groups {', '.join(self.fleet_groups)})"

@@ -85,7 +85,7 @@ class CiSettings:
 
 def ci_settings(project_dir: Path, branch: str = "main", python_version: str = PYTHON_VERSION) -> CiSettings:
     """What the CI templates need from environments.yaml and the rendered specs."""
-    from aksgpu.cli.environments.file import load_environments
+    from aksgpu.cli.environments.file import UPGRADES, load_environments
     from aksgpu.cli.environments.fleet import effective_fleet, is_fleet
     from aksgpu.cli.environments.render import effective_environment
     from aksgpu.cli.workflow.target import backend_kind
@@ -101,10 +101,11 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
         kind = backend_kind(environment.backend) if environment.backend else "file"
         try:
             if is_fleet(environments, name):
-                # The shared stack, then each member; they keep together in the deploy order.
+                # The shared stack, each member, then the upgrades stack; they keep together in the deploy order.
                 fleet = effective_fleet(environments, name)
                 protected = fleet.spec.protect or any(member.spec.protect for member in fleet.members)
-                stacks = [(name, " --no-members")] + [(member.stack, "") for member in fleet.spec.members]
+                stacks = ([(name, " --no-members")] + [(member.stack, "") for member in fleet.spec.members]
+                          + [(f"{name}-{UPGRADES}", "")])
                 found += [CiEnvironment(stack, environment.backend, kind, environment.secrets_provider, protected,
                                         name, flags) for stack, flags in stacks]
                 continue

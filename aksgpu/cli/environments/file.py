@@ -37,6 +37,9 @@ ENVIRONMENT_NAME = re.compile(r"^(?![\s\S]*\.ya?ml$)[a-zA-Z0-9](?:[a-zA-Z0-9_.-]
 # In a list of named items (nodePools, teams, subnets), an override item with this key set to
 # true removes the preset's item of that name instead of merging into it.
 REMOVE_KEY = "_remove"
+# A fleet's stacks: "<environment>" (shared), "<environment>-<member>", and "<environment>-upgrades",
+# its update strategy and auto-upgrade profiles; so no member may be called "upgrades".
+UPGRADES = "upgrades"
 
 EnvironmentName = Annotated[
     str,
@@ -187,14 +190,17 @@ class EnvironmentsFile:
         )
 
     def stacks(self) -> dict[str, tuple[str, str | None]]:
-        """Every stack the file renders: stack name -> (environment, fleet member or None)."""
+        """Every stack the file renders: stack name -> (environment, fleet member or None); a fleet's
+        upgrades stack has the member UPGRADES."""
         from aksgpu.cli.environments.fleet import member_stack
 
         found: dict[str, tuple[str, str | None]] = {}
         for name, settings in self.document.environments.items():
             found[name] = (name, None)
-            for member in settings.fleet.members if settings.fleet else []:
-                found.setdefault(member_stack(name, member.name), (name, member.name))
+            if settings.fleet is None:
+                continue
+            for member in [*(m.name for m in settings.fleet.members), UPGRADES]:
+                found.setdefault(member_stack(name, member), (name, member))
         return found
 
     @property

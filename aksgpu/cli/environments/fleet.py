@@ -18,6 +18,7 @@ from typing import Any
 
 from aksgpu.cli.environments.file import (
     ENVIRONMENT_NAME,
+    UPGRADES,
     Environment,
     EnvironmentsFile,
     FleetMemberSettings,
@@ -25,11 +26,17 @@ from aksgpu.cli.environments.file import (
 )
 from aksgpu.cli.environments.overrides import merge
 from aksgpu.cli.environments.render import HEADER_WIDTH, EffectiveEnvironment, effective_layers, template
-from aksgpu.cli.environments.stack_text import aksgpu_text, to_yaml, value_digest
+from aksgpu.cli.environments.stack_text import FLEET_KEY, FLEET_UPGRADES_KEY, aksgpu_text, to_yaml, value_digest
 from aksgpu.cli.errors import UserError
 from aksgpu.cli.project.generated import stamp, stamp_placeholder
 from aksgpu.components.spec.base import Issue, SpecError, issues_from_validation_error
-from aksgpu.components.spec.fleet import FLEET_CHILD_NAME, FleetSpec, parse_fleet_spec
+from aksgpu.components.spec.fleet import (
+    FLEET_CHILD_NAME,
+    FleetSpec,
+    FleetUpgradesSpec,
+    parse_fleet_spec,
+    parse_fleet_upgrades_spec,
+)
 
 # An hour to watch each stage's clusters before the next stage starts (the default strategy).
 DEFAULT_STAGE_WAIT_SECONDS = 3600
@@ -47,6 +54,7 @@ class EffectiveFleet:
 
     environment: Environment
     spec: FleetSpec
+    upgrades: FleetUpgradesSpec
     members: list[EffectiveEnvironment]
     warnings: list[Issue]
 
@@ -57,7 +65,7 @@ class EffectiveFleet:
 def fleet_has_no_cluster_spec(environments: EnvironmentsFile, name: str) -> UserError:
     """The error for a command that needs one cluster's spec and was given a fleet environment."""
     stacks = [stack for stack, (environment, member) in environments.stacks().items()
-              if environment == name and member is not None]
+              if environment == name and member not in (None, UPGRADES)]
     return UserError(f"environment {name} is a fleet of clusters, and this command works on one cluster. Fix: name "
                      f"one of its member stacks ({', '.join(stacks)}); `aksgpu plan {name}` shows the whole fleet.")
 
@@ -75,37 +83,43 @@ def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet
     assert settings is not None, f"{name} is not a fleet environment"
     where = f"environments.{name}.fleet"
     source = f"fleet environment {name} ({environments.relative_path})"
-    shared = _shared_parts(environment, settings, where, source)
+    shared, upgrades = _shared_parts(environment, settings, where, source)
     issues = list(_member_names(settings, where))
     if issues:  # every member's spec and stack carries these names
         raise SpecError(issues, source)
     members: list[EffectiveEnvironment] = []
     for index, member in enumerate(settings.members):
         try:
-            members.append(_effective_member(environments, environment, shared, member, index))
+            members.append(_effective_member(environments, environment, shared, upgrades, member, index))
         except SpecError as error:
             issues += error.issues
-    summaries = [{"name": m.name, "stack": member_stack(name, m.name), "clusterName": e.spec.name,
-                  "location": e.spec.location, "group": m.group}
-                 for m, e in zip(settings.members, members, strict=False)] if not issues else []
     if issues:
         raise SpecError(issues, source)
+    summaries = [{"name": m.name, "stack": member_stack(name, m.name), "clusterName": e.spec.name,
+                  "location": e.spec.location, "group": m.group} for m, e in zip(settings.members, members, strict=True)]
     raw = {**shared.model_dump(mode="json", by_alias=True, exclude={"members"}), "members": summaries}
     if settings.location is None:
         raw["location"] = summaries[0]["location"]
-    try:
-        spec, warnings = parse_fleet_spec(raw, source)
-    except SpecError as error:
-        raise SpecError([_at(issue, where, settings) for issue in error.issues], source) from None
-    issues = [*(_at(w, where, settings) for w in warnings), *_fleet_rules(environments, name, settings, spec, members)]
-    errors = [issue for issue in issues if issue.severity == "error"]
-    if errors:
+    raw_upgrades = {**upgrades.model_dump(mode="json", by_alias=True, exclude={"members"}), "members": summaries}
+    found: list[Issue] = []
+    for parse, value in ((parse_fleet_spec, raw), (parse_fleet_upgrades_spec, raw_upgrades)):
+        try:
+            found += parse(value, source)[1]
+        except SpecError as error:
+            found += error.issues
+    issues = [*(_at(issue, where) for issue in found), *_fleet_rules(environments, name, settings, raw, upgrades,
+                                                                      members)]
+    if any(issue.severity == "error" for issue in issues):
         raise SpecError(issues, source)
-    return EffectiveFleet(environment, spec, members, issues)
+    return EffectiveFleet(environment, parse_fleet_spec(raw, source)[0], parse_fleet_upgrades_spec(raw_upgrades)[0],
+                          members, issues)
 
 
-def _shared_parts(environment: Environment, settings: FleetSettings, where: str, source: str) -> FleetSpec:
+def _shared_parts(environment: Environment, settings: FleetSettings, where: str,
+                  source: str) -> tuple[FleetSpec, FleetUpgradesSpec]:
     """The fleet's own fields, validated before any member (members are filled in later)."""
+    from pydantic import ValidationError
+
     common = merge(environment.shared_overrides, environment.overrides)
     fleet_name = settings.name or environment.name
     raw: dict[str, Any] = {
@@ -115,18 +129,24 @@ def _shared_parts(environment: Environment, settings: FleetSettings, where: str,
         "tags": settings.tags if settings.tags is not None else common.get("tags", {}),
         "protect": settings.protect if settings.protect is not None else common.get("protect", False),
         "hub": settings.hub, "registry": settings.registry, "logAnalytics": settings.log_analytics,
-        "prometheus": settings.prometheus,
+        "prometheus": settings.prometheus, "members": [],
+    }
+    raw_upgrades: dict[str, Any] = {
+        "stack": environment.name,
         "updateStages": settings.update_stages if settings.update_stages is not None else _default_stages(settings),
         "autoUpgrade": settings.auto_upgrade if settings.auto_upgrade is not None else list(DEFAULT_AUTO_UPGRADE),
         "members": [],
     }
-    from pydantic import ValidationError
-
-    try:
-        return FleetSpec.model_validate(raw)
-    except ValidationError as error:
-        issues = issues_from_validation_error(error, raw, FleetSpec)
-        raise SpecError([_at(issue, where, settings) for issue in issues], source) from None
+    issues: list[Issue] = []
+    parsed: list[Any] = []
+    for model, value in ((FleetSpec, raw), (FleetUpgradesSpec, raw_upgrades)):
+        try:
+            parsed.append(model.model_validate(value))
+        except ValidationError as error:
+            issues += [_at(issue, where) for issue in issues_from_validation_error(error, value, model)]
+    if issues:
+        raise SpecError(issues, source)
+    return parsed[0], parsed[1]
 
 
 def _member_names(settings: FleetSettings, where: str) -> Iterator[Issue]:
@@ -145,7 +165,8 @@ def _default_stages(settings: FleetSettings) -> list[dict[str, Any]]:
             for index, group in enumerate(groups)]
 
 
-def fleet_layer(shared: FleetSpec, environment: str, member: FleetMemberSettings) -> dict[str, Any]:
+def fleet_layer(shared: FleetSpec, upgrades: FleetUpgradesSpec, environment: str,
+                member: FleetMemberSettings) -> dict[str, Any]:
     """What being a member of this fleet sets in a member's spec (before the member's own overrides)."""
     layer: dict[str, Any] = {"fleet": {"stack": environment, "member": member.name, "group": member.group}}
     if shared.registry.mode == "create":
@@ -159,14 +180,14 @@ def fleet_layer(shared: FleetSpec, environment: str, member: FleetMemberSettings
         layer["monitoring"] = monitoring
     waivers = []
     control_plane: dict[str, Any] = {}
-    profiles = ", ".join(f"{p.name} ({p.channel})" for p in shared.auto_upgrade if not p.disabled)
-    if shared.upgrades_kubernetes:
+    profiles = ", ".join(f"{p.name} ({p.channel})" for p in upgrades.auto_upgrade if not p.disabled)
+    if upgrades.upgrades_kubernetes:
         # Fleet Manager's FAQ: with both on, whichever runs first upgrades the cluster.
         control_plane["upgradeChannel"] = "none"
         waivers.append({"rule": "aks-auto-upgrade", "reason": (
             f"Fleet Manager upgrades this member: fleet {shared.name}'s auto-upgrade profiles {profiles} run "
             "update runs stage by stage, and AKS's own channel is off so the two do not race.")})
-    if shared.upgrades_node_images:
+    if upgrades.upgrades_node_images:
         control_plane["nodeOsUpgradeChannel"] = "None"
         waivers.append({"rule": "aks-node-os-upgrade", "reason": (
             f"Fleet Manager's NodeImage profile of fleet {shared.name} rolls new node images stage by stage; "
@@ -179,7 +200,7 @@ def fleet_layer(shared: FleetSpec, environment: str, member: FleetMemberSettings
 
 
 def _effective_member(environments: EnvironmentsFile, environment: Environment, shared: FleetSpec,
-                      member: FleetMemberSettings, index: int) -> EffectiveEnvironment:
+                      upgrades: FleetUpgradesSpec, member: FleetMemberSettings, index: int) -> EffectiveEnvironment:
     env = environment.name
     stack = member_stack(env, member.name)
     member_environment = replace(
@@ -188,40 +209,68 @@ def _effective_member(environments: EnvironmentsFile, environment: Environment, 
                      + (f" {environment.description}" if environment.description else "")),
         overrides=member.overrides,
         shared_overrides=merge(merge(environment.shared_overrides, environment.overrides),
-                               fleet_layer(shared, env, member)),
+                               fleet_layer(shared, upgrades, env, member)),
         fleet=None, member_of=env)
     layers = [("defaults.overrides", environment.shared_overrides),
               (f"environments.{env}.overrides", environment.overrides),
-              (f"environments.{env}.fleet (what membership sets)", fleet_layer(shared, env, member)),
+              (f"environments.{env}.fleet (what membership sets)", fleet_layer(shared, upgrades, env, member)),
               (f"environments.{env}.fleet.members[name={member.name}].overrides", member.overrides)]
     return effective_layers(member_environment, layers, f"fleet member {stack}", environments.relative_path)
 
 
-def _fleet_rules(environments: EnvironmentsFile, name: str, settings: FleetSettings, spec: FleetSpec,
-                 members: list[EffectiveEnvironment]) -> list[Issue]:
+def _fleet_rules(environments: EnvironmentsFile, name: str, settings: FleetSettings, shared: dict[str, Any],
+                 upgrades: FleetUpgradesSpec, members: list[EffectiveEnvironment]) -> list[Issue]:
     issues: list[Issue] = []
     where = f"environments.{name}.fleet"
-    others = set(environments.names)
-    for index, (member, effective) in enumerate(zip(settings.members, members, strict=True)):
+    environment = environments.get(name)
+    # Every other stack the file renders: an environment's, or another fleet's (H: one file, two owners).
+    others = {stack: owner for stack, (owner, _) in environments.stacks().items() if owner != name}
+    others.update({env: env for env in environments.names if env != name})
+    registry_mode = (shared.get("registry") or {}).get("mode", "create")
+    log_mode = (shared.get("logAnalytics") or {}).get("mode", "perRegion")
+    for member, effective in zip(settings.members, members, strict=True):
         path = f"{where}.members[name={member.name}]"
         stack = member_stack(name, member.name)
+        if member.name == UPGRADES:
+            issues.append(Issue(f"{path}.name", member.name, f"{member_stack(name, UPGRADES)} is the fleet's upgrades "
+                                "stack", "rename the member"))
         if stack in others:
-            issues.append(Issue(f"{path}.name", member.name, f"its stack {stack} has the name of an environment",
-                                "rename the member or the environment"))
+            issues.append(Issue(f"{path}.name", member.name, f"its stack {stack} is also rendered from environment "
+                                f"{others[stack]}, and one would overwrite the other", "rename the member"))
         if not ENVIRONMENT_NAME.fullmatch(stack):
             issues.append(Issue(f"{path}.name", member.name, f"its stack name {stack} is not a valid Pulumi stack "
                                 "name (at most 64 characters)", "shorten the member or environment name"))
-        control_plane = effective.spec.control_plane
-        if spec.upgrades_kubernetes and control_plane.upgrade_channel != "none":
+        spec = effective.spec
+        control_plane = spec.control_plane
+        if upgrades.upgrades_kubernetes and control_plane.upgrade_channel != "none":
             issues.append(Issue(f"{path}.overrides.controlPlane.upgradeChannel", control_plane.upgrade_channel,
                                 "the fleet's auto-upgrade profiles upgrade this member's Kubernetes version, and with "
                                 "AKS's own channel on as well, whichever runs first upgrades it, outside the stages",
                                 "remove the override (membership sets none), or drop the fleet's Stable/Rapid profile"))
-        if spec.upgrades_node_images and control_plane.node_os_upgrade_channel == "NodeImage":
+        if upgrades.upgrades_kubernetes and control_plane.kubernetes_version is not None:
+            written = next((f"{prefix}.controlPlane.kubernetesVersion" for prefix, layer in (
+                (f"{path}.overrides", member.overrides), (f"environments.{name}.overrides", environment.overrides),
+                ("defaults.overrides", environment.shared_overrides))
+                if "kubernetesVersion" in ((layer or {}).get("controlPlane") or {})), f"{path}.kubernetesVersion")
+            issues.append(Issue(written, control_plane.kubernetes_version,
+                                "the fleet's Stable/Rapid profile moves the member to newer versions, and the next "
+                                "`aksgpu up` would ask AKS to go back to this one (a downgrade AKS refuses)",
+                                "remove kubernetesVersion from the fleet's members (its overrides and "
+                                "defaults.overrides), or drop the fleet's Stable/Rapid profile"))
+        if upgrades.upgrades_node_images and control_plane.node_os_upgrade_channel == "NodeImage":
             issues.append(Issue(f"{path}.overrides.controlPlane.nodeOsUpgradeChannel", "NodeImage",
                                 "the fleet's NodeImage profile rolls this member's node images, and AKS's own "
                                 "NodeImage channel would roll them too, outside the stages",
                                 "remove the override (membership sets None), or drop the fleet's NodeImage profile"))
+        for field, mode, provided, part in (
+                ("registry.mode", spec.registry.mode, registry_mode == "create", "registry (fleet.registry.mode)"),
+                ("monitoring.logAnalytics.mode", spec.monitoring.log_analytics.mode, log_mode != "perMember",
+                 "Log Analytics workspaces (fleet.logAnalytics.mode)"),
+                ("monitoring.prometheusWorkspace", spec.monitoring.prometheus_workspace,
+                 bool(shared.get("prometheus", True)), "Azure Monitor workspace (fleet.prometheus)")):
+            if mode == "fleet" and not provided:
+                issues.append(Issue(f"{path}.overrides.{field}", "fleet", f"this fleet has no shared {part}",
+                                    f"set the member's {field} to its own, or give the fleet one"))
     issues += _overlapping_networks(where, settings, members)
     return issues
 
@@ -246,35 +295,38 @@ def _overlapping_networks(where: str, settings: FleetSettings, members: list[Eff
     return issues
 
 
-def _at(issue: Issue, where: str, settings: FleetSettings) -> Issue:
-    """A FleetSpec issue at the place in environments.yaml that sets it."""
-    path = issue.path
-    if path.startswith("members"):
-        return replace(issue, path=f"{where}.{path}")
-    return replace(issue, path=f"{where}.{path}" if path != "(top level)" else where)
+def _at(issue: Issue, where: str) -> Issue:
+    """A fleet spec's issue at the place in environments.yaml that sets it."""
+    return replace(issue, path=f"{where}.{issue.path}" if issue.path != "(top level)" else where)
 
 
 def render_fleet_text(fleet: EffectiveFleet, environments_file: str, kept_top_level: dict[str, Any],
-                      kept_config: dict[str, Any]) -> str:
-    """The shared stack file of a fleet environment (deterministic, as render_text)."""
+                      kept_config: dict[str, Any], upgrades: bool = False) -> str:
+    """A fleet environment's shared stack file, or with `upgrades` its upgrades stack file
+    (deterministic, as render_text)."""
     from aksgpu.components.spec.base import one_line
 
-    config = fleet.spec.model_dump(mode="json", by_alias=True)
+    spec = fleet.upgrades if upgrades else fleet.spec
+    config = spec.model_dump(mode="json", by_alias=True)
     env = fleet.environment
     member_lines = [f"{member.stack}: cluster {member.cluster_name} in {member.location}, update group {member.group}"
                     for member in fleet.spec.members]
+    warnings = [] if upgrades else fleet.warnings
     text = template("fleet_stack.yaml.j2").render(
         environment=env.name,
+        stack=member_stack(env.name, UPGRADES) if upgrades else env.name,
+        upgrades=upgrades,
         environments_file=environments_file,
         description_lines=[line for paragraph in (env.description or "").splitlines()
                            for line in textwrap.wrap(one_line(paragraph), HEADER_WIDTH - 2) or [""]],
         member_lines=member_lines,
-        warnings=fleet.warnings,
-        warning_lines=[line for warning in fleet.warnings
+        warnings=warnings,
+        warning_lines=[line for warning in warnings
                        for line in textwrap.wrap(one_line(f"- {warning}"), HEADER_WIDTH - 4,
                                                  subsequent_indent="  ", break_on_hyphens=False)],
         stamp_line=stamp_placeholder(),
         kept_top_level=[to_yaml({key: value}) for key, value in kept_top_level.items()],
+        spec_key=FLEET_UPGRADES_KEY if upgrades else FLEET_KEY,
         fleet_yaml=to_yaml(config),
         value_digest=value_digest(config),
         kept_config=to_yaml(kept_config) if kept_config else "",

@@ -18,6 +18,7 @@ import yaml
 from aksgpu.cli.environments.file import (
     ENVIRONMENT_NAME,
     SCHEMA_FILE,
+    UPGRADES,
     EnvironmentsDocument,
     EnvironmentSettings,
     EnvironmentsFile,
@@ -64,6 +65,12 @@ def add_environment(request: InitRequest, project_dir: Path | None = None) -> In
         raise UserError(f'environment name "{env}" must be 1-64 letters, digits, "-", "_" or ".", starting with a '
                         'letter or digit and not ending in "." or .yaml (it is also the Pulumi stack name and part '
                         'of a file name). Fix: choose a name like "staging".')
+    stacks = environments.stacks()
+    fleet_stack = next((name for name in stacks if name.casefold() == env.casefold() and stacks[name][1]), None)
+    if fleet_stack is not None:
+        raise UserError(f'"{env}" is the stack of fleet environment {stacks[fleet_stack][0]} '
+                        f"({'its upgrades' if stacks[fleet_stack][1] == UPGRADES else 'member ' + stacks[fleet_stack][1]}"
+                        f"), and init would replace its stack file. Fix: choose another name.")
     existing = next((name for name in environments.names if name.casefold() == env.casefold()), None)
     if existing is not None:
         same = "already exists" if existing == env else f'differs only in case from "{existing}", which exists'

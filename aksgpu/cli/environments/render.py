@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from aksgpu.cli.environments.file import Environment, EnvironmentsFile
+from aksgpu.cli.environments.file import UPGRADES, Environment, EnvironmentsFile
 from aksgpu.cli.environments.overrides import (
     check_override_items,
     check_override_keys,
@@ -33,7 +33,6 @@ from aksgpu.cli.environments.presets import Preset, load_preset
 from aksgpu.cli.environments.stack_text import (
     CLUSTER_KEY,
     DIGEST_KEY,
-    FLEET_KEY,
     SPEC_KEYS,
     aksgpu_text,
     to_yaml,
@@ -100,6 +99,8 @@ def effective_environment(environments: EnvironmentsFile, name: str) -> Effectiv
     from aksgpu.cli.environments.fleet import effective_fleet, fleet_has_no_cluster_spec
 
     fleet_environment, member = environments.stacks().get(name, (name, None))
+    if member == UPGRADES:
+        raise fleet_has_no_cluster_spec(environments, fleet_environment)
     if member is not None:
         return effective_fleet(environments, fleet_environment).member(member)
     environment = environments.get(name)
@@ -267,15 +268,17 @@ def stack_path(environments: EnvironmentsFile, name: str) -> Path:
 def plan_renders(environments: EnvironmentsFile, name: str) -> list[RenderedStack]:
     """Every stack file `name` renders: an environment's own, a fleet environment's shared stack and
     one per member, or a fleet member's (name: its stack)."""
-    from aksgpu.cli.environments.fleet import effective_fleet, is_fleet, render_fleet_text
+    from aksgpu.cli.environments.fleet import effective_fleet, is_fleet, member_stack, render_fleet_text
 
     if not is_fleet(environments, name):
         return [plan_render(environments, name)]
     fleet = effective_fleet(environments, name)
     shared = _compare(environments, name, lambda top, config: render_fleet_text(
         fleet, environments.relative_path, top, config))
-    shared = replace(shared, warnings=tuple(fleet.warnings))
-    return [shared, *(_render_environment(environments, member) for member in fleet.members)]
+    upgrades = _compare(environments, member_stack(name, UPGRADES), lambda top, config: render_fleet_text(
+        fleet, environments.relative_path, top, config, upgrades=True))
+    return [replace(shared, warnings=tuple(fleet.warnings)),
+            *(_render_environment(environments, member) for member in fleet.members), upgrades]
 
 
 def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
@@ -284,6 +287,8 @@ def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
     from aksgpu.cli.environments.fleet import effective_fleet, is_fleet
 
     environment, member = environments.stacks().get(name, (name, None))
+    if member == UPGRADES:
+        return plan_renders(environments, environment)[-1]
     if member is not None:
         return _render_environment(environments, effective_fleet(environments, environment).member(member))
     if is_fleet(environments, name):
@@ -331,7 +336,7 @@ def _existing_state(text: str, document: Any, problem: str) -> tuple[State, str]
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict) or DIGEST_KEY not in config:
         return "hand-edited", "it was not written by `aksgpu render` (it has no aksgpu:renderDigest)"
-    key = FLEET_KEY if FLEET_KEY in config else CLUSTER_KEY
+    key = next((key for key in SPEC_KEYS if key in config), CLUSTER_KEY)
     if value_digest(config.get(key)) != config[DIGEST_KEY]:
         return "hand-edited", f"its {key} values were changed after it was rendered"
     # No stamp: Pulumi rewrote the file (it drops comments); the values are as rendered.
@@ -385,6 +390,15 @@ def render_state(stack_file: StackFile) -> RenderedStack | None:
         if stack_file.path.parent != environments.path.parent:
             return None
         if name not in environments.stacks():
+            cluster = stack_file.cluster if isinstance(stack_file.cluster, dict) else {}
+            fleet = cluster.get("fleet") if isinstance(cluster.get("fleet"), dict) else None
+            if environments.exists and DIGEST_KEY in stack_file.config and fleet is not None:
+                raise EnvironmentNotRendered(
+                    f"{stack_file.path.name} was rendered as member {fleet.get('member')} of fleet "
+                    f"{fleet.get('stack')}, which {environments.relative_path} no longer lists. Fix: put it back "
+                    f"under environments.{fleet.get('stack')}.fleet.members; or, if it is gone for good, run "
+                    f"`aksgpu destroy {name}` before the fleet's next `aksgpu up` (which drops the registry replica "
+                    "and workspace the member uses) and delete the stack file.", 2)
             if environments.exists and DIGEST_KEY in stack_file.config:
                 raise EnvironmentNotRendered(
                     f"{stack_file.path.name} was rendered from environment {name}, which "

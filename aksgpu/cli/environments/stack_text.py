@@ -12,7 +12,8 @@ import yaml
 
 CLUSTER_KEY = "aksgpu:cluster"
 FLEET_KEY = "aksgpu:fleet"
-SPEC_KEYS = (CLUSTER_KEY, FLEET_KEY)
+FLEET_UPGRADES_KEY = "aksgpu:fleetUpgrades"
+SPEC_KEYS = (CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY)
 DIGEST_KEY = "aksgpu:renderDigest"
 
 

@@ -183,12 +183,14 @@ def _validate_stack_file(target: str, cwd: Path | None) -> Report:
     except UserError as error:
         report = Report(target, target, notes=[f"error: {error}"], failed=True)
         return report
-    if stack_file.is_fleet:  # a fleet's shared stack: its FleetSpec (members are validated as their own stacks)
-        from aksgpu.components.spec.fleet import parse_fleet_spec
+    if stack_file.is_fleet or stack_file.is_fleet_upgrades:  # members are validated as their own stacks
+        from aksgpu.components.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
 
-        report = Report(stack_file.path.name, f"aksgpu:fleet in {stack_file.path.name}")
+        key, raw, parse = (("aksgpu:fleet", stack_file.fleet, parse_fleet_spec) if stack_file.is_fleet else
+                           ("aksgpu:fleetUpgrades", stack_file.fleet_upgrades, parse_fleet_upgrades_spec))
+        report = Report(stack_file.path.name, f"{key} in {stack_file.path.name}")
         try:
-            report.issues = list(parse_fleet_spec(stack_file.fleet, source=report.source)[1])
+            report.issues = list(parse(raw, source=report.source)[1])
         except SpecError as error:
             report.issues = list(error.issues)
         return report

@@ -86,6 +86,9 @@ def plan(
     if stack_file.is_fleet:
         _plan_fleet(stack_file, as_json, manifests)
         return
+    if stack_file.is_fleet_upgrades:
+        _plan_fleet_upgrades(stack_file, as_json)
+        return
     stack_file, spec, warnings = _load(stack_file)
     note = _stale_note(stack_file)
 
@@ -152,7 +155,8 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
         document = {**plan_document(fleet.shared, fleet.warnings), "policy": fleet.policy.document(),
                     "fleet": facts,
                     "members": {m.stack_file.stack: {**plan_document(m.plan, m.warnings), "cost": m.cost.json(),
-                                                     "policy": m.policy.document()} for m in fleet.members}}
+                                                     "policy": m.policy.document()} for m in fleet.members},
+                    "upgrades": plan_document(fleet.upgrades, [])}
         typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
     else:
         typer.echo(render_text(fleet.shared, fleet.warnings))
@@ -167,6 +171,31 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
         typer.echo("error: security policy findings fail this fleet's plan (see above); fix them or waive each "
                    "under policy.waivers with a reason.", err=True)
         raise typer.Exit(1)
+
+
+def _plan_fleet_upgrades(stack_file: StackFile, as_json: bool) -> None:
+    """`aksgpu plan FLEET-upgrades`: the update strategy and auto-upgrade profiles, after the fleet's plan."""
+    from aksgpu.cli.errors import UserError
+    from aksgpu.cli.plan.planner import plan_stack
+    from aksgpu.cli.plan.report import plan_document, render_text
+    from aksgpu.components.spec import SpecError
+    from aksgpu.components.spec.fleet import parse_fleet_upgrades_spec
+
+    try:
+        _, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
+                                                source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")
+        with progress("Planning offline: the fleet's shared stack, then its upgrades stack"):
+            result = plan_stack(stack_file)
+    except SpecError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    except UserError as error:
+        fail(str(error))
+    note = _stale_note(stack_file)
+    typer.echo(json.dumps(plan_document(result, warnings), indent=2, default=str) if as_json
+               else render_text(result, warnings))
+    if note and not as_json:
+        typer.echo(note, err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,10 +8,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from aksgpu.cli.environments.file import UPGRADES
+from aksgpu.cli.errors import UserError
 from aksgpu.cli.plan.planner import Plan, plan_stack
 from aksgpu.cli.project.stackfile import StackFile, resolve_stack
 from aksgpu.components.spec import ClusterSpec, Issue, SpecError, parse_cluster_spec
-from aksgpu.components.spec.fleet import FleetSpec, parse_fleet_spec
+from aksgpu.components.spec.fleet import FleetSpec, FleetUpgradesSpec, parse_fleet_spec, parse_fleet_upgrades_spec
 from aksgpu.policy.engine import PolicyReport
 from aksgpu.preflight.cost import CostEstimate, Scale
 
@@ -36,11 +38,18 @@ class FleetPlan:
     shared: Plan
     policy: PolicyReport
     cost: CostEstimate
+    upgrades_spec: FleetUpgradesSpec
+    upgrades: Plan
     members: list[MemberPlan] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         return self.policy.failed or any(member.policy.failed for member in self.members)
+
+    @property
+    def plans(self) -> list[Plan]:
+        """Every stack's plan, in deploy order: shared, members, upgrades."""
+        return [self.shared, *(member.plan for member in self.members), self.upgrades]
 
 
 def load_fleet(stack_file: StackFile) -> tuple[FleetSpec, list[Issue]]:
@@ -55,8 +64,15 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None) -> Fleet
 
     spec, warnings = load_fleet(stack_file)
     shared = plan_stack(stack_file, stack_outputs={})
+    upgrades_file = resolve_stack(f"{stack_file.stack}-{UPGRADES}", cwd=stack_file.project_dir)
+    if not upgrades_file.is_fleet_upgrades:
+        raise UserError(f"{upgrades_file.path.name} holds no aksgpu:fleetUpgrades. Fix: render the fleet environment "
+                        "(`aksgpu render`).")
+    upgrades_spec, _ = parse_fleet_upgrades_spec(upgrades_file.fleet_upgrades,
+                                                 source=f"aksgpu:fleetUpgrades in {upgrades_file.path.name}")
+    upgrades = plan_stack(upgrades_file, stack_outputs={stack_file.stack: shared.outputs})
     result = FleetPlan(stack_file, spec, warnings, shared, evaluate_resources(shared, []),
-                       fleet_estimate(spec, price_table(stack_file.project_dir)))
+                       fleet_estimate(spec, price_table(stack_file.project_dir)), upgrades_spec, upgrades)
     wanted = set(members or [])
     for member in spec.members:
         if wanted and member.name not in wanted and member.stack not in wanted:
@@ -119,6 +135,7 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
         })
     shared_seconds = deploy_time.estimate(fleet.shared).schedule.total
     members_seconds = _makespan(member_seconds, parallel)
+    upgrades_seconds = deploy_time.estimate(fleet.upgrades).schedule.total
     monthly = monthly + fleet.cost.monthly
     by_group = {m["group"]: [] for m in members}
     for m in members:
@@ -127,8 +144,9 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
         "fleet": spec.name, "location": spec.location, "hub": spec.hub.enabled,
         "members": members,
         "updateStages": [{"name": stage.name, "groups": {group: by_group.get(group, []) for group in stage.groups},
-                          "afterStageWaitSeconds": stage.after_stage_wait_seconds} for stage in spec.update_stages],
-        "autoUpgrade": [profile.model_dump(mode="json", by_alias=True) for profile in spec.auto_upgrade],
+                          "afterStageWaitSeconds": stage.after_stage_wait_seconds}
+                         for stage in fleet.upgrades_spec.update_stages],
+        "autoUpgrade": [profile.model_dump(mode="json", by_alias=True) for profile in fleet.upgrades_spec.auto_upgrade],
         "teamGpuQuotas": teams,
         "totals": {"members": len(members), "maxNodes": sum(m["maxNodes"] for m in members),
                    "maxGpus": sum(m["maxGpus"] for m in members), "gpusByModel": dict(sorted(gpus_by_model.items()))},
@@ -137,10 +155,10 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
         "cost": {"monthly": monthly.json(0), "complete": complete, "shared": fleet.cost.json()},
         # Members deploy once the shared stack is up (they read its outputs), `parallel` at a time.
         "deployTime": {"sharedSeconds": shared_seconds, "slowestMemberSeconds": max(member_seconds, default=0),
-                       "membersSeconds": members_seconds,
-                       "totalSeconds": shared_seconds + members_seconds, "parallel": parallel,
-                       "order": f"the shared stack first, then the members, {parallel} at a time (`aksgpu up "
-                                "--parallel`)"},
+                       "membersSeconds": members_seconds, "upgradesSeconds": upgrades_seconds,
+                       "totalSeconds": shared_seconds + members_seconds + upgrades_seconds, "parallel": parallel,
+                       "order": f"the shared stack, then the members, {parallel} at a time (`aksgpu up --parallel`), "
+                                "then the upgrades stack"},
     }
 
 
@@ -186,7 +204,7 @@ def fleet_lines(facts: dict[str, Any]) -> list[str]:
     lines.append(f"Deploy time of a first `aksgpu up`: about {round(deploy['totalSeconds'] / 60)} min "
                  f"({deploy['order']}: shared {round(deploy['sharedSeconds'] / 60)} min, members "
                  f"{round(deploy['membersSeconds'] / 60)} min, the slowest one {round(deploy['slowestMemberSeconds'] / 60)} "
-                 "min).")
+                 f"min, upgrades {round(deploy['upgradesSeconds'] / 60)} min).")
     return lines
 
 

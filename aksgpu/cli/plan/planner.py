@@ -84,6 +84,8 @@ class Plan:
     resources: list[PlannedResource]
     outputs: dict[str, Any]
     invokes: list[str] = field(default_factory=list)
+    stack_references: list[str] = field(default_factory=list)
+    """The stacks the program read through stack references, by their full names."""
 
     def by_type(self, type_: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_]
@@ -163,7 +165,8 @@ def _make_recorder(plan_resources: list[PlannedResource], thread_loops: list[asy
     return RecordingMonitor
 
 
-def make_plan_mocks(invokes: list[str], stack_outputs: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
+def make_plan_mocks(invokes: list[str], stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
+                    references_read: list[str] | None = None) -> Any:
     """The offline plan's answers to registrations and invokes (also used to run the program
     with aliases, tests/registrations.py); `invokes` collects the tokens of the invokes made.
     `stack_outputs`: the outputs a stack reference reads, by stack name (a fleet's shared stack, as
@@ -178,6 +181,8 @@ def make_plan_mocks(invokes: list[str], stack_outputs: Mapping[str, Mapping[str,
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict]:
             if args.typ == STACK_REFERENCE_TYPE:
                 name = args.inputs.get("name") or args.name
+                if references_read is not None:
+                    references_read.append(name)
                 stack = name.rsplit("/", 1)[-1]
                 if stack not in references:
                     raise ValueError(f"the offline plan has no outputs of stack {stack} to read")
@@ -264,6 +269,8 @@ def plan_stack(stack_file: StackFile, project: str | None = None,
     if project is None:
         project = _project_name(stack_file)
     if stack_outputs is None:
+        from aksgpu.cli.plan.references import referenced_stack_outputs
+
         stack_outputs = referenced_stack_outputs(stack_file, project)
     # A fresh context gives the Pulumi SDK fresh globals (its settings are context variables),
     # so plans in one process do not see each other.
@@ -278,29 +285,6 @@ def plan_stack(stack_file: StackFile, project: str | None = None,
         finally:
             if collecting:
                 gc.enable()
-
-
-def referenced_stack_outputs(stack_file: StackFile, project: str | None = None) -> dict[str, dict[str, Any]]:
-    """The outputs of the stacks `stack_file`'s program reads through stack references, from their
-    own offline plans: a fleet member's fleet stack (aksgpu:cluster fleet.stack). UserError when
-    that stack file is missing or holds no fleet."""
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.project.stackfile import resolve_stack
-
-    cluster = stack_file.cluster
-    fleet = cluster.get("fleet") if isinstance(cluster, dict) else None
-    stack = fleet.get("stack") if isinstance(fleet, dict) else None
-    if not isinstance(stack, str) or not stack:
-        return {}
-    try:
-        shared = resolve_stack(stack, cwd=stack_file.project_dir)
-    except UserError as error:
-        raise UserError(f"{stack_file.path.name} is a member of fleet stack {stack}, whose outputs it reads through a "
-                        f"stack reference: {error}") from None
-    if not shared.is_fleet:
-        raise UserError(f"{stack_file.path.name} is a member of fleet stack {stack}, but {shared.path.name} holds no "
-                        "aksgpu:fleet. Fix: render the fleet environment (`aksgpu render`).")
-    return {stack: plan_stack(shared, project, {}).outputs}
 
 
 def _project_name(stack_file: StackFile) -> str:
@@ -350,12 +334,13 @@ def _plan_in_context(stack_file: StackFile, project: str,
     resources: list[PlannedResource] = []
     thread_loops: list[asyncio.AbstractEventLoop] = []
     invokes: list[str] = []
+    references: list[str] = []
     outputs: dict[str, Any] = {}
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
         pulumi.runtime.set_all_config(stack_file.engine_config(), [])
-        monitor = _make_recorder(resources, thread_loops)(make_plan_mocks(invokes, stack_outputs)())
+        monitor = _make_recorder(resources, thread_loops)(make_plan_mocks(invokes, stack_outputs, references)())
         quiet = logging.getLogger("aksgpu.plan")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
@@ -379,7 +364,7 @@ def _plan_in_context(stack_file: StackFile, project: str,
         asyncio.set_event_loop(None)
         loop.close()
     return Plan(project, stack_file.stack, str(stack_file.path.relative_to(stack_file.project_dir)),
-                _tree_order(resources), outputs, sorted(set(invokes)))
+                _tree_order(resources), outputs, sorted(set(invokes)), sorted(set(references)))
 
 
 async def _resolve_output(value: Any) -> Any:

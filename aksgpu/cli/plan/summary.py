@@ -158,20 +158,27 @@ def summary_markdown(results: list[EnvironmentResult], *, commit: str | None = N
 
 
 def _fleet_result(name: str, stack_name: str, stack_file: Any, notes: list[str], prices: Any) -> EnvironmentResult:
-    """A fleet's shared stack: its plan, policies and the cost of the shared parts."""
+    """A fleet's shared stack (its plan, policies and the cost of the shared parts) or upgrades stack
+    (no cost: Fleet Manager's update strategies and profiles are free)."""
     from aksgpu.cli.plan.planner import plan_stack
     from aksgpu.cli.plan.policy_results import evaluate_resources
     from aksgpu.cli.plan.report import summary
-    from aksgpu.components.spec.fleet import parse_fleet_spec
+    from aksgpu.components.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
     from aksgpu.preflight import deploy_time
     from aksgpu.preflight.cost import fleet_estimate
 
-    spec, warnings = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+    if stack_file.is_fleet_upgrades:
+        spec, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
+                                                   source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")
+        cost = None
+    else:
+        spec, warnings = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+        cost = fleet_estimate(spec, prices).json()
     plan = plan_stack(stack_file)
     report = evaluate_resources(plan, [])
     policy = {"counts": report.counts(), "problems": report.problems(), "notes": report.notes()}
     return EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes, policy=policy,
-                             cost=fleet_estimate(spec, prices).json(),
+                             cost=cost,
                              deploy_time=deploy_time.document(deploy_time.estimate(plan)))
 
 
@@ -209,7 +216,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
                              "the plan below is of the stack file as committed.")
             stack_file = resolve_stack(name, environments.project_dir)
             stack_name = str(stack_file.path.relative_to(stack_file.project_dir))
-            if stack_file.is_fleet:
+            if stack_file.is_fleet or stack_file.is_fleet_upgrades:
                 results.append(_fleet_result(name, stack_name, stack_file, notes, prices))
                 continue
             spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")

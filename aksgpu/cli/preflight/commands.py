@@ -44,6 +44,9 @@ def cost(
         if stack_file.is_fleet:
             _fleet_cost(stack_file, as_json)
             return
+        if stack_file.is_fleet_upgrades:
+            fail(f"{stack_file.path.name} is a fleet's upgrades stack: an update strategy and auto-upgrade profiles, "
+                 "which Fleet Manager does not charge for. Fix: `aksgpu cost FLEET` gives the fleet's cost.")
         spec, _ = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
         found = cost_of(spec, stack_file.project_dir)
     except UserError as error:

@@ -30,6 +30,15 @@ class StackFile:
     def is_fleet(self) -> bool:
         return "aksgpu:fleet" in self.config
 
+    @property
+    def fleet_upgrades(self) -> Any:
+        """A fleet's upgrades stack holds `aksgpu:fleetUpgrades` (its update strategy and profiles)."""
+        return self.config.get("aksgpu:fleetUpgrades")
+
+    @property
+    def is_fleet_upgrades(self) -> bool:
+        return "aksgpu:fleetUpgrades" in self.config
+
     def engine_config(self) -> dict[str, str]:
         """Config as the Pulumi engine hands it to a program: structured values as JSON."""
         return {key: value if isinstance(value, str) else json.dumps(value) for key, value in self.config.items()}
@@ -109,7 +118,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise UserError(f"{path.name}: config must be a mapping of keys to values. Fix: render it from "
                         "environments.yaml (`aksgpu render ENV`).")
-    if "aksgpu:cluster" not in config and "aksgpu:fleet" not in config:
+    if not {"aksgpu:cluster", "aksgpu:fleet", "aksgpu:fleetUpgrades"} & set(config):
         raise UserError(f"{path.name} has no aksgpu:cluster in its config. Fix: render it from environments.yaml "
                         "(`aksgpu render ENV`), or add the cluster spec under config: aksgpu:cluster:.")
     return config

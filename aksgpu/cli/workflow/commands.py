@@ -16,7 +16,7 @@ import json
 import shlex
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -57,9 +57,6 @@ from aksgpu.cli.workflow.runner import (
     validate_spec,
 )
 from aksgpu.cli.workflow.target import DEFAULT_STATE_DIR, PULUMI_CLOUD_URL, Target
-
-if TYPE_CHECKING:
-    from aksgpu.cli.project.stackfile import StackFile
 
 BackendOption = Annotated[str | None, typer.Option(
     "--backend", metavar="URL",
@@ -142,7 +139,8 @@ def up(
     """Create or update the stack's resources in Azure (pulumi up through the Automation API).
 
     Shows the preview and asks before changing anything, unless --yes. A fleet environment's stack
-    deploys the fleet: its shared stack first, then its members in parallel (--parallel, --member);
+    deploys the fleet: its shared stack first, then its members in parallel (--parallel, --member),
+    then its upgrades stack (not with --member: deploy STACK-upgrades once every member has joined);
     a member's stack deploys that member alone. Exit codes: 0 done, 1 the update or the spec failed
     or you declined, 2 bad input or a missing prerequisite.
     """
@@ -150,7 +148,9 @@ def up(
     with command_errors("up", box):
         stack_file, target = prepare(stack, backend, secrets_provider, box)
         if stack_file.is_fleet:
-            _up_fleet(stack_file, member=member if members else [], parallel=parallel, yes=yes, diff=diff,
+            from aksgpu.cli.workflow.fleet import up_whole_fleet
+
+            up_whole_fleet(stack_file, member=member, parallel=parallel, yes=yes, diff=diff,
                       refresh=refresh, only_shared=not members,
                       policy_pack=policy_pack, as_json=as_json, backend=backend, secrets_provider=secrets_provider)
             return
@@ -179,24 +179,6 @@ def up(
                        outputs={name: (value.value, value.secret) for name, value in result.outputs.items()})
 
 
-def _up_fleet(stack_file: StackFile, *, member: list[str] | None, parallel: int, yes: bool, diff: bool,
-              refresh: bool, only_shared: bool, policy_pack: list[Path] | None, as_json: bool, backend: str | None,
-              secrets_provider: str | None) -> None:
-    import os
-
-    from aksgpu.cli.workflow.fleet import fleet_steps, up_fleet
-
-    policy_packs(policy_pack)
-    if not yes:
-        require_confirmable("up", stack_file.stack)
-    shared, members = fleet_steps(stack_file, member, backend=backend, secrets_provider=secrets_provider,
-                                  env=dict(os.environ))
-    if only_shared:
-        members = []
-    up_fleet(shared, members, yes=yes, parallel=parallel, diff=diff, refresh=refresh, policy_pack=policy_pack,
-             as_json=as_json)
-
-
 def destroy(
     stack: StackArg,
     yes: YesOption = False,
@@ -214,6 +196,9 @@ def destroy(
     with command_errors("destroy", box):
         stack_file, target = prepare(stack, backend, secrets_provider, box)
         name = target.stack
+        from aksgpu.cli.workflow.fleet import refuse_a_fleet_with_members
+
+        refuse_a_fleet_with_members(stack_file)
         if is_protected(stack_file):
             raise UserError(
                 f"stack {name} is protected: {target.stack_path.relative_to(target.project_dir)} sets "
@@ -312,6 +297,10 @@ def kubeconfig(
     box: list[Target] = []
     with command_errors("stack output", box):
         stack_file, target = prepare(stack, backend, secrets_provider, box)
+        if stack_file.is_fleet or stack_file.is_fleet_upgrades:
+            raise UserError(f"{stack_file.path.name} is a fleet's {'shared' if stack_file.is_fleet else 'upgrades'} "
+                            "stack, which has no cluster. Fix: name a member's stack (`aksgpu kubeconfig "
+                            "FLEET-MEMBER`).")
         require_ready("kubeconfig", stack_file, target, needs_azure=False)
         value = open_stack(target, create=False).outputs().get("kubeconfig")
         if value is None or not value.value:

@@ -1,13 +1,16 @@
-"""`aksgpu up FLEET`: a fleet's shared stack, then its members in parallel.
+"""`aksgpu up FLEET`: a fleet's shared stack, then its members in parallel, then its upgrades stack.
 
 Members read the shared stack's outputs through a stack reference, so the shared stack goes first;
 the members then deploy side by side (different resource groups, no shared Azure operation), at
-most `parallel` at a time. Each step previews and asks first unless --yes; one member's failure
-does not stop the others, and the command then exits 1 naming every member that failed.
+most `parallel` at a time; the upgrades stack (update strategy, auto-upgrade profiles) goes last,
+since Fleet Manager takes only groups that members have joined. Each step previews and asks first
+unless --yes; one member's failure does not stop the others, and the command then exits 1 naming
+every member that failed (the upgrades stack then waits).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +21,7 @@ from typing import Any
 import typer
 
 from aksgpu.cli.console import say
+from aksgpu.cli.environments.file import UPGRADES
 from aksgpu.cli.errors import UserError
 from aksgpu.cli.exit_codes import EXIT_FAILED
 from aksgpu.cli.project.stackfile import StackFile, resolve_stack
@@ -26,7 +30,9 @@ from aksgpu.cli.workflow.runner import (
     describe_changes,
     open_stack,
     policy_options,
+    policy_packs,
     report_update,
+    require_confirmable,
     require_ready,
     require_rendered,
     summarize_changes,
@@ -61,8 +67,9 @@ class PrefixedOutput(EngineOutput):
 
 
 def fleet_steps(shared: StackFile, members: list[str] | None, *, backend: str | None,
-                secrets_provider: str | None, env: dict[str, str]) -> tuple[FleetStep, list[FleetStep]]:
-    """The shared stack's step and the members' (all, or those named by member name or stack)."""
+                secrets_provider: str | None, env: dict[str, str]) -> tuple[FleetStep, list[FleetStep], FleetStep]:
+    """The shared stack's step, the members' (all, or those named by member name or stack) and the
+    upgrades stack's."""
     from aksgpu.components.spec.fleet import FleetSpec
 
     spec = validate_spec(shared)
@@ -80,7 +87,10 @@ def fleet_steps(shared: StackFile, members: list[str] | None, *, backend: str | 
         member_file = resolve_stack(stack, cwd=shared.project_dir)
         steps.append(FleetStep(member_file, _target(member_file, backend, secrets_provider, env),
                                validate_spec(member_file)))
-    return (FleetStep(shared, _target(shared, backend, secrets_provider, env), spec), steps)
+    upgrades_file = resolve_stack(f"{shared.stack}-{UPGRADES}", cwd=shared.project_dir)
+    upgrades = FleetStep(upgrades_file, _target(upgrades_file, backend, secrets_provider, env),
+                         validate_spec(upgrades_file))
+    return FleetStep(shared, _target(shared, backend, secrets_provider, env), spec), steps, upgrades
 
 
 def _target(stack_file: StackFile, backend: str | None, secrets_provider: str | None,
@@ -88,22 +98,27 @@ def _target(stack_file: StackFile, backend: str | None, secrets_provider: str | 
     return target_for(stack_file, backend_flag=backend, secrets_provider_flag=secrets_provider, env=env)
 
 
-def up_fleet(shared: FleetStep, members: list[FleetStep], *, yes: bool, parallel: int, diff: bool, refresh: bool,
-             policy_pack: list[Path] | None, as_json: bool,
+def up_fleet(shared: FleetStep, members: list[FleetStep], upgrades: FleetStep | None, *, yes: bool, parallel: int,
+             diff: bool, refresh: bool, policy_pack: list[Path] | None, as_json: bool,
              confirm: Callable[[str], bool] | None = None) -> None:
-    """Deploy the shared stack, then the members; raises typer.Exit(1) when anything failed or was declined."""
+    """Deploy the shared stack, then the members, then (when given) the upgrades stack; raises
+    typer.Exit(1) when anything failed or was declined."""
     confirm = confirm or (lambda question: typer.confirm(question, default=False, err=True))
-    for step in [shared, *members]:
+    last = [upgrades] if upgrades is not None else []
+    for step in [shared, *members, *last]:
         require_rendered("up", step.stack_file)
         require_ready("up", step.stack_file, step.target, needs_azure=True)
+    then = f", then {upgrades.target.stack}" if upgrades is not None else ""
     say(f"aksgpu up {shared.target.stack}: the shared stack, then {len(members)} member(s), at most {parallel} "
-        "at a time.", "bold")
-    if not _up_all([shared], yes=yes, parallel=1, diff=diff, refresh=refresh, policy_pack=policy_pack,
-                   as_json=as_json, confirm=confirm, what=f"the fleet's shared stack {shared.target.stack}"):
+        f"at a time{then}.", "bold")
+    options = {"yes": yes, "diff": diff, "refresh": refresh, "policy_pack": policy_pack, "as_json": as_json,
+               "confirm": confirm}
+    if not _up_all([shared], parallel=1, what=f"the fleet's shared stack {shared.target.stack}", **options):
         raise typer.Exit(EXIT_FAILED)
-    if members and not _up_all(members, yes=yes, parallel=parallel, diff=diff, refresh=refresh,
-                               policy_pack=policy_pack, as_json=as_json, confirm=confirm,
-                               what=f"{len(members)} member stack(s)"):
+    if members and not _up_all(members, parallel=parallel, what=f"{len(members)} member stack(s)", **options):
+        raise typer.Exit(EXIT_FAILED)
+    if upgrades is not None and not _up_all([upgrades], parallel=1, what=f"the fleet's upgrades stack "
+                                            f"{upgrades.target.stack}", **options):
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -176,3 +191,39 @@ def _first_line(error: BaseException) -> str:
 
     text = str(error)
     return first_error_line(text) or (text.strip().splitlines()[0] if text.strip() else type(error).__name__)
+
+
+def up_whole_fleet(stack_file: StackFile, *, member: list[str] | None, parallel: int, yes: bool, diff: bool,
+              refresh: bool, only_shared: bool, policy_pack: list[Path] | None, as_json: bool, backend: str | None,
+              secrets_provider: str | None) -> None:
+    """`aksgpu up FLEET`: shared stack, members (all or --member), then the upgrades stack."""
+    policy_packs(policy_pack)
+    if not yes:
+        require_confirmable("up", stack_file.stack)
+    if only_shared and member:
+        raise UserError("--no-members deploys the shared stack alone, and --member names members to deploy. Fix: "
+                        "drop one of them.")
+    shared, members, upgrades = fleet_steps(stack_file, member, backend=backend, secrets_provider=secrets_provider,
+                                            env=dict(os.environ))
+    if only_shared:
+        members = []
+    # The upgrades stack names every member's group: it follows a deploy of all of them (or run it on its own).
+    up_fleet(shared, members, None if only_shared or member else upgrades, yes=yes, parallel=parallel, diff=diff,
+             refresh=refresh, policy_pack=policy_pack, as_json=as_json)
+
+
+def refuse_a_fleet_with_members(stack_file: StackFile) -> None:
+    """A fleet's shared stack goes last: its members use its registry and workspaces, and the
+    upgrades stack names their groups."""
+    if not stack_file.is_fleet:
+        return
+    fleet = stack_file.fleet if isinstance(stack_file.fleet, dict) else {}
+    names = [m.get("stack") for m in fleet.get("members") or [] if isinstance(m, dict)]
+    folder = stack_file.path.parent
+    left = [stack for stack in [f"{stack_file.stack}-{UPGRADES}", *names]
+            if isinstance(stack, str) and (folder / f"Pulumi.{stack}.yaml").is_file()]
+    if left:
+        raise UserError(f"stack {stack_file.stack} is a fleet's shared stack, and {', '.join(left)} still have stack "
+                        "files: their stacks use its registry and workspaces and its fleet. Fix: destroy them first, "
+                        f"{left[0]} then the members (`aksgpu destroy STACK` each), remove them from the fleet in "
+                        f"stacks/environments.yaml and delete their stack files, then destroy {stack_file.stack}.")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from aksgpu.cli.project.stackfile import StackFile
     from aksgpu.components.spec import ClusterSpec
-    from aksgpu.components.spec.fleet import FleetSpec
+    from aksgpu.components.spec.fleet import FleetSpec, FleetUpgradesSpec
 
 # Preview operations that change nothing in Azure.
 NO_CHANGE_OPS = frozenset({"same", "read"})
@@ -221,16 +221,20 @@ def require_rendered(command: str, stack_file: StackFile) -> None:
          "Pulumi uses the stack file as it is.", "yellow")
 
 
-def validate_spec(stack_file: StackFile) -> ClusterSpec | FleetSpec:
+def validate_spec(stack_file: StackFile) -> ClusterSpec | FleetSpec | FleetUpgradesSpec:
     """The spec (a fleet's shared stack: its FleetSpec), or its errors before Pulumi starts: the same
     message as `aksgpu validate`, exit 1."""
     from aksgpu.components.spec import SpecError, parse_cluster_spec
-    from aksgpu.components.spec.fleet import parse_fleet_spec
+    from aksgpu.components.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
 
     try:
         if stack_file.is_fleet:
             spec, _ = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
             return spec
+        if stack_file.is_fleet_upgrades:
+            upgrades, _ = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
+                                                    source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")
+            return upgrades
         spec, _ = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
     except SpecError as error:
         typer.echo(str(error), err=True)
@@ -243,7 +247,8 @@ AKSGPU_PACK_MARKER = "aksgpu.policy.pack"
 
 
 @contextmanager
-def policy_options(folders: list[Path] | None, spec: ClusterSpec | FleetSpec) -> Iterator[dict[str, Any]]:
+def policy_options(folders: list[Path] | None,
+                   spec: ClusterSpec | FleetSpec | FleetUpgradesSpec) -> Iterator[dict[str, Any]]:
     """The engine's policy pack options: the packs, and for aksgpu's own pack a configuration file
     carrying the environment's waivers (other packs get an empty one, as the engine pairs each
     configuration with the pack in the same place; a fleet's shared stack has no waivers). Empty

@@ -87,6 +87,9 @@ class GpuHealthArgs:
     # The GPU Operator's release: the PodMonitor and rules cover its exporter once it exists.
     gpu_operator: pulumi.Resource | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # The Azure Monitor workspace's region, where its rule groups go (None: the cluster's; a fleet's
+    # workspace may be in another region).
+    prometheus_location: pulumi.Input[str] | None = None
 
 
 # --- metrics ---------------------------------------------------------------------------------
@@ -622,7 +625,7 @@ class GpuHealth(pulumi.ComponentResource):
             f"{name}-gpu-alerts",
             rule_group_name=f"aksgpu-gpu-health-{spec.name}",
             resource_group_name=args.resource_group_name,
-            location=spec.location,
+            location=args.prometheus_location or spec.location,
             scopes=[args.prometheus_workspace_id],
             cluster_name=spec.name,
             description="aksgpu: GPU conditions that should take a node out (aksgpu/components/data/gpu_alerts.yaml)",

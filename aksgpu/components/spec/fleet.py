@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -35,7 +35,7 @@ HUB_DNS_PREFIX = re.compile(r"^[a-zA-Z0-9]$|^[a-zA-Z0-9][a-zA-Z0-9-]{0,52}[a-zA-
 REGISTRY_NAME = re.compile(r"^[a-zA-Z0-9]{5,50}$")
 LOCATION = re.compile(r"^[a-z][a-z0-9]+$")
 RESOURCE_GROUP = re.compile(r"^[-\w._()]{0,89}[-\w_()]$")
-# The shared stack's outputs a member reads (aksgpu.program); the names are a contract.
+# The shared stack's outputs a member (and the upgrades stack) reads (aksgpu.program); the names are a contract.
 FLEET_OUTPUTS = ("fleetName", "fleetResourceGroup", "fleetId", "registryId", "registryLoginServer",
                  "logAnalyticsWorkspaceIds", "prometheusWorkspaceId", "prometheusLocation")
 
@@ -158,10 +158,6 @@ class FleetSpec(SpecModel):
     """The fleet's Log Analytics workspaces."""
     prometheus: bool = True
     """One Azure Monitor workspace (managed Prometheus) in the fleet's region for every member with monitoring.managedPrometheus; false: each such member has its own."""
-    update_stages: list[UpdateStage] = Field(min_length=1)
-    """The update strategy: stages run one after another (e.g. a canary group, a wait, then the rest)."""
-    auto_upgrade: list[AutoUpgradeProfile] = Field(default_factory=list)
-    """Auto-upgrade profiles that start update runs through the strategy. Empty: update runs are started by hand (`az fleet updaterun create ... --update-strategy-name`)."""
     members: list[FleetMemberSummary] = Field(default_factory=list)
     """The member clusters (at least one)."""
 
@@ -173,6 +169,25 @@ class FleetSpec(SpecModel):
     def registry_name(self) -> str:
         return self.registry.name or fleet_registry_name(self.name)
 
+    def issues(self) -> list[Issue]:
+        return list(check_fleet(self))
+
+
+class FleetUpgradesSpec(SpecModel):
+    """How Fleet Manager upgrades the members: the staged update strategy and the auto-upgrade
+    profiles that run it. Its own stack, deployed after the members: a strategy may name only
+    groups that members have already joined (fleets.json, UpdateGroup.name: "must match a group
+    name of an existing fleet member")."""
+
+    stack: str = Field(min_length=1)
+    """The fleet's shared stack, whose outputs name the fleet (a stack reference)."""
+    update_stages: list[UpdateStage] = Field(min_length=1)
+    """The update strategy: stages run one after another (e.g. a canary group, a wait, then the rest)."""
+    auto_upgrade: list[AutoUpgradeProfile] = Field(default_factory=list)
+    """Auto-upgrade profiles that start update runs through the strategy. Empty: update runs are started by hand (`az fleet updaterun create ... --update-strategy-name`)."""
+    members: list[FleetMemberSummary] = Field(default_factory=list)
+    """The member clusters and their groups (at least one)."""
+
     @property
     def upgrades_kubernetes(self) -> bool:
         return any(profile.channel != "NodeImage" and not profile.disabled for profile in self.auto_upgrade)
@@ -182,7 +197,7 @@ class FleetSpec(SpecModel):
         return any(profile.channel == "NodeImage" and not profile.disabled for profile in self.auto_upgrade)
 
     def issues(self) -> list[Issue]:
-        return list(check_fleet(self))
+        return list(check_upgrades(self))
 
 
 def fleet_registry_name(fleet_name: str) -> str:
@@ -204,32 +219,6 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
     if len(spec.members) > limits["maxMembers"]:
         yield Issue("members", len(spec.members), f"a fleet holds at most {limits['maxMembers']} member clusters",
                     "split the members into two fleets")
-    yield from _duplicates("updateStages", [stage.name for stage in spec.update_stages], "stage names")
-    staged: dict[str, str] = {}
-    for index, stage in enumerate(spec.update_stages):
-        path = f"updateStages[{index}]"
-        if len(stage.groups) > limits["maxGroupsPerStage"]:
-            yield Issue(f"{path}.groups", len(stage.groups),
-                        f"a stage updates at most {limits['maxGroupsPerStage']} groups",
-                        "move groups to another stage")
-        for group in stage.groups:
-            if group in staged:
-                yield Issue(f"{path}.groups", group, f"group {group} is already in stage {staged[group]}: a strategy "
-                            "updates each group once", "keep the group in one stage")
-            staged.setdefault(group, stage.name)
-    member_groups = {member.group for member in spec.members}
-    for group in sorted(set(staged) - member_groups):
-        yield Issue("updateStages", group, "no member is in this group, and Fleet Manager refuses a strategy that "
-                    "names one", f"put a member in group {group} (fleet.members[].group), or drop it from the stages")
-    for member in spec.members:
-        if member.group not in staged:
-            yield Issue("updateStages", member.group, f"member {member.name}'s group is in no stage, so the fleet's "
-                        "update runs would never upgrade it", f"add group {member.group} to a stage")
-    yield from _duplicates("autoUpgrade", [profile.name for profile in spec.auto_upgrade], "profile names")
-    channels = Counter(profile.channel for profile in spec.auto_upgrade if not profile.disabled)
-    if channels["Stable"] and channels["Rapid"]:
-        yield Issue("autoUpgrade", ["Stable", "Rapid"], "two Kubernetes-version channels would start competing "
-                    "update runs", "keep one of Stable and Rapid (or disable one)")
     if spec.registry.mode == "create" and not REGISTRY_NAME.fullmatch(spec.registry_name):
         yield Issue("registry.name", spec.registry_name, "ACR names are 5-50 letters and digits, unique across Azure",
                     "set fleet.registry.name to such a name")
@@ -246,6 +235,37 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
                         "shorten or rename the tag")
 
 
+def check_upgrades(spec: FleetUpgradesSpec) -> Iterator[Issue]:
+    limits = data.limit("fleet")
+    yield from _duplicates("updateStages", [stage.name for stage in spec.update_stages], "stage names")
+    staged: dict[str, str] = {}
+    for index, stage in enumerate(spec.update_stages):
+        path = f"updateStages[{index}]"
+        if len(stage.groups) > limits["maxGroupsPerStage"]:
+            yield Issue(f"{path}.groups", len(stage.groups),
+                        f"a stage updates at most {limits['maxGroupsPerStage']} groups",
+                        "move groups to another stage")
+        for group in stage.groups:
+            if group in staged:
+                yield Issue(f"{path}.groups", group, f"group {group} is already in stage {staged[group]}: a strategy "
+                            "updates each group once", "keep the group in one stage")
+            staged.setdefault(group, stage.name)
+    member_groups = {member.group for member in spec.members}
+    for group in sorted(set(staged) - member_groups):
+        yield Issue("updateStages", group, "no member is in this group, and Fleet Manager takes only groups "
+                    "that members have joined (fleets.json, UpdateGroup)",
+                    f"put a member in group {group} (fleet.members[].group), or drop it from the stages")
+    for member in spec.members:
+        if member.group not in staged:
+            yield Issue("updateStages", member.group, f"member {member.name}'s group is in no stage, so the fleet's "
+                        "update runs would never upgrade it", f"add group {member.group} to a stage")
+    yield from _duplicates("autoUpgrade", [profile.name for profile in spec.auto_upgrade], "profile names")
+    channels = Counter(profile.channel for profile in spec.auto_upgrade if not profile.disabled)
+    if channels["Stable"] and channels["Rapid"]:
+        yield Issue("autoUpgrade", ["Stable", "Rapid"], "two Kubernetes-version channels would start competing "
+                    "update runs", "keep one of Stable and Rapid (or disable one)")
+
+
 def _duplicates(path: str, values: list[str], what: str) -> Iterator[Issue]:
     for value, count in sorted(Counter(values).items()):
         if count > 1:
@@ -255,13 +275,23 @@ def _duplicates(path: str, values: list[str], what: str) -> Iterator[Issue]:
 
 def parse_fleet_spec(raw: object, source: str = "aksgpu:fleet") -> tuple[FleetSpec, list[Issue]]:
     """Validate `raw` (the parsed `aksgpu:fleet` value); raises SpecError listing every error."""
+    return _parse(FleetSpec, raw, source)
+
+
+def parse_fleet_upgrades_spec(raw: object, source: str = "aksgpu:fleetUpgrades") -> tuple[FleetUpgradesSpec,
+                                                                                             list[Issue]]:
+    """Validate `raw` (the parsed `aksgpu:fleetUpgrades` value); raises SpecError listing every error."""
+    return _parse(FleetUpgradesSpec, raw, source)
+
+
+def _parse(model: type[FleetSpec] | type[FleetUpgradesSpec], raw: object, source: str) -> tuple[Any, list[Issue]]:
     if not isinstance(raw, dict):
         raise SpecError([Issue("(top level)", raw, "the fleet spec must be a mapping of fields",
                                "render it from environments.yaml (`aksgpu render ENV`)")], source)
     try:
-        spec = FleetSpec.model_validate(raw)
+        spec = model.model_validate(raw)
     except ValidationError as error:
-        raise SpecError(issues_from_validation_error(error, raw, FleetSpec), source) from None
+        raise SpecError(issues_from_validation_error(error, raw, model), source) from None
     issues = spec.issues()
     if any(issue.severity == "error" for issue in issues):
         raise SpecError(issues, source)

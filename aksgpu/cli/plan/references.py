@@ -1,0 +1,31 @@
+"""What a stack reads from other stacks in an offline plan: a fleet member's and a fleet's upgrades
+stack read the fleet's shared stack through a stack reference, answered from its own offline plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aksgpu.cli.errors import UserError
+from aksgpu.cli.plan.planner import plan_stack
+from aksgpu.cli.project.stackfile import StackFile, resolve_stack
+
+
+def referenced_stack_outputs(stack_file: StackFile, project: str | None = None) -> dict[str, dict[str, Any]]:
+    """The outputs of the stacks `stack_file`'s program reads through stack references, from their
+    own offline plans: the fleet stack of a fleet member (aksgpu:cluster fleet.stack) or of a fleet's
+    upgrades stack (aksgpu:fleetUpgrades stack). UserError when that stack file is missing or holds
+    no fleet."""
+    cluster = stack_file.cluster
+    fleet = cluster.get("fleet") if isinstance(cluster, dict) else stack_file.fleet_upgrades
+    stack = fleet.get("stack") if isinstance(fleet, dict) else None
+    if not isinstance(stack, str) or not stack:
+        return {}
+    try:
+        shared = resolve_stack(stack, cwd=stack_file.project_dir)
+    except UserError as error:
+        raise UserError(f"{stack_file.path.name} belongs to fleet stack {stack}, whose outputs it reads through a "
+                        f"stack reference: {error}") from None
+    if not shared.is_fleet:
+        raise UserError(f"{stack_file.path.name} belongs to fleet stack {stack}, but {shared.path.name} holds no "
+                        "aksgpu:fleet. Fix: render the fleet environment (`aksgpu render`).")
+    return {stack: plan_stack(shared, project, {}).outputs}
