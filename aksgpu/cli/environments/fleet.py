@@ -1,11 +1,14 @@
-"""A fleet environment resolved: its shared FleetSpec and one validated ClusterSpec per member.
+"""A fleet environment resolved: its shared FleetSpec, its FleetUpgradesSpec and one validated
+ClusterSpec per member.
 
 A member's spec is the member's preset (or the environment's), then `defaults.overrides`, the
 environment's overrides, the fleet layer (what membership means: the fleet's registry and
 workspaces, upgrades left to Fleet Manager, with the policy waivers that says so) and last the
 member's own overrides, so a member can still keep its own registry. Rules that span the fleet
-(unique names, the stages' groups, upgrades run twice, stack names that clash) are checked here
-and name the place in environments.yaml to change.
+(unique names, the stages' groups, upgrades run twice, a pinned version under a version profile,
+stack names that clash, shared parts the fleet lacks) are checked here and name the place in
+environments.yaml to change. The fleet renders three kinds of stack: shared, one per member, and
+the upgrades stack (FleetUpgradesSpec), which deploys after the members.
 """
 
 from __future__ import annotations
@@ -88,9 +91,9 @@ def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet
     if issues:  # every member's spec and stack carries these names
         raise SpecError(issues, source)
     members: list[EffectiveEnvironment] = []
-    for index, member in enumerate(settings.members):
+    for member in settings.members:
         try:
-            members.append(_effective_member(environments, environment, shared, upgrades, member, index))
+            members.append(_effective_member(environments, environment, shared, upgrades, member))
         except SpecError as error:
             issues += error.issues
     if issues:
@@ -200,20 +203,20 @@ def fleet_layer(shared: FleetSpec, upgrades: FleetUpgradesSpec, environment: str
 
 
 def _effective_member(environments: EnvironmentsFile, environment: Environment, shared: FleetSpec,
-                      upgrades: FleetUpgradesSpec, member: FleetMemberSettings, index: int) -> EffectiveEnvironment:
+                      upgrades: FleetUpgradesSpec, member: FleetMemberSettings) -> EffectiveEnvironment:
     env = environment.name
+    layer = fleet_layer(shared, upgrades, env, member)
     stack = member_stack(env, member.name)
     member_environment = replace(
         environment, name=stack, preset=member.preset or environment.preset,
         description=(f"Member {member.name} of fleet environment {env} (update group {member.group})."
                      + (f" {environment.description}" if environment.description else "")),
         overrides=member.overrides,
-        shared_overrides=merge(merge(environment.shared_overrides, environment.overrides),
-                               fleet_layer(shared, upgrades, env, member)),
+        shared_overrides=merge(merge(environment.shared_overrides, environment.overrides), layer),
         fleet=None, member_of=env)
     layers = [("defaults.overrides", environment.shared_overrides),
               (f"environments.{env}.overrides", environment.overrides),
-              (f"environments.{env}.fleet (what membership sets)", fleet_layer(shared, upgrades, env, member)),
+              (f"environments.{env}.fleet (what membership sets)", layer),
               (f"environments.{env}.fleet.members[name={member.name}].overrides", member.overrides)]
     return effective_layers(member_environment, layers, f"fleet member {stack}", environments.relative_path)
 
