@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from aksgpu.cli.plan.planner import Plan, plan_stack
 from aksgpu.cli.project.stackfile import resolve_stack
-from tests.helpers import EXAMPLE, EXAMPLES
+from tests.helpers import EXAMPLE, EXAMPLES, copy_project
 
 
 @pytest.fixture(scope="session")
@@ -20,10 +19,7 @@ def example_plans() -> dict[str, Plan]:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the project (program, environments and stacks) to run commands in; the current folder."""
-    for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(EXAMPLE / name, tmp_path / name)
-    shutil.copytree(EXAMPLE / "stacks", tmp_path / "stacks")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(copy_project(EXAMPLE, tmp_path))
     return tmp_path
 
 

@@ -157,3 +157,14 @@ def write_case(case: Case, project: Path) -> list[str]:
         return ["validate", "stacks/Pulumi.fuzz.yaml"]
     (stacks / "environments.yaml").write_bytes(case.data)
     return ["validate"]
+
+
+def handled_outcome(result: Any, where: str) -> int:
+    """Assert that a command's run on a generated case ended in a message and a documented exit
+    code (a failure names its fix); returns the exit code."""
+    assert result.exit_code in (0, 1, 2), f"{where}: exit {result.exit_code}\n{result.output[-2000:]}"
+    assert result.exception is None or isinstance(result.exception, SystemExit), where
+    assert "Traceback" not in result.output and "internal error" not in result.output, where
+    if result.exit_code:
+        assert "Fix:" in result.output, f"{where}: a failure without a fix\n{result.output[-2000:]}"
+    return result.exit_code

@@ -84,6 +84,16 @@ def find_object(plan: Plan, kind: str, name: str) -> dict[str, Any]:
     return found[0]
 
 
+def copy_project(source: Path, folder: Path) -> Path:
+    """A copy of an example project's program, environments and stacks in `folder`."""
+    import shutil
+
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(source / name, folder / name)
+    shutil.copytree(source / "stacks", folder / "stacks")
+    return folder
+
+
 def plan_spec(spec: dict[str, Any], stack: str = "test") -> Plan:
     """Plan a spec with the project's real program, as `aksgpu plan` would."""
     stack_file = StackFile(EXAMPLE, EXAMPLE / "stacks" / f"Pulumi.{stack}.yaml", stack, {"aksgpu:cluster": spec})

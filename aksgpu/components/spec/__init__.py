@@ -21,6 +21,7 @@ from .base import (
     Issue,
     SpecError,
     SpecModel,
+    check_tags,
     checked,
     did_you_mean,
     issues_from_validation_error,
@@ -197,10 +198,7 @@ def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
         if replacement is not None:
             yield Issue(f"tags.{key}", spec.tags[key], "aksgpu puts its tags on every node pool, and AKS has read this "
                         "node pool tag as a feature switch", f"remove the tag and use {replacement}", "warning")
-    for key, value in spec.tags.items():
-        if not key or len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
-            yield Issue(f"tags.{key}", value, "tag names are 1-512 characters without <>%&\\?/, values at most 256",
-                        "shorten or rename the tag")
+    yield from check_tags(spec.tags)
 
 
 def _check_location(location: str) -> Iterator[Issue]:

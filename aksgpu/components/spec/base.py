@@ -86,6 +86,14 @@ class SpecError(Exception):
         return "\n".join(lines)
 
 
+def check_tags(tags: dict[str, str]) -> typing.Iterator[Issue]:
+    """Azure's rule for tag names and values, on every resource aksgpu tags."""
+    for key, value in tags.items():
+        if not key or len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
+            yield Issue(f"tags.{key}", value, "tag names are 1-512 characters without <>%&\\?/, values at most 256",
+                        "shorten or rename the tag")
+
+
 def render_value(value: Any) -> str:
     """A short, JSON-like rendering of a user's value for messages."""
     if value is _MISSING:

@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError
 
 from aksgpu.components import data
 
-from .base import Issue, SpecError, SpecModel, checked, issues_from_validation_error
+from .base import Issue, SpecError, SpecModel, check_tags, checked, issues_from_validation_error
 
 # fleets.json: fleetName (1-63), fleetMemberName, updateStrategyName, autoUpgradeProfileName and
 # group names (1-50): lowercase letters, digits and '-', starting and ending with a letter or digit.
@@ -229,10 +229,7 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
     if hub.dns_prefix is not None and not HUB_DNS_PREFIX.fullmatch(hub.dns_prefix):
         yield Issue("hub.dnsPrefix", hub.dns_prefix, "must be 1-54 letters, digits or '-', starting and ending with "
                     "a letter or digit", "shorten it or remove the other characters")
-    for key, value in spec.tags.items():
-        if not key or len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
-            yield Issue(f"tags.{key}", value, "tag names are 1-512 characters without <>%&\\?/, values at most 256",
-                        "shorten or rename the tag")
+    yield from check_tags(spec.tags)
 
 
 def check_upgrades(spec: FleetUpgradesSpec) -> Iterator[Issue]:
