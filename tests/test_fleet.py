@@ -527,3 +527,17 @@ def test_no_generated_fleet_input_escapes_the_error_handling(fleet_project: Path
             exit_codes[code] = exit_codes.get(code, 0) + 1
         (fleet_project / "stacks" / "Pulumi.fuzz.yaml").unlink(missing_ok=True)
     assert set(exit_codes) == {0, 1, 2}, exit_codes
+
+
+def test_the_fleet_examples_schema_is_current_and_accepts_its_environments() -> None:
+    import subprocess
+    import sys
+
+    from aksgpu.cli.environments.schema import environments_schema
+
+    schema = FLEET_EXAMPLE / "stacks" / "environments.schema.json"
+    assert json.loads(schema.read_text()) == environments_schema(), "aksgpu schema environments -o ..."
+    tool = Path(sys.executable).with_name("check-jsonschema")
+    result = subprocess.run([str(tool), "--schemafile", str(schema), str(FLEET_EXAMPLE / "stacks" / "environments.yaml")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

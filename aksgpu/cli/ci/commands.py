@@ -154,8 +154,8 @@ def changed(
 
     All of them when the Pulumi program or aksgpu's version changed (__main__.py, Pulumi.yaml,
     pyproject.toml, requirements.txt, aksgpu/); otherwise those whose stacks/Pulumi.<env>.yaml
-    changed. A fleet lists its stacks one by one: a member whose stack file changed, or every
-    member when the fleet's shared stack changed.
+    changed. A fleet lists its stacks one by one: a member (or the upgrades stack) whose stack file
+    changed, or every member and the upgrades stack when the fleet's shared stack changed.
     """
     from aksgpu.cli.ci.pipelines import changed_environments, changed_files
     from aksgpu.cli.environments.file import load_environments

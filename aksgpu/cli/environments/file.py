@@ -122,7 +122,7 @@ class EnvironmentSettings(_Model):
     overrides: dict[str, Any] = Field(default_factory=dict)
     """Cluster spec fields that differ from the preset (camelCase, as in a stack file). Mappings merge key by key; lists of named items (nodePools, teams, subnets) merge by name, and an item with `_remove: true` drops the preset's item; other lists replace the preset's. In a fleet environment they apply to every member."""
     fleet: FleetSettings | None = None
-    """Make this environment a fleet of clusters: its stack holds the shared parts (Fleet Manager, registry, workspaces) and each member gets a stack "<environment>-<member>"."""
+    """Make this environment a fleet of clusters: its stack holds the shared parts (Fleet Manager, registry, workspaces), each member gets a stack "<environment>-<member>", and "<environment>-upgrades" holds the update strategy and auto-upgrade profiles (deployed after the members)."""
 
 
 class EnvironmentsDocument(_Model):
