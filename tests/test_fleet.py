@@ -541,3 +541,16 @@ def test_the_fleet_examples_schema_is_current_and_accepts_its_environments() -> 
     result = subprocess.run([str(tool), "--schemafile", str(schema), str(FLEET_EXAMPLE / "stacks" / "environments.yaml")],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["destroy", "training", "--yes"], "destroy them first, training-upgrades then the members"),
+    (["up", "training", "--yes", "--no-members", "--member", "canary"], "--no-members deploys the shared stack alone"),
+    (["kubeconfig", "training"], "a fleet's shared stack, which has no cluster"),
+    (["kubeconfig", "training-upgrades"], "a fleet's upgrades stack, which has no cluster"),
+    (["cost", "training-upgrades"], "which Fleet Manager does not charge for"),
+])
+def test_commands_that_a_fleet_stack_cannot_take_say_why(fleet_project: Path, args: list[str], expected: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output and "Fix:" in result.output

@@ -1,6 +1,6 @@
-"""The offline plan of a fleet: its shared stack, then each member with the shared stack's outputs
-as its stack reference reads them, and what only the whole fleet shows (members, update stages,
-totals, quota per region, cost, deploy time)."""
+"""The offline plan of a fleet: its shared stack, then each member and the upgrades stack with the
+shared stack's outputs as their stack references read them, and what only the whole fleet shows
+(members, team GPU quotas, update stages, totals, quota per region, cost, deploy time)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def load_fleet(stack_file: StackFile) -> tuple[FleetSpec, list[Issue]]:
 
 
 def plan_fleet(stack_file: StackFile, members: list[str] | None = None) -> FleetPlan:
-    """Plan the shared stack and its members (all, or those named by member name or stack)."""
+    """Plan the shared stack, the upgrades stack and the members (all, or those named by member name
+    or stack)."""
     from aksgpu.cli.plan.policy_results import evaluate_plan, evaluate_resources
     from aksgpu.cli.preflight.tables import cost_of, price_table
     from aksgpu.preflight.cost import fleet_estimate

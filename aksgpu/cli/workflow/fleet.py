@@ -194,8 +194,8 @@ def _first_line(error: BaseException) -> str:
 
 
 def up_whole_fleet(stack_file: StackFile, *, member: list[str] | None, parallel: int, yes: bool, diff: bool,
-              refresh: bool, only_shared: bool, policy_pack: list[Path] | None, as_json: bool, backend: str | None,
-              secrets_provider: str | None) -> None:
+                   refresh: bool, only_shared: bool, policy_pack: list[Path] | None, as_json: bool,
+                   backend: str | None, secrets_provider: str | None) -> None:
     """`aksgpu up FLEET`: shared stack, members (all or --member), then the upgrades stack."""
     policy_packs(policy_pack)
     if not yes:
