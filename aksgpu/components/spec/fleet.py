@@ -1,18 +1,19 @@
-"""FleetSpec: many AKS GPU clusters declared together and operated as one.
+"""FleetSpec and FleetUpgradesSpec: many AKS GPU clusters declared together and operated as one.
 
 A fleet environment renders one Pulumi stack for its shared parts (`aksgpu:fleet`, this
-module's FleetSpec) and one per member cluster (`aksgpu:cluster`, a ClusterSpec whose `fleet`
-field is the member's FleetMembership). The shared stack holds the Azure Kubernetes Fleet
-Manager fleet, its staged update strategy and auto-upgrade profiles, and the parts every member
-uses: a geo-replicated registry, Log Analytics workspaces and one Azure Monitor workspace. A
-member stack holds its cluster and its FleetMember, and reads the shared stack's outputs
-through a stack reference: shared stack first, then the members.
+module's FleetSpec), one per member cluster (`aksgpu:cluster`, a ClusterSpec whose `fleet`
+field is the member's FleetMembership) and one for its upgrades (`aksgpu:fleetUpgrades`,
+FleetUpgradesSpec). The shared stack holds the Azure Kubernetes Fleet Manager fleet and the parts
+every member uses: a geo-replicated registry, Log Analytics workspaces and one Azure Monitor
+workspace. A member stack holds its cluster and its FleetMember. The upgrades stack holds the
+staged update strategy and the auto-upgrade profiles, which may name only groups that members
+have joined. Both read the shared stack's outputs through a stack reference: shared stack first,
+then the members, then the upgrades.
 
 Names and limits follow Fleet Manager's OpenAPI spec 2024-05-02-preview (the version
 pulumi-azure-native 3.x uses; tests/data/azure-rest-api/.../fleet) and its docs (data table
-azure_limits.yaml, fleet entries).
+aks_limits.yaml, fleet entries).
 """
-
 from __future__ import annotations
 
 import re
