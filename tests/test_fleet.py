@@ -554,3 +554,18 @@ def test_commands_that_a_fleet_stack_cannot_take_say_why(fleet_project: Path, ar
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert expected in result.output and "Fix:" in result.output
+
+
+def test_a_member_the_fleet_no_longer_lists_is_named_with_the_way_out(fleet_project: Path) -> None:
+    document = _environments_document(fleet_project)
+    fleet = document["environments"]["training"]["fleet"]
+    fleet["members"] = fleet["members"][:2]
+    fleet["updateStages"][1]["groups"] = ["eastus2"]
+    _write_environments(fleet_project, document)
+    assert runner.invoke(app, ["render", "training"]).exit_code == 0
+    for args in (["validate"], ["plan", "training-westus3"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code in (1, 2), result.output
+        assert "was rendered as member westus3 of fleet training, which stacks/environments.yaml no longer lists" \
+            in result.output
+        assert "aksgpu destroy training-westus3" in result.output

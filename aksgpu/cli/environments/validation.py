@@ -196,6 +196,17 @@ def _validate_stack_file(target: str, cwd: Path | None) -> Report:
         return report
     source = f"aksgpu:cluster in {stack_file.path.name}"
     report = Report(stack_file.path.name, source)
+    cluster = stack_file.cluster
+    if isinstance(cluster, dict) and isinstance(cluster.get("fleet"), dict):
+        # A fleet member's stack file: its fleet must still list it (render_state says how to part).
+        from aksgpu.cli.environments.render import EnvironmentNotRendered, render_state
+
+        try:
+            render_state(stack_file)
+        except EnvironmentNotRendered as error:
+            report.notes.append(f"error: {error}")
+            report.failed = True
+            return report
     try:
         spec, warnings = parse_cluster_spec(stack_file.cluster, source=source)
     except SpecError as error:
