@@ -569,3 +569,15 @@ def test_a_member_the_fleet_no_longer_lists_is_named_with_the_way_out(fleet_proj
         assert "was rendered as member westus3 of fleet training, which stacks/environments.yaml no longer lists" \
             in result.output
         assert "aksgpu destroy training-westus3" in result.output
+
+
+def test_members_send_no_version_that_a_fleet_upgrade_would_make_stale(fleet_plan: FleetPlan) -> None:
+    """Fleet Manager moves the members' versions; a version in the stored inputs would make the
+    next `up` ask AKS to go back (a second up must change nothing, tests/test_second_up.py)."""
+    for member in fleet_plan.members:
+        [cluster] = member.plan.by_type("azure-native:containerservice:ManagedCluster")
+        assert "kubernetesVersion" not in cluster.inputs
+        assert cluster.inputs["autoUpgradeProfile"] == {"nodeOSUpgradeChannel": "None", "upgradeChannel": "none"}
+        pools = member.plan.by_type("azure-native:containerservice:AgentPool")
+        assert pools and all("orchestratorVersion" not in pool.inputs for pool in pools)
+        assert all("orchestratorVersion" not in pool for pool in cluster.inputs["agentPoolProfiles"])
