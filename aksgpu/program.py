@@ -12,6 +12,9 @@ outputs through a stack reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import pulumi
 
 from aksgpu.alias_urns import defer_alias_urns
@@ -19,6 +22,8 @@ from aksgpu.components.aks_gpu_cluster import AksGpuCluster
 from aksgpu.components.fleet import AksGpuFleet, FleetOutputs, FleetUpgrades
 from aksgpu.components.spec import ClusterSpec, SpecError, parse_cluster_spec
 from aksgpu.components.spec.fleet import FLEET_OUTPUTS, parse_fleet_spec, parse_fleet_upgrades_spec
+
+T = TypeVar("T")
 
 
 def run() -> AksGpuCluster | AksGpuFleet | FleetUpgrades:
@@ -37,13 +42,7 @@ def run() -> AksGpuCluster | AksGpuFleet | FleetUpgrades:
         raise pulumi.RunError(
             "aksgpu:cluster is not set in this stack's config. Fix: add the environment to stacks/environments.yaml "
             "and render its stack file (`aksgpu init ENV --preset NAME`).")
-    try:
-        spec, warnings = parse_cluster_spec(raw_spec)
-    except SpecError as error:
-        raise pulumi.RunError(str(error)) from None  # RunError: the message, without a traceback
-    for warning in warnings:
-        pulumi.log.warn(str(warning))
-
+    spec = _validated(parse_cluster_spec, raw_spec)
     fleet = fleet_outputs(spec.fleet.stack, spec) if spec.fleet is not None else None
     cluster = AksGpuCluster(spec.name, spec, fleet=fleet)
     pulumi.export("clusterName", cluster.cluster.cluster_name)
@@ -63,13 +62,20 @@ def _structured(config: pulumi.Config, key: str) -> object:
                               "Fix: check it with `aksgpu validate STACK`, which names the line.") from None
 
 
-def _run_fleet(raw_spec: object) -> AksGpuFleet:
+def _validated(parse: Callable[[Any], tuple[T, list[Any]]], raw_spec: object) -> T:
+    """The spec `parse` makes of the config value, its warnings logged; its errors end the program
+    with the message alone (a RunError prints no traceback)."""
     try:
-        spec, warnings = parse_fleet_spec(raw_spec)
+        spec, warnings = parse(raw_spec)
     except SpecError as error:
         raise pulumi.RunError(str(error)) from None
     for warning in warnings:
         pulumi.log.warn(str(warning))
+    return spec
+
+
+def _run_fleet(raw_spec: object) -> AksGpuFleet:
+    spec = _validated(parse_fleet_spec, raw_spec)
     fleet = AksGpuFleet(spec.name, spec)
     for name in FLEET_OUTPUTS:
         pulumi.export(name, fleet.outputs[name])
@@ -77,12 +83,7 @@ def _run_fleet(raw_spec: object) -> AksGpuFleet:
 
 
 def _run_fleet_upgrades(raw_spec: object) -> FleetUpgrades:
-    try:
-        spec, warnings = parse_fleet_upgrades_spec(raw_spec)
-    except SpecError as error:
-        raise pulumi.RunError(str(error)) from None
-    for warning in warnings:
-        pulumi.log.warn(str(warning))
+    spec = _validated(parse_fleet_upgrades_spec, raw_spec)
     upgrades = FleetUpgrades(f"{spec.stack}-upgrades", spec, fleet_outputs(spec.stack))
     pulumi.export("updateStrategyId", upgrades.update_strategy_id)
     return upgrades
