@@ -105,17 +105,19 @@ def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet
         raw["location"] = summaries[0]["location"]
     raw_upgrades = {**upgrades.model_dump(mode="json", by_alias=True, exclude={"members"}), "members": summaries}
     found: list[Issue] = []
+    parsed: list[Any] = []
     for parse, value in ((parse_fleet_spec, raw), (parse_fleet_upgrades_spec, raw_upgrades)):
         try:
-            found += parse(value, source)[1]
+            spec, warnings = parse(value, source)
         except SpecError as error:
-            found += error.issues
-    issues = [*(_at(issue, where) for issue in found), *_fleet_rules(environments, name, settings, raw, upgrades,
-                                                                      members)]
+            spec, warnings = None, error.issues
+        parsed.append(spec)
+        found += warnings
+    issues = [*(_at(issue, where) for issue in found),
+              *_fleet_rules(environments, environment, settings, raw, upgrades, members)]
     if any(issue.severity == "error" for issue in issues):
         raise SpecError(issues, source)
-    return EffectiveFleet(environment, parse_fleet_spec(raw, source)[0], parse_fleet_upgrades_spec(raw_upgrades)[0],
-                          members, issues)
+    return EffectiveFleet(environment, parsed[0], parsed[1], members, issues)
 
 
 def _shared_parts(environment: Environment, settings: FleetSettings, where: str,
@@ -221,12 +223,12 @@ def _effective_member(environments: EnvironmentsFile, environment: Environment, 
     return effective_layers(member_environment, layers, f"fleet member {stack}", environments.relative_path)
 
 
-def _fleet_rules(environments: EnvironmentsFile, name: str, settings: FleetSettings, shared: dict[str, Any],
-                 upgrades: FleetUpgradesSpec, members: list[EffectiveEnvironment]) -> list[Issue]:
+def _fleet_rules(environments: EnvironmentsFile, environment: Environment, settings: FleetSettings,
+                 shared: dict[str, Any], upgrades: FleetUpgradesSpec, members: list[EffectiveEnvironment]) -> list[Issue]:
     issues: list[Issue] = []
+    name = environment.name
     where = f"environments.{name}.fleet"
-    environment = environments.get(name)
-    # Every other stack the file renders: an environment's, or another fleet's (H: one file, two owners).
+    # Every other stack the file renders, an environment's or another fleet's: one file may not have two owners.
     others = {stack: owner for stack, (owner, _) in environments.stacks().items() if owner != name}
     others.update({env: env for env in environments.names if env != name})
     registry_mode = (shared.get("registry") or {}).get("mode", "create")
