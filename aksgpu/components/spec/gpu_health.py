@@ -103,6 +103,27 @@ class Alerts(SpecModel):
     """Resource IDs of Azure Monitor action groups notified when a rule fires (managedPrometheus only). Empty: alerts show in Azure Monitor without notifications."""
 
 
+class Breaker(SpecModel):
+    """When the gate stops failing a pool's new nodes: a share of them failing together points at the
+    check's image, the driver or the node image, not at the GPUs, and failing them would only churn VMs."""
+
+    enabled: bool = True
+    """Hold instead of fail once failures look systemic: the node keeps the gate's taint (value "held"), is kept from scale-down, gets a Warning Event and the GpuGateBreakerOpen alert fires. A held node is checked again when the gate's DaemonSet rolls (a fixed image) or its gate pod is deleted."""
+    failure_share: float = Field(default=0.5, gt=0, le=1)
+    """Share (0-1] of a pool's gate verdicts within windowMinutes that are failures, above which the breaker opens."""
+    window_minutes: int = Field(default=120, ge=10, le=1440)
+    """Minutes (10-1440) of gate verdicts the breaker looks at, per pool."""
+    min_nodes: int = Field(default=3, ge=1, le=100)
+    """Verdicts (1-100) a pool needs within the window before the breaker can open: one bad GPU is not a trend."""
+
+
+class Passive(SpecModel):
+    """What the passive signals do besides alerting."""
+
+    cordon: bool = True
+    """Cordon a GPU node when its DCGM exporter reports a condition the alert rules call critical (a critical Xid, uncorrectable ECC, a row-remap failure or pending remap), or AKS's node-problem-detector raises a GPU condition on it, through the gate's verdict step: the same label, Event, record and kept-node bound as a failed check. Running pods stay; the breaker's share applies per pool and run."""
+
+
 class Gate(SpecModel):
     """The check every new GPU node passes before it takes work (the node's life: tainted, checked, admitted)."""
 
@@ -114,6 +135,12 @@ class Gate(SpecModel):
     """Command of the check: exit 0 = the node passes; exit 1 = it fails a check; any other code = the check could not run (treated as a failure). It may write a JSON report to $AKSGPU_REPORT; a top-level "failedCheck" string there names the failed check in the node's label. Default: DCGM diagnostics level 2 (memory and PCIe, about two minutes). aksgpu's own check (aksgpu/components/kubernetes/gpu_check, with its Dockerfile): ["python", "-m", "aksgpu.components.kubernetes.gpu_check"] in the image you build from it."""
     timeout_seconds: int = Field(default=600, ge=60, le=7200)
     """Seconds (60-7200) the check may run before it counts as failed (exit code 124). A node still pending this long plus 20 minutes (image pulls, the GPU Operator's driver) is failed by the gate's watchdog."""
+    keep_failed_nodes: int = Field(default=2, ge=0, le=100)
+    """Failed nodes per pool (0-100) kept for diagnosis: cordoned, labelled, and annotated with the cluster autoscaler's scale-down-disabled so it does not delete them. Past this bound (the newest are kept), or after keepFailedHours, the watchdog hands a failed node to the autoscaler, which drains and deletes it when its pool is above minCount; its record (Event, log line, the aksgpu-gpu-health-record ConfigMap) stays."""
+    keep_failed_hours: int = Field(default=24, ge=1, le=720)
+    """Hours (1-720) a failed node is kept for diagnosis before it is handed to the autoscaler."""
+    breaker: Breaker = Breaker()
+    """The circuit breaker: when too many of a pool's new nodes fail, hold them instead of failing them."""
     helper_image: Image = pinned_image("python")
     """Image that runs aksgpu's own gate steps (node_gate.py: taint, verdict, watchdog) with python3. Default: Azure Linux's Python image from Microsoft's registry (no Docker Hub pull limits); point it at your registry's mirror if nodes cannot reach mcr.microsoft.com."""
 
@@ -140,6 +167,8 @@ class GpuHealth(SpecModel):
     """The check that admits each new GPU node."""
     recheck: Recheck = Recheck()
     """Scheduled re-checks of idle GPU nodes."""
+    passive: Passive = Passive()
+    """What critical passive signals (DCGM metrics, node-problem-detector conditions) do to a node."""
 
     def effective_scraper(self, managed_prometheus: bool) -> Literal["managedPrometheus", "bundled", "none"]:
         if not self.metrics.enabled:
