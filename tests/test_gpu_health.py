@@ -28,7 +28,6 @@ from tests.helpers import (
     kubernetes_manifests,
     plan_spec,
 )
-from tests.oracles.kubernetes import DATA
 
 H100 = {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,
         "maxCount": 4, "gpu": {"driver": "None"}}
@@ -53,32 +52,7 @@ def _containers(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # --- metrics ---------------------------------------------------------------------------------
 
 
-def _csv_fields(path: Path, commented: bool = False) -> dict[str, str]:
-    fields = {}
-    for line in path.read_text().splitlines():
-        text = line.strip()
-        if commented and text.startswith("#"):
-            text = text.lstrip("# ").strip()
-        if text.startswith(("DCGM_FI_", "DCGM_EXP_")):
-            name, kind = (part.strip() for part in text.split(",")[:2])
-            fields[name] = kind
-    return fields
-
-
-def test_the_metric_list_is_the_exporters_own_fields_plus_the_health_ones() -> None:
-    ours = _csv_fields(REPO / "aksgpu" / "components" / "data" / "dcgm_metrics.csv")
-    upstream = {**_csv_fields(DATA / "dcgm-exporter" / "default-counters.csv", commented=True),
-                **_csv_fields(DATA / "dcgm-exporter" / "dcp-metrics-included.csv", commented=True)}
-    assert {name: kind for name, kind in ours.items() if upstream.get(name) != kind} == {}, \
-        "every field and type is one the exporter itself lists"
-    defaults_off = set(_csv_fields(DATA / "dcgm-exporter" / "default-counters.csv", commented=True)) - \
-        set(_csv_fields(DATA / "dcgm-exporter" / "default-counters.csv"))
-    health = {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_RETIRED_PENDING",
-              "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_THERMAL_VIOLATION",
-              "DCGM_EXP_XID_ERRORS_COUNT"}
-    assert health <= defaults_off & set(ours), "what the default list leaves out, aksgpu's adds"
-    assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_GPU_TEMP",
-            "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"} <= set(ours)
+# The metric list's fields and types against DCGM's own field list, and the alert rules: test_gpu_alerts.py.
 
 
 def test_both_exporters_read_the_list_and_one_pod_monitor_scrapes_them(plan: Any) -> None:

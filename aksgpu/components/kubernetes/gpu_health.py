@@ -188,7 +188,11 @@ def pod_monitor(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
         "spec": {
             "namespaceSelector": {"matchNames": exporter_namespaces(spec, namespace)},
             "selector": {"matchLabels": dict(EXPORTER_APP_LABEL)},
-            "podMetricsEndpoints": [{"port": "metrics", "interval": interval, "scrapeTimeout": "10s"}],
+            # The pod's node on every series and on up, as the bundled scrape job does: GpuMetricsMissing
+            # joins up with kube-state-metrics' node label (the CRD's podMetricsEndpoints[].relabelings).
+            "podMetricsEndpoints": [{"port": "metrics", "interval": interval, "scrapeTimeout": "10s",
+                                     "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                                                      "targetLabel": "node", "action": "replace"}]}],
             # The limits Azure's scrape-CRD documentation asks every custom resource to set.
             "labelLimit": 63,
             "labelNameLengthLimit": 511,
@@ -218,6 +222,25 @@ def alert_rules() -> list[dict[str, Any]]:
     return [{**rule, "expression": rule["expression"].replace("NODE_XIDS", xids)} for rule in table["rules"]]
 
 
+def cordon_conditions() -> list[dict[str, Any]]:
+    """The alert rules' cordon blocks (gpu_alerts.yaml), for the passive remediation to test on one
+    scrape of a node's DCGM exporter: {"alert", "metric", "above"} and, where a label narrows it,
+    "label" with "values", the list the block names expanded to strings. The node is cordoned when
+    a sample of `metric` is above `above` (and its `label` is one of `values`)."""
+    table = data.load("gpu_alerts")
+    found = []
+    for rule in table["rules"]:
+        block = rule.get("cordon")
+        if block is None:
+            continue
+        condition = {"alert": rule["alert"], "metric": block["metric"], "above": block["above"]}
+        if "label" in block:
+            condition["label"] = block["label"]
+            condition["values"] = [str(value) for value in table[block["values"]]]
+        found.append(condition)
+    return found
+
+
 def _minutes(text: str) -> int:
     return int(str(text).removesuffix("m"))
 
@@ -229,12 +252,13 @@ def bundled_prometheus_values(spec: ClusterSpec, system_namespace: str) -> dict[
     rules = [{"alert": rule["alert"], "expr": rule["expression"],
               **({"for": rule["for"]} if _minutes(rule["for"]) else {}),
               "labels": {"severity": str(rule["severity"])},
-              "annotations": {"summary": f"{rule['alert']} on {{{{ $labels.Hostname }}}}", "description": rule["reason"]}}
+              "annotations": {"summary": f"{rule['alert']} on {{{{ $labels.node }}}}", "description": rule["reason"]}}
              for rule in alert_rules()] if spec.gpu_health.alerts.enabled else []
     values: dict[str, Any] = {
         "alertmanager": {"enabled": False},
         "prometheus-node-exporter": {"enabled": False},
         "prometheus-pushgateway": {"enabled": False},
+        # GpuMetricsMissing reads its kube_node_status_capacity and kube_node_spec_taint.
         "kube-state-metrics": {"enabled": True},
         "server": {"retention": "15d", "persistentVolume": {"enabled": True, "size": "50Gi"}},
         "extraScrapeConfigs": yaml.safe_dump([scrape_job(spec, system_namespace)], sort_keys=False),
