@@ -81,9 +81,10 @@ def test_both_exporters_read_the_list_and_one_pod_monitor_scrapes_them(plan: Any
 
 
 def test_the_gate_daemonsets_per_driver_mode(plan: Any) -> None:
-    aks = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-aks-driver"))
+    # One check DaemonSet per driver mode and GPU count (the a100 pool has 1 GPU, the h100 pool 8).
+    aks = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-aks-driver-1gpu"))
     hold = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-operator-hold"))
-    check = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-operator"))
+    check = _pod(find_object(plan, "DaemonSet", "aksgpu-gpu-gate-operator-8gpu"))
 
     def health_expression(pod: dict[str, Any]) -> dict[str, Any]:
         [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -93,8 +94,7 @@ def test_the_gate_daemonsets_per_driver_mode(plan: Any) -> None:
     assert health_expression(aks) == health_expression(hold) == undecided
     assert health_expression(check) == {"key": objects.HEALTH_LABEL, "operator": "In", "values": ["pending"]}
     for pod in (aks, hold, check):
-        assert {"key": objects.GATE_TAINT_KEY, "operator": "Equal", "value": "pending", "effect": "NoSchedule"} in \
-            pod["tolerations"]
+        assert {"key": objects.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     assert [c["name"] for c in aks["initContainers"]] == ["pending", "check"] and aks["containers"][0]["name"] == "verdict"
     assert [c["name"] for c in hold["initContainers"]] == ["pending"] and hold["containers"][0]["name"] == "hold"
     assert "--hold-operands" in hold["initContainers"][0]["command"]
@@ -102,7 +102,7 @@ def test_the_gate_daemonsets_per_driver_mode(plan: Any) -> None:
     assert "--release-operands" in check["containers"][0]["command"]
     assert "runtimeClassName" not in aks and "runtimeClassName" not in hold and check["runtimeClassName"] == "nvidia"
     pending = aks["initContainers"][0]["command"]
-    assert pending[pending.index("--gate-daemonset") + 1] == "aksgpu-system/aksgpu-gpu-gate-aks-driver"
+    assert pending[pending.index("--gate-daemonset") + 1] == "aksgpu-system/aksgpu-gpu-gate-aks-driver-1gpu"
     assert aks["initContainers"][0]["image"] == "mcr.microsoft.com/azurelinux/base/python:3.12"
 
 
@@ -120,10 +120,11 @@ def test_only_the_gate_steps_hold_the_node_rights(plan: Any) -> None:
     role = find_object(plan, "ClusterRole", "aksgpu-gpu-health")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
     watchdog = find_object(plan, "ClusterRole", "aksgpu-gpu-gate-watchdog")
-    assert watchdog["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    assert watchdog["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+                                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     own = find_object(plan, "Role", "aksgpu-gpu-health")
-    assert own["rules"] == [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"], "resourceNames": [
-        "aksgpu-gpu-gate-aks-driver", "aksgpu-gpu-gate-operator", "aksgpu-gpu-gate-operator-hold"]}]
+    assert own["rules"][-1] == {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"], "resourceNames": [
+        "aksgpu-gpu-gate-aks-driver-1gpu", "aksgpu-gpu-gate-operator-8gpu", "aksgpu-gpu-gate-operator-hold"]}
     binding = find_object(plan, "ClusterRoleBinding", "aksgpu-gpu-health")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "aksgpu-gpu-health", "namespace": "aksgpu-system"}]
     for obj in kubernetes_manifests(plan):
@@ -144,7 +145,7 @@ def test_the_check_runs_the_spec_command_under_the_contract(plan: Any) -> None:
     spec = edit(base_spec(), "gpuHealth.gate", {"image": "example.azurecr.io/gpu-check:1.0",
                                                 "command": ["python", "-m", "gpucheck", "--standard"],
                                                 "timeoutSeconds": 300})
-    check = _containers(_pod(find_object(plan_spec(spec), "DaemonSet", "aksgpu-gpu-gate-aks-driver")))["check"]
+    check = _containers(_pod(find_object(plan_spec(spec), "DaemonSet", "aksgpu-gpu-gate-aks-driver-1gpu")))["check"]
     assert check["image"] == "example.azurecr.io/gpu-check:1.0"
     assert check["command"] == ["sh", "-c", CHECK_WRAPPER, "aksgpu-check", "python", "-m", "gpucheck", "--standard"]
     env = {e["name"]: e.get("value") for e in check["env"]}
@@ -446,13 +447,13 @@ def test_the_watchdog_fails_nodes_pending_too_long(api_server: tuple[str, FakeAp
     gate_taint = {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
     state.node = _node(90, {node_gate.HEALTH_LABEL: "pending"}, [GPU_TAINT, gate_taint])
     state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] = "2026-11-24T11:45:00Z"
-    assert node_gate.watchdog(api, 30, now=NOW) == [], "15 minutes pending is within the limit"
-    assert node_gate.watchdog(api, 10, now=NOW) == ["aks-h100-1"]
+    assert node_gate.watchdog(api, 30, now=NOW)["failed"] == [], "15 minutes pending is within the limit"
+    assert node_gate.watchdog(api, 10, now=NOW)["failed"] == ["aks-h100-1"]
     node = state.node
     assert node["spec"]["unschedulable"] is True and node["spec"]["taints"] == [GPU_TAINT]
     assert node["metadata"]["labels"][node_gate.FAILED_CHECK_LABEL] == "gate-timeout"
     assert node_gate.PENDING_SINCE_ANNOTATION not in node["metadata"]["annotations"]
-    assert node_gate.watchdog(api, 10, now=NOW) == [], "a failed node is no longer pending"
+    assert node_gate.watchdog(api, 10, now=NOW)["failed"] == [], "a failed node is no longer pending"
 
 
 def test_a_repaired_node_handed_back_is_checked_again(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:

@@ -78,12 +78,14 @@ def advertisers(plan: Plan, node: Node) -> list[str]:
 
 
 def gate_taint(plan: Plan) -> str | None:
-    """The startup taint the gate DaemonSets put on new nodes (the one they tolerate with that prefix)."""
+    """The startup taint the gate DaemonSets put on new nodes (the one they tolerate with that prefix,
+    any value: "pending" is what node_gate.py's pending step writes)."""
     for daemonset in plan.by_type("kubernetes:apps/v1:DaemonSet"):
         if daemonset.inputs["metadata"]["name"].startswith("aksgpu-gpu-gate"):
             for toleration in _pod_spec(daemonset)["tolerations"]:
                 if toleration["key"].startswith(STARTUP_TAINT_PREFIX):
-                    return f"{toleration['key']}={toleration['value']}:{toleration['effect']}"
+                    value = toleration.get("value", "pending")
+                    return f"{toleration['key']}={value}:{toleration['effect']}"
     return None
 
 

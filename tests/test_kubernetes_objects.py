@@ -92,7 +92,7 @@ def test_every_kubernetes_object_validates_strictly(specs_and_plans: dict[str, t
 def test_the_oracle_rejects_what_the_api_server_would() -> None:
     plan = plan_spec(VARIANTS["operator with balloons and kueue"])
     objects = {(o["kind"], o["metadata"]["name"]): o for o in kubernetes_manifests(plan)}
-    daemonset = json.loads(json.dumps(objects[("DaemonSet", "aksgpu-gpu-gate-operator")]))
+    daemonset = json.loads(json.dumps(objects[("DaemonSet", "aksgpu-gpu-gate-operator-8gpu")]))
     daemonset["spec"]["template"]["spec"]["tolerations"][0]["opertor"] = "Exists"
     assert validate_object(daemonset, "1.33"), "an unknown field is an error in strict mode"
     flavor = json.loads(json.dumps(next(o for o in objects.values() if o["kind"] == "ResourceFlavor")))

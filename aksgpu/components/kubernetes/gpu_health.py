@@ -21,6 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import json
+import math
+
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
@@ -116,8 +119,52 @@ VALIDATIONS_EXCEPTION = {
     "k8s-host-path": "/run/nvidia/validations, read-only: the GPU Operator's driver validation marker, which the "
                      "gate waits for before its check.",
 }
-# The check's own memory, as requested and at most (DCGM diagnostics, not the GPUs' memory).
-CHECK_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
+HOST_LOG_EXCEPTION = {
+    "k8s-host-path": "/var/log, read-only: the node's kernel log (NVRM Xid lines), which the check reads as Azure's "
+                     "node health checks do; an unprivileged container cannot open /dev/kmsg (containerd's default "
+                     "device list, containerd oci/spec_opts.go WithDefaultUnixDevices, does not include it).",
+}
+HOST_LOG_DIR = "/host/var/log"
+
+
+def merged_exceptions(*reasons: dict[str, str]) -> dict[str, str]:
+    """Policy exceptions of several sources, one reason per rule (an object has one annotation per
+    rule): reasons for the same rule are joined."""
+    merged: dict[str, str] = {}
+    for found in reasons:
+        for rule, reason in found.items():
+            merged[rule] = f"{merged[rule]} {reason}" if rule in merged else reason
+    return merged
+
+
+def check_memory_gib(gpus: int) -> float:
+    """The check's peak host memory on a node with `gpus` GPUs, from aksgpu/components/data/gpu_gate.yaml:
+    the parent process (with a CUDA context per further GPU) plus one all-reduce worker per GPU."""
+    table = data.load("gpu_gate")["checkMemory"]
+    gpus = max(gpus, 1)
+    return float(table["parentGib"] + (gpus - 1) * table["parentContextPerGpuGib"] + gpus * table["workerRssGib"])
+
+
+def check_resources(gpus: int, vcpus: int | None = None) -> dict[str, dict[str, str]]:
+    """The check container's requests and limits on a node with `gpus` GPUs: memory for the measured
+    peak (request) with room and the /dev/shm tmpfs on top (limit), never below the DCGM check's
+    2Gi/4Gi; a core per GPU (the workers import PyTorch at once), at most half the node's vCPUs."""
+    table = data.load("gpu_gate")["checkMemory"]
+    estimate = check_memory_gib(gpus)
+    request = max(math.ceil(estimate), table["floorRequestGib"])
+    limit = max(math.ceil(estimate * table["limitFactor"] + table["sharedMemoryGib"]), table["floorLimitGib"], request)
+    cpu = max(1, gpus if vcpus is None else min(gpus, vcpus // 2))
+    return {"requests": {"cpu": str(cpu), "memory": f"{request}Gi"}, "limits": {"memory": f"{limit}Gi"}}
+
+
+def _shared_memory_volume() -> dict[str, Any]:
+    """/dev/shm for NCCL: a tmpfs, charged to the pod's memory (within the limit above)."""
+    size = data.load("gpu_gate")["checkMemory"]["sharedMemoryGib"]
+    return {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{size}Gi"}}
+
+
+def _host_log_volume() -> dict[str, Any]:
+    return {"name": "host-log", "hostPath": {"path": "/var/log", "type": "Directory"}}
 
 
 def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
@@ -294,7 +341,10 @@ def _gate_container(spec: ClusterSpec, name: str, step_args: list[str], token: b
     }
 
 
-def _check_container(spec: ClusterSpec, mode: str, gpus: int | None) -> dict[str, Any]:
+def _check_container(spec: ClusterSpec, mode: str, gpus: int, vcpus: int | None,
+                     request_gpus: bool, physical: int | None = None) -> dict[str, Any]:
+    """The check's container: sized for the node's `physical` GPUs (default `gpus`); a re-check
+    requests `gpus` nvidia.com/gpu (MIG instances where the pool splits its GPUs)."""
     gate = spec.gpu_health.gate
     env = [
         {"name": "AKSGPU_RESULTS", "value": RESULTS},
@@ -302,7 +352,9 @@ def _check_container(spec: ClusterSpec, mode: str, gpus: int | None) -> dict[str
         {"name": "AKSGPU_TIMEOUT_SECONDS", "value": str(gate.timeout_seconds)},
         {"name": "AKSGPU_MODE", "value": mode},
         {"name": "AKSGPU_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "AKSGPU_HOST_LOG_DIR", "value": HOST_LOG_DIR},
     ]
+    resources = check_resources(physical or gpus, vcpus)
     container: dict[str, Any] = {
         "name": "check",
         "image": gate.image,
@@ -311,20 +363,22 @@ def _check_container(spec: ClusterSpec, mode: str, gpus: int | None) -> dict[str
         # DCGM diagnostics read GPU state that needs root and SYS_ADMIN, as the DCGM exporter does.
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}},
-        "volumeMounts": [{"name": "results", "mountPath": RESULTS}],
+        "volumeMounts": [{"name": "results", "mountPath": RESULTS},
+                         {"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "host-log", "mountPath": HOST_LOG_DIR, "readOnly": True}],
     }
-    if gpus:
+    if request_gpus:
         # A re-check holds every GPU of an idle node through the device plugin.
-        container["resources"] = {"requests": {**CHECK_RESOURCES["requests"], "nvidia.com/gpu": str(gpus)},
-                                  "limits": {**CHECK_RESOURCES["limits"], "nvidia.com/gpu": str(gpus)}}
+        container["resources"] = {"requests": {**resources["requests"], "nvidia.com/gpu": str(gpus)},
+                                  "limits": {**resources["limits"], "nvidia.com/gpu": str(gpus)}}
     else:
         # The gate runs before any GPU is advertised: all GPUs, without a request.
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
-        container["resources"] = {kind: dict(values) for kind, values in CHECK_RESOURCES.items()}
+        container["resources"] = resources
     return container
 
 
-def _pod_volumes(extra: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def _pod_volumes(extra: list[dict[str, Any]] | None = None, check: bool = False) -> list[dict[str, Any]]:
     return [
         {"name": "node-gate", "configMap": {"name": SCRIPT_CONFIG}},
         {"name": "results", "emptyDir": {"sizeLimit": "64Mi"}},
@@ -334,6 +388,7 @@ def _pod_volumes(extra: list[dict[str, Any]] | None = None) -> list[dict[str, An
             {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
             {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
         ]}},
+        *([_shared_memory_volume(), _host_log_volume()] if check else []),
         *(extra or []),
     ]
 
@@ -349,7 +404,7 @@ def _gate_pod(spec: ClusterSpec, targets: list[PoolTarget], service_account: str
         "priorityClassName": "system-node-critical",
         "initContainers": init,
         "containers": [main],
-        "volumes": _pod_volumes(extra_volumes),
+        "volumes": _pod_volumes(extra_volumes, check=any(c["name"] == "check" for c in init)),
     }
 
 
@@ -370,15 +425,17 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
     """
     gate_name = f"{namespace}/{{name}}"
     daemonsets = []
-    install = device_plugin_targets(spec)
-    if install:
-        name = f"{GATE}-aks-driver"
+    for gpus, (targets, vcpus) in check_shapes(device_plugin_targets(spec)).items():
+        # One DaemonSet per GPU count: its check container is sized for the node's GPUs.
+        name = f"{GATE}-aks-driver-{gpus}gpu"
         pending = _gate_container(spec, "pending", ["pending", "--results", RESULTS,
                                                     "--gate-daemonset", gate_name.format(name=name)])
-        pod = _gate_pod(spec, install, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn",
-                        init=[pending, _check_container(spec, "gate", None)],
-                        main=_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold"]))
-        daemonsets.append(daemonset(name, namespace, pod, exceptions=CHECK_EXCEPTIONS))
+        pod = _gate_pod(spec, targets, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn",
+                        init=[pending, _check_container(spec, "gate", gpus, vcpus, request_gpus=False)],
+                        main=_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
+                                                               *verdict_args(spec, namespace)]))
+        daemonsets.append(daemonset(name, namespace, pod, exceptions=merged_exceptions(CHECK_EXCEPTIONS,
+                                                                                       HOST_LOG_EXCEPTION)))
     operator = operator_targets(spec)
     if operator:
         hold = f"{GATE}-operator-hold"
@@ -387,26 +444,83 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
         pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn", init=[pending],
                         main=_gate_container(spec, "hold", ["hold"], token=False))
         daemonsets.append(daemonset(hold, namespace, pod))
-        wait = _gate_container(spec, "wait-for-driver", ["wait-for-driver", "--timeout-seconds", "600"], token=False)
-        wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations", "readOnly": True})
-        verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
-                                                    "--release-operands"])
-        pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health="pending", op="In",
-                        init=[wait, _check_container(spec, "gate", None)], main=verdict,
-                        extra_volumes=[{"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
-                                                                             "type": "DirectoryOrCreate"}}])
-        pod["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
-        daemonsets.append(daemonset(f"{GATE}-operator", namespace, pod,
-                                    exceptions={**CHECK_EXCEPTIONS, **VALIDATIONS_EXCEPTION}))
+        for gpus, (targets, vcpus) in check_shapes(operator).items():
+            wait = _gate_container(spec, "wait-for-driver", ["wait-for-driver", "--timeout-seconds", "600"],
+                                   token=False)
+            wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations",
+                                         "readOnly": True})
+            verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
+                                                        "--release-operands", *verdict_args(spec, namespace)])
+            pod = _gate_pod(spec, targets, SERVICE_ACCOUNT, health="pending", op="In",
+                            init=[wait, _check_container(spec, "gate", gpus, vcpus, request_gpus=False)], main=verdict,
+                            extra_volumes=[{"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
+                                                                                 "type": "DirectoryOrCreate"}}])
+            pod["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
+            daemonsets.append(daemonset(f"{GATE}-operator-{gpus}gpu", namespace, pod,
+                                        exceptions=merged_exceptions(CHECK_EXCEPTIONS, VALIDATIONS_EXCEPTION,
+                                                                     HOST_LOG_EXCEPTION)))
     return daemonsets
 
 
+# GPUs per node the check is sized for when a pool's VM size is not in aksgpu's table: the most
+# any Azure GPU size has.
+UNKNOWN_SIZE_GPUS = 8
+
+
+def physical_gpus(target: PoolTarget) -> tuple[int, int | None]:
+    """(GPUs, vCPUs) of a pool's nodes: whole GPUs, which the check's processes use (a MIG pool
+    advertises more nvidia.com/gpu than that)."""
+    size = target.pool.size or {}
+    return int(size.get("gpus") or UNKNOWN_SIZE_GPUS), size.get("vcpus")
+
+
+def check_shapes(targets: list[PoolTarget]) -> dict[int, tuple[list[PoolTarget], int | None]]:
+    """GPUs per node -> (the pools with that many, the fewest vCPUs among them)."""
+    shapes: dict[int, tuple[list[PoolTarget], int | None]] = {}
+    for target in targets:
+        gpus, vcpus = physical_gpus(target)
+        pools, fewest = shapes.get(gpus, ([], None))
+        pools.append(target)
+        shapes[gpus] = (pools, vcpus if fewest is None else min(fewest, vcpus or fewest))
+    return dict(sorted(shapes.items()))
+
+
+def verdict_args(spec: ClusterSpec, namespace: str) -> list[str]:
+    """What node_gate.py's verdict and watchdog need of gpuHealth.gate: the kept-node bound and the breaker."""
+    gate = spec.gpu_health.gate
+    breaker = gate.breaker
+    return ["--namespace", namespace, "--keep-failed", str(gate.keep_failed_nodes),
+            "--keep-failed-hours", str(gate.keep_failed_hours),
+            *(["--no-breaker"] if not breaker.enabled else []),
+            "--breaker-share", f"{breaker.failure_share:g}", "--breaker-window-minutes", str(breaker.window_minutes),
+            "--breaker-min-nodes", str(breaker.min_nodes)]
+
+
 def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
-    """A CronJob on the system pool that fails nodes pending too long (their check never ran or
-    never finished), so no node stays "starting" forever."""
-    max_pending = spec.gpu_health.gate.timeout_seconds // 60 + GATE_STARTUP_ALLOWANCE_MINUTES
+    """A CronJob on the system pool: the periodic pass of node_gate.py over the GPU nodes (fail
+    nodes pending too long, hand failed nodes past the pool's bound to the autoscaler, cordon on
+    critical passive signals, gate again nodes whose software changed, and with the gate off
+    release every node it tainted). Declared whenever the cluster has GPU pools, so turning the
+    gate off never strands a node."""
+    health = spec.gpu_health
+    max_pending = health.gate.timeout_seconds // 60 + GATE_STARTUP_ALLOWANCE_MINUTES
     placement = system_pool_placement()
-    container = _gate_container(spec, "watchdog", ["watchdog", "--max-pending-minutes", str(max_pending)])
+    install, operator = device_plugin_targets(spec), operator_targets(spec)
+    step = ["watchdog", "--max-pending-minutes", str(max_pending), *verdict_args(spec, namespace),
+            "--pools", ",".join(sorted({target.name for target in [*install, *operator]}))]
+    if operator:
+        step += ["--operator-pools", ",".join(sorted({target.name for target in operator}))]
+    if not health.gate.enabled:
+        step.append("--gate-off")
+    if health.passive.cordon:
+        if health.metrics.enabled:
+            step += ["--cordon-conditions", json.dumps(cordon_conditions(), separators=(",", ":")),
+                     "--exporter-namespaces", ",".join(exporter_namespaces(spec, namespace)),
+                     "--exporter-port", str(_exporter_port())]
+        if install:
+            # AKS's node-problem-detector raises its GPU conditions where AKS installs the driver.
+            step += ["--npd-conditions", ",".join(data.load("gpu_gate")["npdConditions"]["cordon"])]
+    container = _gate_container(spec, "watchdog", step)
     container["env"] = []
     container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "results"]
     pod_spec = {
@@ -421,13 +535,13 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     return {
         "metadata": metadata(WATCHDOG, namespace),
         "spec": {
-            "schedule": "*/10 * * * *",
+            "schedule": "*/5 * * * *",
             "timeZone": "Etc/UTC",
             "concurrencyPolicy": "Forbid",
-            "startingDeadlineSeconds": 300,
+            "startingDeadlineSeconds": 240,
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": 300, "ttlSecondsAfterFinished": 3600,
+            "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": 240, "ttlSecondsAfterFinished": 3600,
                                      "template": {"metadata": {"labels": labels(WATCHDOG)}, "spec": pod_spec}}},
         },
     }
@@ -457,6 +571,9 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
     pools = len({id(target.pool) for target in targets})
     nodes = min(recheck.nodes_per_pool * pools, MAX_RECHECK_PODS)
     pod_labels = {**labels(RECHECK), "aksgpu.io/recheck": name}
+    shapes = [physical_gpus(target) for target in targets]
+    physical = max(found for found, _ in shapes)
+    vcpus = min((cpus for _, cpus in shapes if cpus), default=None)
     # Nodes the gate admitted; without the gate no node carries the label, and every node counts.
     admitted = ([admitted_by_gate()] if gate.enabled
                 else [{"key": HEALTH_LABEL, "operator": "NotIn", "values": ["failed"]}])
@@ -473,14 +590,17 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
                 "topologyKey": "kubernetes.io/hostname"}]},
         },
         "tolerations": pool_tolerations(targets),
-        "initContainers": [_check_container(spec, "recheck", gpus)],
-        "containers": [_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--recheck"])],
-        "volumes": _pod_volumes(),
+        "initContainers": [_check_container(spec, "recheck", gpus, vcpus, request_gpus=True,
+                                            physical=physical)],
+        "containers": [_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--recheck",
+                                                         *verdict_args(spec, namespace)])],
+        "volumes": _pod_volumes(check=True),
     }
     if operator:
         pod_spec["runtimeClassName"] = "nvidia"
     return {
-        "metadata": metadata(name, namespace, annotations=policy_exceptions(CHECK_EXCEPTIONS)),
+        "metadata": metadata(name, namespace, annotations=policy_exceptions(merged_exceptions(
+            CHECK_EXCEPTIONS, HOST_LOG_EXCEPTION))),
         "spec": {
             "schedule": recheck.schedule,
             "timeZone": "Etc/UTC",
@@ -502,26 +622,43 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
 
 
 def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str, Any]]:
-    """Service accounts and their rights, each exactly what its steps do: the gate gets and patches
-    nodes (taint, label, annotate, cordon) and reads its own DaemonSets (their creation time); the
-    watchdog also lists nodes to find those pending too long. As (kind, manifest) pairs."""
+    """Service accounts and their rights, each exactly what its steps do. Both get and patch nodes
+    (taint, label, annotate, cordon), write Events about them and update the record ConfigMap (by
+    name); the gate also reads its own DaemonSets (their creation time); the watchdog lists nodes
+    (those pending too long, a pool's failed nodes) and pods (the DCGM exporters it reads, and
+    whether a node's GPUs are in use before it is gated again). As manifests with their kind."""
     objects: list[dict[str, Any]] = []
-    for account, node_verbs in ((SERVICE_ACCOUNT, ["get", "patch"]), (WATCHDOG, ["get", "list", "patch"])):
+    for account, node_verbs, pods in ((SERVICE_ACCOUNT, ["get", "patch"], False),
+                                      (WATCHDOG, ["get", "list", "patch"], True)):
+        rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": node_verbs}]
+        if pods:
+            rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]})
         objects.append({"kind": "ServiceAccount", "metadata": metadata(account, namespace),
                         "automountServiceAccountToken": False})
-        objects.append({"kind": "ClusterRole", "metadata": metadata(account),
-                        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": node_verbs}]})
+        objects.append({"kind": "ClusterRole", "metadata": metadata(account), "rules": rules})
         objects.append({"kind": "ClusterRoleBinding", "metadata": metadata(account),
                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
                         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
-    if gate_daemonsets:
-        objects.append({"kind": "Role", "metadata": metadata(SERVICE_ACCOUNT, namespace),
-                        "rules": [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
-                                   "resourceNames": sorted(gate_daemonsets)}]})
-        objects.append({"kind": "RoleBinding", "metadata": metadata(SERVICE_ACCOUNT, namespace),
-                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
-                        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]})
+        role_rules = [
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
+             "resourceNames": [node_gate.RECORD_CONFIGMAP]},
+        ]
+        if account == SERVICE_ACCOUNT and gate_daemonsets:
+            role_rules.append({"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
+                               "resourceNames": sorted(gate_daemonsets)})
+        objects.append({"kind": "Role", "metadata": metadata(account, namespace), "rules": role_rules})
+        objects.append({"kind": "RoleBinding", "metadata": metadata(account, namespace),
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+                        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
     return objects
+
+
+def record_configmap(namespace: str) -> dict[str, Any]:
+    """Where every verdict is recorded: the history the breaker reads, and that outlives the nodes
+    it names. Pulumi creates it without data and never sets any (node_gate.py writes it with
+    get-modify-put), so no server-side apply of an up owns, resets or conflicts with the history."""
+    return {"metadata": metadata(node_gate.RECORD_CONFIGMAP, namespace)}
 
 
 NODE_POLICY = "aksgpu-gpu-gate-node-changes"
@@ -538,7 +675,7 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
     node_name = "'authentication.kubernetes.io/node-name'"
     held = ", ".join(f"'{label}'" for label in node_gate.HELD_OPERAND_LABELS)
     gate_labels = f"k.startsWith('{HEALTH_LABEL}') || k in [{held}]"
-    gate_annotations = f"k.startsWith('{HEALTH_LABEL}')"
+    gate_annotations = f"k.startsWith('{HEALTH_LABEL}') || k == '{node_gate.SCALE_DOWN_DISABLED_ANNOTATION}'"
     variables = [
         {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
         {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
@@ -569,7 +706,8 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
              "message": "the GPU gate may change only the aksgpu.io/gpu-health labels and the GPU Operator's "
                         "device-plugin and dcgm-exporter switches"},
             {"expression": unchanged_but("Annotations", gate_annotations),
-             "message": "the GPU gate may change only the aksgpu.io/gpu-health annotations"},
+             "message": "the GPU gate may change only the aksgpu.io/gpu-health annotations and the cluster "
+                        "autoscaler's scale-down-disabled"},
             {"expression": "!(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable) || "
                            "(has(object.spec.unschedulable) && object.spec.unschedulable)",
              "message": "the GPU gate may cordon a node, never uncordon one"},
@@ -627,8 +765,9 @@ class GpuHealth(pulumi.ComponentResource):
                 f"{name}-prometheus", name="aksgpu-prometheus", chart=chart["chart"], version=chart["version"],
                 repository_opts={"repo": chart["repository"]}, namespace=ns,
                 values=bundled_prometheus_values(spec, ns), opts=k8s_opts)
-        if health.gate.enabled or health.recheck.enabled:
-            self._node_gate(name, spec, args)
+        # The watchdog runs whatever the gate's setting: with the gate off it releases the nodes the
+        # gate left tainted, and critical passive signals still cordon.
+        self._node_gate(name, spec, args)
         self.register_outputs({})
 
     def _azure_rule_group(self, name: str, spec: ClusterSpec, args: GpuHealthArgs) -> None:
@@ -685,6 +824,11 @@ class GpuHealth(pulumi.ComponentResource):
                                                        subjects=obj["subjects"], opts=opts))
         script = k8s.core.v1.ConfigMap(f"{name}-gate-script", metadata=metadata(SCRIPT_CONFIG, ns),
                                        data={"node_gate.py": node_gate_script()}, opts=base)
+        record = record_configmap(ns)
+        # Created empty; node_gate.py owns its data from then on.
+        created.append(k8s.core.v1.ConfigMap(f"{name}-gate-record", metadata=record["metadata"],
+                                             opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+                                                 ignore_changes=["data"]))))
         policy, policy_binding = node_change_policy(ns)
         admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{name}-node-policy", metadata=policy["metadata"], spec=policy["spec"],
@@ -696,10 +840,9 @@ class GpuHealth(pulumi.ComponentResource):
         for manifest in daemonsets:
             k8s.apps.v1.DaemonSet(f"{name}-{manifest['metadata']['name'].removeprefix('aksgpu-gpu-')}",
                                   metadata=manifest["metadata"], spec=manifest["spec"], opts=ready)
-        if daemonsets:
-            watchdog = gate_watchdog(spec, ns)
-            k8s.batch.v1.CronJob(f"{name}-gate-watchdog", metadata=watchdog["metadata"], spec=watchdog["spec"],
-                                 opts=ready)
+        watchdog = gate_watchdog(spec, ns)
+        k8s.batch.v1.CronJob(f"{name}-gate-watchdog", metadata=watchdog["metadata"], spec=watchdog["spec"],
+                             opts=ready)
         if health.recheck.enabled:
             priority = k8s.scheduling.v1.PriorityClass(
                 f"{name}-recheck-priority", metadata=metadata(RECHECK), value=RECHECK_PRIORITY,

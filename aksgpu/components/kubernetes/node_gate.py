@@ -9,20 +9,28 @@ the node's resourceVersion, retried on conflict, so it never overwrites a concur
 Steps:
   pending   (init)  a node without a verdict gets the startup taint, aksgpu.io/gpu-health=pending
                     and the time it started waiting; with --hold-operands also
-                    nvidia.com/gpu.deploy.device-plugin=false and ...dcgm-exporter=false, which the
-                    GPU Operator honours: no GPU is advertised before the verdict, and no DCGM
-                    client competes with the check. A node that joined before the gate's
-                    DaemonSet existed, and was never checked, is only labelled "unchecked":
-                    checking it could disturb its work; the re-checks cover it once idle.
+                    nvidia.com/gpu.deploy.device-plugin=false and ...dcgm-exporter=false (on GPU
+                    Operator pools the pool already creates its nodes with these, so no controller
+                    ever sees another first value). A node that joined before the gate's DaemonSet
+                    existed, and was never checked, is only labelled "unchecked": checking it could
+                    disturb its work; the re-checks cover it once idle. A node the breaker held is
+                    checked again.
   wait-for-driver   (init, GPU Operator pools) wait until the operator's validator has marked the
                     driver and container toolkit ready on this node.
   (the check itself runs between these, in the check's own image; see GpuHealth)
   verdict   (main)  read the check's exit code and report; pass: remove the taint, label passed
-                    (and switch the held operands back on); fail: cordon, label failed
-                    and the failed check, remove the taint, annotate why.
+                    (and switch the held operands back on), record the node's software fingerprint;
+                    fail: cordon, label failed with the failed check, annotate why, keep the node
+                    from the autoscaler's scale-down while the pool's bound allows; or, when the
+                    pool's recent verdicts are mostly failures (the circuit breaker), hold it:
+                    tainted "held", kept, not failed. Every verdict is a Kubernetes Event on the
+                    Node, a JSON log line, and an entry in the record ConfigMap.
   hold      (main)  keep the pod alive until the node's verdict moves it off the node.
-  watchdog  (CronJob) fail every node that has been pending too long: its check never ran or
-                    never finished (an image that cannot be pulled, a driver that never loads).
+  watchdog  (CronJob) the periodic pass over the GPU nodes: fail (or hold) nodes pending too long;
+                    hand failed nodes past the pool's bound or age to the autoscaler; cordon nodes
+                    whose DCGM exporter or node-problem-detector reports a critical condition;
+                    gate again a passed node whose node image, kernel or driver changed; with the
+                    gate off, release every node it left tainted.
 
 The contract with the check: exit 0 passes the node, any other code fails it (1 a check failed,
 124 the time limit ran out, others: the check could not run). It may write a JSON object to
@@ -44,6 +52,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 GATE_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/aksgpu-gpu-check"
@@ -53,6 +62,25 @@ EXIT_CODE_ANNOTATION = "aksgpu.io/gpu-health-exit-code"
 REASON_ANNOTATION = "aksgpu.io/gpu-health-reason"
 CHECKED_AT_ANNOTATION = "aksgpu.io/gpu-health-checked-at"
 PENDING_SINCE_ANNOTATION = "aksgpu.io/gpu-health-pending-since"
+FINGERPRINT_ANNOTATION = "aksgpu.io/gpu-health-fingerprint"  # node image, kernel, driver at the last pass
+RELEASED_AT_ANNOTATION = "aksgpu.io/gpu-health-released-at"  # a failed node handed to the autoscaler
+# The cluster autoscaler never scales down a node with this annotation set to "true"
+# (kubernetes/autoscaler cluster-autoscaler-1.36.1 core/scaledown/eligibility/eligibility.go;
+# FAQ "How can I prevent Cluster Autoscaler from scaling down a particular node?"). Without it a
+# failed GPU node, which advertises no GPUs, is deleted with its labels: its scale-down
+# eligibility does not look at spec.unschedulable.
+SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"  # AKS sets it on every node (use-labels.md)
+NODE_IMAGE_LABEL = "kubernetes.azure.com/node-image-version"  # AKS sets it on every node (use-labels.md)
+# GPU Feature Discovery's driver labels on GPU Operator pools (NVIDIA/k8s-device-plugin
+# internal/lm/resource.go, v0.17+: nvidia.com/cuda.driver-version.full; older: .major/.minor/.rev).
+DRIVER_LABELS = ("nvidia.com/cuda.driver-version.full", "nvidia.com/cuda.driver.major",
+                 "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev")
+RECORD_CONFIGMAP = "aksgpu-gpu-health-record"
+RECORD_KEY = "verdicts"  # JSON lines, newest last
+RECORD_ENTRIES = 500  # about 150 KB: well inside a ConfigMap's 1 MiB
+LOG_PREFIX = "aksgpu-gpu-health"  # every verdict's JSON log line starts with it (Container Insights keeps it)
+EVENT_SOURCE = "aksgpu-gpu-gate"
 # The GPU Operator's per-node switches for the operands that must wait for the verdict; it keeps
 # a value it finds (controllers/state_manager.go, v26.7.0) and sets "true" where there is none.
 HELD_OPERAND_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm-exporter")
@@ -64,7 +92,7 @@ _LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class Api:
-    """The few node calls the gate needs, over the API server's REST interface."""
+    """The few calls the gate needs, over the API server's REST interface."""
 
     def __init__(self, base_url: str, token: str | None, context: ssl.SSLContext | None) -> None:
         self.base_url = base_url.rstrip("/")
@@ -98,11 +126,34 @@ class Api:
         query = urllib.parse.urlencode({"labelSelector": label_selector})
         return self._request("GET", f"/api/v1/nodes?{query}").get("items") or []
 
+    def list_pods(self, namespace: str | None = None, label_selector: str = "",
+                  field_selector: str = "") -> list[dict[str, Any]]:
+        query = urllib.parse.urlencode({key: value for key, value in (("labelSelector", label_selector),
+                                                                      ("fieldSelector", field_selector)) if value})
+        where = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        return self._request("GET", f"{where}?{query}").get("items") or []
+
     def get_daemonset(self, namespace: str, name: str) -> dict[str, Any]:
         return self._request("GET", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
 
     def merge_patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._request("PATCH", f"/api/v1/nodes/{name}", patch, "application/merge-patch+json")
+
+    def get_configmap(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+
+    def replace_configmap(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT with the resourceVersion it read: a concurrent writer makes it fail with 409."""
+        return self._request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body)
+
+    def create_event(self, namespace: str, event: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", f"/api/v1/namespaces/{namespace}/events", event)
+
+
+def get_text(url: str, timeout: float = 10.0) -> str:
+    """A plain HTTP GET (a DCGM exporter's /metrics)."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - a pod IP the API listed
+        return response.read().decode("utf-8", "replace")
 
 
 def update_node(api: Api, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None],
@@ -127,46 +178,213 @@ def _taints_without_gate(node: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != GATE_TAINT_KEY]
 
 
+def _gate_taint(value: str) -> dict[str, str]:
+    return {"key": GATE_TAINT_KEY, "value": value, "effect": "NoSchedule"}
+
+
 def _timestamp(text: str | None) -> datetime.datetime | None:
     if not text:
         return None
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    try:
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
 
 
 def _stamp(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _now(now: datetime.datetime | None) -> datetime.datetime:
+    return now or datetime.datetime.now(datetime.timezone.utc)
+
+
+def _labels(node: dict[str, Any]) -> dict[str, str]:
+    return node.get("metadata", {}).get("labels") or {}
+
+
+def _annotations(node: dict[str, Any]) -> dict[str, str]:
+    return node.get("metadata", {}).get("annotations") or {}
+
+
+# --- what a verdict leaves behind: Event, log line, record -------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the spec says about failed nodes (gpuHealth.gate) and where the record lives."""
+
+    namespace: str = "aksgpu-system"
+    keep_failed: int = 2
+    keep_failed_hours: float = 24.0
+    breaker: bool = True
+    breaker_share: float = 0.5
+    breaker_window_minutes: float = 120.0
+    breaker_min_nodes: int = 3
+
+
+def fingerprint(node: dict[str, Any]) -> dict[str, str]:
+    """What the GPUs run on: the node image (AKS's driver comes with it), the kernel, and, on GPU
+    Operator pools, the driver GPU Feature Discovery reports. A change means a check is due."""
+    labels = _labels(node)
+    info = node.get("status", {}).get("nodeInfo") or {}
+    found = {"nodeImage": labels.get(NODE_IMAGE_LABEL), "kernel": info.get("kernelVersion"),
+             "driver": ".".join(labels[key] for key in DRIVER_LABELS if labels.get(key)) or None}
+    return {key: value for key, value in found.items() if value}
+
+
+def recorded_fingerprint(node: dict[str, Any]) -> dict[str, str]:
+    try:
+        loaded = json.loads(_annotations(node).get(FINGERPRINT_ANNOTATION) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+
+
+def fingerprint_changes(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
+    """The parts that differ where both know a value. A part only one side knows is not a change:
+    GPU Feature Discovery may label the driver after the verdict was recorded."""
+    return sorted(key for key in recorded.keys() & current.keys() if recorded[key] != current[key])
+
+
+def log_verdict(entry: dict[str, Any]) -> None:
+    """One JSON line on stdout: container logs outlive the node (Container Insights keeps them)."""
+    print(f"{LOG_PREFIX} {json.dumps(entry, sort_keys=True)}", flush=True)
+
+
+def emit_event(api: Api, namespace: str, node: dict[str, Any], kind: str, reason: str, message: str,
+               now: datetime.datetime | None = None) -> None:
+    """A core/v1 Event about the Node (kubectl describe node lists Events of every namespace whose
+    involvedObject is the node). Best effort: a lost Event must not stop a verdict."""
+    metadata = node.get("metadata", {})
+    stamp = _stamp(_now(now))
+    event = {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": f"{metadata.get('name', 'node')}.aksgpu-", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": metadata.get("name"),
+                           "uid": metadata.get("uid")},
+        "type": kind, "reason": reason, "message": message[:1024],
+        "source": {"component": EVENT_SOURCE, "host": metadata.get("name")},
+        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+    }
+    try:
+        api.create_event(namespace, event)
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        print(f"aksgpu: could not write the Event {reason} on {metadata.get('name')}: {error}", file=sys.stderr)
+
+
+def read_record(api: Api, namespace: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The record ConfigMap and its entries (None and [] when it cannot be read)."""
+    try:
+        configmap = api.get_configmap(namespace, RECORD_CONFIGMAP)
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        print(f"aksgpu: could not read the record {namespace}/{RECORD_CONFIGMAP}: {error}", file=sys.stderr)
+        return None, []
+    entries = []
+    for line in ((configmap.get("data") or {}).get(RECORD_KEY) or "").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return configmap, entries
+
+
+def append_record(api: Api, namespace: str, entry: dict[str, Any], attempts: int = 10) -> None:
+    """Add one entry to the record, keeping the newest RECORD_ENTRIES; retried on conflict, so two
+    verdicts at once both land. Best effort: the Event and the log line carry the same facts."""
+    for attempt in range(attempts):
+        configmap, entries = read_record(api, namespace)
+        if configmap is None:
+            return
+        lines = [json.dumps(e, sort_keys=True) for e in [*entries, entry][-RECORD_ENTRIES:]]
+        # The object as read (its resourceVersion, labels and annotations kept), with the new data.
+        body = {**configmap, "data": {**(configmap.get("data") or {}), RECORD_KEY: "\n".join(lines) + "\n"}}
+        try:
+            api.replace_configmap(namespace, RECORD_CONFIGMAP, body)
+            return
+        except urllib.error.HTTPError as error:
+            if error.code != 409 or attempt == attempts - 1:
+                print(f"aksgpu: could not update the record: {error}", file=sys.stderr)
+                return
+            time.sleep(min(2 ** attempt, 10) / 10)
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            print(f"aksgpu: could not update the record: {error}", file=sys.stderr)
+            return
+
+
+def report(api: Api, policy: Policy, node: dict[str, Any], source: str, outcome: str, check: str | None,
+           reason: str, now: datetime.datetime | None = None) -> dict[str, Any]:
+    """Leave the three traces of a verdict: the log line, the Event and the record entry."""
+    labels = _labels(node)
+    entry = {"time": _stamp(_now(now)), "node": node.get("metadata", {}).get("name"),
+             "pool": labels.get(AGENT_POOL_LABEL), "vmSize": labels.get("node.kubernetes.io/instance-type"),
+             "source": source, "verdict": outcome, "check": check, "reason": reason[:512]}
+    log_verdict(entry)
+    kind = "Normal" if outcome in ("passed", "released") else "Warning"
+    event_reason = {"passed": "GpuCheckPassed", "failed": "GpuCheckFailed", "held": "GpuGateBreakerOpen",
+                    "released": "GpuNodeReleased", "regated": "GpuNodeRegated",
+                    "spared": "GpuPassiveBreakerOpen", "untainted": "GpuGateOff"}.get(outcome, "GpuHealth")
+    text = f"{source}: {outcome}" + (f" ({check})" if check else "") + (f": {reason}" if reason else "")
+    emit_event(api, policy.namespace, node, kind, event_reason, text, now)
+    append_record(api, policy.namespace, entry)
+    return entry
+
+
+def breaker_open(entries: list[dict[str, Any]], pool: str | None, policy: Policy,
+                 now: datetime.datetime) -> tuple[bool, str]:
+    """Whether one more check failure in `pool` opens the circuit breaker: within the window, the
+    pool's check verdicts (this failure included) are at least breaker_min_nodes and more than
+    breaker_share of them failed or were held. Returns (open, the figures)."""
+    if not policy.breaker:
+        return False, ""
+    since = now - datetime.timedelta(minutes=policy.breaker_window_minutes)
+    recent = [e for e in entries if e.get("pool") == pool and e.get("source") in ("gate", "recheck", "watchdog")
+              and e.get("verdict") in ("passed", "failed", "held")
+              and (_timestamp(e.get("time")) or since) > since]
+    failures = sum(1 for e in recent if e.get("verdict") in ("failed", "held")) + 1
+    total = len(recent) + 1
+    figures = (f"{failures} of the last {total} check verdicts of pool {pool} within "
+               f"{policy.breaker_window_minutes:g} minutes failed")
+    return total >= policy.breaker_min_nodes and failures / total > policy.breaker_share, figures
+
+
+# --- the steps --------------------------------------------------------------------------------
+
+
 def pending(api: Api, node_name: str, results: str, gate_since: datetime.datetime | None,
             hold_operands: bool = False, now: datetime.datetime | None = None) -> str:
     """Put a node without a verdict under the gate. `gate_since` is when the gate's DaemonSet was
     created (None: unknown, every such node is checked). Returns tainted, unchecked or kept."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = _now(now)
     outcome = "kept"
 
     def change(node: dict[str, Any]) -> dict[str, Any] | None:
         nonlocal outcome
-        metadata = node["metadata"]
-        labels = metadata.get("labels") or {}
-        annotations = metadata.get("annotations") or {}
+        labels = _labels(node)
+        annotations = _annotations(node)
         if labels.get(HEALTH_LABEL) in ("passed", "failed", "unchecked"):
             outcome = "kept"
             return None
-        created = _timestamp(metadata.get("creationTimestamp"))
-        checked_before = CHECKED_AT_ANNOTATION in annotations  # e.g. a repaired node handed back
+        created = _timestamp(node["metadata"].get("creationTimestamp"))
+        checked_before = CHECKED_AT_ANNOTATION in annotations  # a repaired or held node
         if (labels.get(HEALTH_LABEL) != "pending" and not checked_before and gate_since is not None
                 and created is not None and created < gate_since):
             outcome = "unchecked"
             return {"metadata": {"labels": {HEALTH_LABEL: "unchecked"}}}
         outcome = "tainted"
-        taints = _taints_without_gate(node) + [{"key": GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
         new_labels: dict[str, Any] = {HEALTH_LABEL: "pending"}
         if hold_operands:
             new_labels.update({label: "false" for label in HELD_OPERAND_LABELS})
-        return {"metadata": {"labels": new_labels,
-                             "annotations": {PENDING_SINCE_ANNOTATION: annotations.get(PENDING_SINCE_ANNOTATION)
-                                             or _stamp(now)}},
-                "spec": {"taints": taints}}
+        new_annotations: dict[str, Any] = {PENDING_SINCE_ANNOTATION: annotations.get(PENDING_SINCE_ANNOTATION)
+                                           or _stamp(now)}
+        if labels.get(HEALTH_LABEL) == "held":
+            # Checked again (a new gate pod: a fixed image, or deleted by hand): the watchdog's
+            # pending limit applies again, and so does the autoscaler.
+            new_annotations.update({PENDING_SINCE_ANNOTATION: _stamp(now), SCALE_DOWN_DISABLED_ANNOTATION: None})
+        return {"metadata": {"labels": new_labels, "annotations": new_annotations},
+                "spec": {"taints": _taints_without_gate(node) + [_gate_taint("pending")]}}
 
     update_node(api, node_name, change)
     if outcome != "tainted":
@@ -185,34 +403,41 @@ def read_result(results: str) -> tuple[int | None, dict[str, Any]]:
             code = int(handle.read().strip())
     except (OSError, ValueError):
         code = 2  # no exit code written: the check could not run
-    report: dict[str, Any] = {}
+    loaded_report: dict[str, Any] = {}
     try:
         with open(os.path.join(results, REPORT_FILE), encoding="utf-8") as handle:
             loaded = json.load(handle)
-        report = loaded if isinstance(loaded, dict) else {}
+        loaded_report = loaded if isinstance(loaded, dict) else {}
     except (OSError, ValueError):
         pass
-    return code, report
+    return code, loaded_report
 
 
-def failure_reason(code: int, report: dict[str, Any]) -> tuple[str, str]:
+def failure_reason(code: int, check_report: dict[str, Any]) -> tuple[str, str]:
     """(label value naming the failed check, human-readable reason) of a failed check."""
-    check = report.get("failedCheck") if isinstance(report.get("failedCheck"), str) else None
+    check = check_report.get("failedCheck") if isinstance(check_report.get("failedCheck"), str) else None
     if check is None:
         check = {124: "timeout", 1: "check"}.get(code, "checker-error")
-    label = _LABEL_VALUE.sub("-", check).strip("-._")[:63].strip("-._") or "check"
-    reason = report.get("reason") if isinstance(report.get("reason"), str) else f"the check exited with code {code}"
-    return label, reason[:1024]
+    reason = (check_report.get("reason") if isinstance(check_report.get("reason"), str)
+              else f"the check exited with code {code}")
+    return label_value(check), reason[:1024]
+
+
+def label_value(text: str) -> str:
+    return _LABEL_VALUE.sub("-", text).strip("-._")[:63].strip("-._") or "check"
 
 
 def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
-            release_operands: bool = False, now: datetime.datetime | None = None) -> str:
-    """Apply the check's result to the node: passed, failed or skipped."""
-    code, report = read_result(results)
+            release_operands: bool = False, now: datetime.datetime | None = None,
+            policy: Policy | None = None) -> str:
+    """Apply the check's result to the node: passed, failed, held or skipped."""
+    policy = policy or Policy()
+    now = _now(now)
+    code, check_report = read_result(results)
     if code is None:
         return "skipped"
-    stamp = _stamp(now or datetime.datetime.now(datetime.timezone.utc))
-    annotations = {CHECKED_AT_ANNOTATION: stamp, EXIT_CODE_ANNOTATION: str(code), PENDING_SINCE_ANNOTATION: None}
+    source = "recheck" if recheck else "gate"
+    annotations = {CHECKED_AT_ANNOTATION: _stamp(now), EXIT_CODE_ANNOTATION: str(code), PENDING_SINCE_ANNOTATION: None}
     if code == 0:
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             labels: dict[str, Any] = {HEALTH_LABEL: "passed", FAILED_CHECK_LABEL: None}
@@ -220,45 +445,339 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
                 # "true", the operator's own value: it only relabels a node on other events, so a
                 # label left out would keep the operands off until the next node joins.
                 labels.update({label: "true" for label in HELD_OPERAND_LABELS})
-            patch: dict[str, Any] = {"metadata": {"labels": labels,
-                                                  "annotations": {**annotations, REASON_ANNOTATION: None}}}
+            patch: dict[str, Any] = {"metadata": {"labels": labels, "annotations": {
+                **annotations, REASON_ANNOTATION: None, SCALE_DOWN_DISABLED_ANNOTATION: None,
+                FINGERPRINT_ANNOTATION: json.dumps(fingerprint(node), sort_keys=True)}}}
             if not recheck:
                 patch["spec"] = {"taints": _taints_without_gate(node)}
             return patch
 
-        update_node(api, node_name, change)
+        node = update_node(api, node_name, change)
+        report(api, policy, node, source, "passed", None, "", now)
         return "passed"
-    fail_node(api, node_name, *failure_reason(code, report), annotations)
+    check, reason = failure_reason(code, check_report)
+    return fail_or_hold(api, node_name, source, check, reason, annotations, policy, now)
+
+
+def fail_or_hold(api: Api, node_name: str, source: str, check: str, reason: str, annotations: dict[str, Any],
+                 policy: Policy, now: datetime.datetime) -> str:
+    """A check failed: fail the node, unless the pool's breaker is open, then hold it."""
+    node = api.get_node(node_name)
+    _, entries = read_record(api, policy.namespace)
+    is_open, figures = breaker_open(entries, _labels(node).get(AGENT_POOL_LABEL), policy, now)
+    if is_open:
+        held_reason = (f"circuit breaker open: {figures}, which points at the check's image, the driver or "
+                       f"the node image rather than this node's GPUs; held, not failed. The check said: {reason}")
+        hold_node(api, node_name, check, held_reason, annotations)
+        report(api, policy, node, source, "held", check, held_reason, now)
+        return "held"
+    fail_node(api, node_name, check, reason, annotations, keep=policy.keep_failed > 0)
+    report(api, policy, node, source, "failed", check, reason, now)
     return "failed"
 
 
-def fail_node(api: Api, node_name: str, label: str, reason: str, annotations: dict[str, Any]) -> None:
+def fail_node(api: Api, node_name: str, label: str, reason: str, annotations: dict[str, Any],
+              keep: bool = True) -> None:
     """Cordon the node and say why. Cordoned, not left with the startup taint: the autoscaler
     would count a node that is "starting" forever as unready, and too many unready nodes stop it
-    from scaling."""
+    from scaling. Kept from scale-down for diagnosis (the watchdog enforces the pool's bound)."""
     def change(node: dict[str, Any]) -> dict[str, Any] | None:
+        keep_annotation = {SCALE_DOWN_DISABLED_ANNOTATION: "true"} if keep else {}
         return {"metadata": {"labels": {HEALTH_LABEL: "failed", FAILED_CHECK_LABEL: label},
-                             "annotations": {**annotations, REASON_ANNOTATION: reason}},
+                             "annotations": {**annotations, **keep_annotation, REASON_ANNOTATION: reason}},
                 "spec": {"unschedulable": True, "taints": _taints_without_gate(node)}}
 
     update_node(api, node_name, change)
 
 
-def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None = None) -> list[str]:
-    """Fail every node pending for longer than `max_pending_minutes`; returns their names."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    failed = []
-    for node in api.list_nodes(f"{HEALTH_LABEL}=pending"):
-        metadata = node["metadata"]
-        since = _timestamp((metadata.get("annotations") or {}).get(PENDING_SINCE_ANNOTATION)) or \
-            _timestamp(metadata.get("creationTimestamp"))
-        if since is None or (now - since).total_seconds() / 60 <= max_pending_minutes:
+def hold_node(api: Api, node_name: str, label: str, reason: str, annotations: dict[str, Any]) -> None:
+    """The breaker's hold: the startup taint stays (value "held": nothing lands, kube-state-metrics'
+    kube_node_spec_taint shows it to the GpuGateBreakerOpen alert), the node is kept from
+    scale-down so the autoscaler does not replace it with another that fails the same way."""
+    def change(node: dict[str, Any]) -> dict[str, Any] | None:
+        return {"metadata": {"labels": {HEALTH_LABEL: "held", FAILED_CHECK_LABEL: label},
+                             "annotations": {**annotations, SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                                             REASON_ANNOTATION: reason[:1024]}},
+                "spec": {"taints": _taints_without_gate(node) + [_gate_taint("held")]}}
+
+    update_node(api, node_name, change)
+
+
+# --- the watchdog: the periodic pass over the GPU nodes ---------------------------------------
+
+
+@dataclass(frozen=True)
+class CordonCondition:
+    """A DCGM exporter series that cordons its node when a sample is above `above` (and, with
+    `label`, carries one of `values` there), from the alert rules' cordon blocks."""
+
+    metric: str
+    above: float = 0.0
+    label: str | None = None
+    values: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> CordonCondition:
+        return cls(str(raw["metric"]), float(raw.get("above", 0)), raw.get("label"),
+                   tuple(str(v) for v in raw.get("values") or ()))
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Samples of a Prometheus text exposition: (name, labels, value); comments and junk skipped."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
             continue
-        fail_node(api, metadata["name"], "gate-timeout",
-                  f"pending for more than {max_pending_minutes:g} minutes: the check never ran or never finished",
-                  {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None})
-        failed.append(metadata["name"])
-    return failed
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        try:
+            value = float(match.group(3))
+        except ValueError:
+            continue
+        samples.append((match.group(1), dict(_LABEL_PAIR.findall(match.group(2) or "")), value))
+    return samples
+
+
+def critical_findings(samples: list[tuple[str, dict[str, str], float]],
+                      conditions: list[CordonCondition]) -> list[str]:
+    """What in one exporter scrape cordons the node, as "metric{gpu=..,label=..}=value"."""
+    found = []
+    for name, labels, value in samples:
+        for condition in conditions:
+            if name != condition.metric or not value > condition.above:
+                continue
+            if condition.label and labels.get(condition.label) not in condition.values:
+                continue
+            where = ",".join(f"{key}={labels[key]}" for key in ("gpu", condition.label or "") if key in labels)
+            found.append(f"{name}{{{where}}}={value:g}")
+    return found
+
+
+def npd_findings(node: dict[str, Any], cordon_types: set[str]) -> list[str]:
+    """node-problem-detector conditions that are True and cordon a node."""
+    return [f"{c.get('type')}: {c.get('reason') or ''} {c.get('message') or ''}".strip()
+            for c in node.get("status", {}).get("conditions") or []
+            if c.get("type") in cordon_types and c.get("status") == "True"]
+
+
+def _pool_selector(pools: list[str]) -> str:
+    return f"{AGENT_POOL_LABEL} in ({','.join(pools)})"
+
+
+def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None = None,
+             policy: Policy | None = None, pools: list[str] | None = None, gate_enabled: bool = True,
+             operator_pools: list[str] | None = None, cordon: list[CordonCondition] | None = None,
+             npd_cordon: set[str] | None = None, exporter_namespaces: list[str] | None = None,
+             exporter_port: int = 9400, fetch: Callable[[str], str] = get_text) -> dict[str, list[str]]:
+    """One pass over the GPU nodes of `pools`; returns the node names per action taken."""
+    policy = policy or Policy()
+    now = _now(now)
+    done: dict[str, list[str]] = {"failed": [], "held": [], "released": [], "cordoned": [], "spared": [],
+                                  "regated": [], "untainted": []}
+    if gate_enabled:
+        for node in api.list_nodes(f"{HEALTH_LABEL}=pending"):
+            metadata = node["metadata"]
+            since = _timestamp(_annotations(node).get(PENDING_SINCE_ANNOTATION)) or \
+                _timestamp(metadata.get("creationTimestamp"))
+            if since is None or (now - since).total_seconds() / 60 <= max_pending_minutes:
+                continue
+            outcome = fail_or_hold(api, metadata["name"], "watchdog", "gate-timeout",
+                                   f"pending for more than {max_pending_minutes:g} minutes: the check never ran "
+                                   "or never finished (an image that cannot be pulled, a driver that never loads)",
+                                   {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None}, policy, now)
+            done[outcome].append(metadata["name"])
+    if not pools:
+        return done
+    nodes = api.list_nodes(_pool_selector(pools))
+    if not gate_enabled:
+        done["untainted"] = release_gate(api, nodes, policy, set(operator_pools or ()), now)
+    done["released"] = release_kept(api, nodes, policy, now)
+    if cordon or npd_cordon:
+        cordoned, spared = passive_cordon(api, nodes, policy, cordon or [], npd_cordon or set(),
+                                          exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
+        done["cordoned"], done["spared"] = cordoned, spared
+    if gate_enabled:
+        done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
+    return done
+
+
+def release_gate(api: Api, nodes: list[dict[str, Any]], policy: Policy, operator_pools: set[str],
+                 now: datetime.datetime) -> list[str]:
+    """The gate is off: no node may keep its taint, and the GPU Operator's operands come back."""
+    released = []
+    for node in nodes:
+        labels = _labels(node)
+        tainted = any(t.get("key") == GATE_TAINT_KEY for t in node.get("spec", {}).get("taints") or [])
+        held_operands = labels.get(AGENT_POOL_LABEL) in operator_pools and any(
+            labels.get(label) == "false" for label in HELD_OPERAND_LABELS)
+        if not tainted and labels.get(HEALTH_LABEL) not in ("pending", "held") and not held_operands:
+            continue
+
+        def change(current: dict[str, Any]) -> dict[str, Any] | None:
+            current_labels = _labels(current)
+            new_labels: dict[str, Any] = {}
+            if current_labels.get(HEALTH_LABEL) in ("pending", "held"):
+                new_labels[HEALTH_LABEL] = "unchecked"
+            if current_labels.get(AGENT_POOL_LABEL) in operator_pools:
+                new_labels.update({label: "true" for label in HELD_OPERAND_LABELS
+                                   if current_labels.get(label) == "false"})
+            return {"metadata": {"labels": new_labels,
+                                 "annotations": {PENDING_SINCE_ANNOTATION: None, SCALE_DOWN_DISABLED_ANNOTATION: None}
+                                 if current_labels.get(HEALTH_LABEL) in ("pending", "held") else {}},
+                    "spec": {"taints": _taints_without_gate(current)}}
+
+        update_node(api, node["metadata"]["name"], change)
+        report(api, policy, node, "watchdog", "untainted", None, "the gate is off: its taint and operand "
+               "holds are removed; the node takes work unchecked", now)
+        released.append(node["metadata"]["name"])
+    return released
+
+
+def release_kept(api: Api, nodes: list[dict[str, Any]], policy: Policy, now: datetime.datetime) -> list[str]:
+    """Failed nodes past the pool's bound (the newest are kept) or older than keep_failed_hours
+    lose scale-down-disabled: the autoscaler drains and deletes them when the pool is above its
+    minimum. Their record stays."""
+    kept: dict[str | None, list[tuple[datetime.datetime, dict[str, Any]]]] = {}
+    for node in nodes:
+        annotations = _annotations(node)
+        if _labels(node).get(HEALTH_LABEL) != "failed" or annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) != "true":
+            continue
+        since = _timestamp(annotations.get(CHECKED_AT_ANNOTATION)) or now
+        kept.setdefault(_labels(node).get(AGENT_POOL_LABEL), []).append((since, node))
+    released = []
+    for pool_nodes in kept.values():
+        pool_nodes.sort(key=lambda item: (item[0], item[1]["metadata"]["name"]), reverse=True)
+        for rank, (since, node) in enumerate(pool_nodes):
+            too_old = (now - since).total_seconds() / 3600 > policy.keep_failed_hours
+            if rank < policy.keep_failed and not too_old:
+                continue
+            name = node["metadata"]["name"]
+            update_node(api, name, lambda _node: {"metadata": {"annotations": {
+                SCALE_DOWN_DISABLED_ANNOTATION: None, RELEASED_AT_ANNOTATION: _stamp(now)}}})
+            why = (f"kept {policy.keep_failed_hours:g} hours" if too_old
+                   else f"the pool keeps its newest {policy.keep_failed} failed nodes")
+            report(api, policy, node, "watchdog", "released", _labels(node).get(FAILED_CHECK_LABEL),
+                   f"{why}: handed to the cluster autoscaler, which drains and deletes it when the pool is above "
+                   "its minimum", now)
+            released.append(name)
+    return released
+
+
+def passive_cordon(api: Api, nodes: list[dict[str, Any]], policy: Policy, cordon: list[CordonCondition],
+                   npd_cordon: set[str], exporter_namespaces: list[str], exporter_port: int,
+                   fetch: Callable[[str], str], gate_enabled: bool,
+                   now: datetime.datetime) -> tuple[list[str], list[str]]:
+    """Cordon nodes whose exporter shows a critical condition or whose node-problem-detector
+    raised a GPU condition, through the same failure step as the check. Per pool, when more than
+    the breaker's share of its nodes would go at once (and at least its minimum), none is
+    cordoned: a metric or detector gone wrong must not empty a pool; the alerts still fire."""
+    by_name = {node["metadata"]["name"]: node for node in nodes}
+    findings: dict[str, list[str]] = {}
+    for name, node in by_name.items():
+        if _labels(node).get(HEALTH_LABEL) in ("failed", "pending", "held"):
+            continue
+        found = npd_findings(node, npd_cordon)
+        if found:
+            findings[name] = found
+    if cordon:
+        for namespace in exporter_namespaces:
+            for pod in api.list_pods(namespace, "app=nvidia-dcgm-exporter", "status.phase=Running"):
+                node_name = pod.get("spec", {}).get("nodeName")
+                pod_ip = pod.get("status", {}).get("podIP")
+                if node_name not in by_name or not pod_ip:
+                    continue
+                if _labels(by_name[node_name]).get(HEALTH_LABEL) in ("failed", "pending", "held"):
+                    continue
+                host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip
+                try:
+                    text = fetch(f"http://{host}:{exporter_port}/metrics")
+                except (urllib.error.URLError, OSError, ValueError) as error:
+                    print(f"aksgpu: could not read the DCGM exporter on {node_name}: {error}", file=sys.stderr)
+                    continue
+                found = critical_findings(parse_metrics(text), cordon)
+                if found:
+                    findings.setdefault(node_name, []).extend(found)
+    pool_sizes: dict[str | None, int] = {}
+    for node in nodes:
+        pool = _labels(node).get(AGENT_POOL_LABEL)
+        pool_sizes[pool] = pool_sizes.get(pool, 0) + 1
+    per_pool: dict[str | None, list[str]] = {}
+    for name in findings:
+        per_pool.setdefault(_labels(by_name[name]).get(AGENT_POOL_LABEL), []).append(name)
+    cordoned, spared = [], []
+    for pool, names in per_pool.items():
+        systemic = (policy.breaker and len(names) >= policy.breaker_min_nodes
+                    and len(names) / pool_sizes[pool] > policy.breaker_share)
+        for name in sorted(names):
+            reason = "; ".join(findings[name])[:1024]
+            if systemic:
+                report(api, policy, by_name[name], "passive", "spared", "passive",
+                       f"{len(names)} of the {pool_sizes[pool]} nodes of pool {pool} show critical conditions at "
+                       f"once, which looks like a metric or detector gone wrong: none is cordoned, the alerts "
+                       f"still fire. This node: {reason}", now)
+                spared.append(name)
+                continue
+            check = label_value("passive-" + findings[name][0].split("{")[0].split(":")[0])
+            fail_node(api, name, check, f"passive: {reason}",
+                      {CHECKED_AT_ANNOTATION: _stamp(now)}, keep=policy.keep_failed > 0)
+            report(api, policy, by_name[name], "passive", "failed", check, reason, now)
+            cordoned.append(name)
+    return cordoned, spared
+
+
+def regate_changed(api: Api, nodes: list[dict[str, Any]], policy: Policy, operator_pools: set[str],
+                   now: datetime.datetime) -> list[str]:
+    """A passed node whose node image, kernel or driver changed since its check (a node-image
+    upgrade keeps the Node object and its labels; a GPU Operator driver upgrade restarts the
+    driver in place) is gated again, once no pod on it holds GPUs: those upgrades drain the node,
+    so it is normally empty. A part first known now is recorded, not a change."""
+    regated = []
+    for node in nodes:
+        if _labels(node).get(HEALTH_LABEL) != "passed":
+            continue
+        name = node["metadata"]["name"]
+        recorded, current = recorded_fingerprint(node), fingerprint(node)
+        changes = fingerprint_changes(recorded, current)
+        if not changes:
+            if current.keys() - recorded.keys():
+                update_node(api, name, lambda _node: {"metadata": {"annotations": {
+                    FINGERPRINT_ANNOTATION: json.dumps({**recorded, **current}, sort_keys=True)}}})
+            continue
+        busy = [pod for pod in api.list_pods(field_selector=f"spec.nodeName={name},status.phase=Running")
+                if _requests_gpus(pod)]
+        if busy:
+            print(f"aksgpu: {name} changed ({', '.join(changes)}) but {len(busy)} pod(s) hold its GPUs: "
+                  "gated again once they are gone", flush=True)
+            continue
+        hold_operands = _labels(node).get(AGENT_POOL_LABEL) in operator_pools
+
+        def change(current_node: dict[str, Any]) -> dict[str, Any] | None:
+            labels: dict[str, Any] = {HEALTH_LABEL: "pending"}
+            if hold_operands:
+                labels.update({label: "false" for label in HELD_OPERAND_LABELS})
+            return {"metadata": {"labels": labels, "annotations": {PENDING_SINCE_ANNOTATION: _stamp(now)}},
+                    "spec": {"taints": _taints_without_gate(current_node) + [_gate_taint("pending")]}}
+
+        update_node(api, name, change)
+        detail = ", ".join(f"{key} {recorded[key]} -> {current[key]}" for key in changes)
+        report(api, policy, node, "watchdog", "regated", None, f"changed since its check: {detail}", now)
+        regated.append(name)
+    return regated
+
+
+def _requests_gpus(pod: dict[str, Any]) -> bool:
+    spec = pod.get("spec", {})
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        for kind in ("requests", "limits"):
+            if any(key.endswith("/gpu") for key in (resources.get(kind) or {})):
+                return True
+    return False
 
 
 def wait_for_driver(validations: str, timeout_seconds: float, interval: float = 5.0) -> bool:
@@ -270,6 +789,10 @@ def wait_for_driver(validations: str, timeout_seconds: float, interval: float = 
             return True
         time.sleep(interval)
     return os.path.exists(ready)
+
+
+def _names(text: str | None) -> list[str]:
+    return [name for name in (text or "").split(",") if name]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,12 +810,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-seconds", type=float, default=600.0)
     parser.add_argument("--max-pending-minutes", type=float, default=30.0)
     parser.add_argument("--hold", action="store_true", help="keep running after the verdict (a DaemonSet pod)")
+    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "aksgpu-system"),
+                        help="where the Events and the record go")
+    parser.add_argument("--keep-failed", type=int, default=2, help="failed nodes per pool kept from scale-down")
+    parser.add_argument("--keep-failed-hours", type=float, default=24.0)
+    parser.add_argument("--no-breaker", action="store_true", help="always fail, never hold")
+    parser.add_argument("--breaker-share", type=float, default=0.5)
+    parser.add_argument("--breaker-window-minutes", type=float, default=120.0)
+    parser.add_argument("--breaker-min-nodes", type=int, default=3)
+    parser.add_argument("--pools", help="watchdog: the GPU agent pools, comma-separated")
+    parser.add_argument("--operator-pools", help="watchdog: the GPU Operator pools among them")
+    parser.add_argument("--gate-off", action="store_true", help="watchdog: the gate is off; release its nodes")
+    parser.add_argument("--cordon-conditions", help="watchdog: JSON list of the exporter conditions that cordon")
+    parser.add_argument("--npd-conditions", help="watchdog: node-problem-detector conditions that cordon")
+    parser.add_argument("--exporter-namespaces", help="watchdog: where the DCGM exporters run")
+    parser.add_argument("--exporter-port", type=int, default=9400)
     args = parser.parse_args(argv)
+    policy = Policy(args.namespace, args.keep_failed, args.keep_failed_hours, not args.no_breaker,
+                    args.breaker_share, args.breaker_window_minutes, args.breaker_min_nodes)
     if args.step == "hold":
         hold_forever()
     if args.step == "watchdog":
-        failed = watchdog(Api.in_cluster(), args.max_pending_minutes)
-        print(f"failed {len(failed)} node(s) pending too long: {', '.join(failed) or 'none'}")
+        conditions = [CordonCondition.parse(raw) for raw in json.loads(args.cordon_conditions or "[]")]
+        done = watchdog(Api.in_cluster(), args.max_pending_minutes, policy=policy, pools=_names(args.pools),
+                        gate_enabled=not args.gate_off, operator_pools=_names(args.operator_pools),
+                        cordon=conditions, npd_cordon=set(_names(args.npd_conditions)),
+                        exporter_namespaces=_names(args.exporter_namespaces), exporter_port=args.exporter_port)
+        print("; ".join(f"{action}: {', '.join(names)}" for action, names in done.items() if names)
+              or "nothing to do", flush=True)
         return 0
     node_name = os.environ["NODE_NAME"]
     if args.step == "wait-for-driver":
@@ -308,7 +853,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{node_name}: {pending(api, node_name, args.results, gate_since, args.hold_operands)}")
         return 0
     outcome = verdict(api, node_name, args.results, recheck=args.recheck,
-                      release_operands=args.release_operands)
+                      release_operands=args.release_operands, policy=policy)
     print(f"{node_name}: {outcome}", flush=True)
     if args.hold:
         hold_forever()

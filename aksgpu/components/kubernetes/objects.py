@@ -130,9 +130,12 @@ def tolerations(taints: Iterable[str]) -> list[dict[str, str]]:
 def pool_tolerations(targets: Iterable[PoolTarget], *, gate: bool = False) -> list[dict[str, str]]:
     """Tolerations for every taint of these pools (plus the gate's startup taint when asked)."""
     taints = [taint for target in targets for taint in target.taints]
+    found = tolerations(taints)
     if gate:
-        taints.append(GATE_TAINT)
-    return tolerations(taints)
+        # Any value: "pending" while checked, "held" while the breaker holds the node (a gate pod
+        # that replaces the one on a held node must land there to check it again).
+        found.append({"key": GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"})
+    return found
 
 
 def pool_affinity(targets: Iterable[PoolTarget], *extra: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,591 @@
+"""A GPU node's life against the behaviour of what drives it (issue 23, items 1 and 3).
+
+node_gate.py runs here against a stand-in API server that holds several nodes, pods, the record
+ConfigMap and Events, applies merge patches and resourceVersion conflicts as the API server does,
+and admits every node change through aksgpu's own ValidatingAdmissionPolicy (evaluated with
+cel-python), so each patch the gate and its watchdog send is one the cluster would accept.
+
+The decisions are checked against the upstream behaviour they exist for:
+- the cluster autoscaler's scale-down eligibility (kubernetes/autoscaler
+  cluster-autoscaler-1.36.1 core/scaledown/eligibility/eligibility.go): a node is skipped only
+  when it is being deleted or annotated cluster-autoscaler.kubernetes.io/scale-down-disabled=true;
+  spec.unschedulable is not looked at, so a cordoned failed node alone would be deleted;
+- the check's measured memory (gpu_gate.yaml) against the container limits of every GPU shape.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aksgpu.components import data
+from aksgpu.components.kubernetes import node_gate
+from aksgpu.components.kubernetes.gpu_health import (
+    HOST_LOG_DIR,
+    check_resources,
+    gate_watchdog,
+    node_change_policy,
+    node_gate_rbac,
+)
+from aksgpu.components.spec import ClusterSpec
+from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
+from tests.oracles.cel import denials
+
+NOW = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.timezone.utc)
+NAMESPACE = "aksgpu-system"
+GATE_USER = f"system:serviceaccount:{NAMESPACE}:aksgpu-gpu-health"
+WATCHDOG_USER = f"system:serviceaccount:{NAMESPACE}:aksgpu-gpu-gate-watchdog"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+POLICY = node_gate.Policy(NAMESPACE, keep_failed=2, keep_failed_hours=24, breaker=True, breaker_share=0.5,
+                          breaker_window_minutes=120, breaker_min_nodes=3)
+
+
+def _gib(quantity: str) -> float:
+    assert quantity.endswith("Gi"), quantity
+    return float(quantity.removesuffix("Gi"))
+
+
+# --- 1. the check fits the node ------------------------------------------------------------
+
+
+def _measured_peak_gib(gpus: int) -> float:
+    """The measured figures alone (no assumption): the parent plus one all-reduce worker per GPU."""
+    table = data.load("gpu_gate")["checkMemory"]
+    return table["parentGib"] + gpus * table["workerRssGib"]
+
+
+@pytest.mark.parametrize("gpus", sorted({int(size["gpus"]) for size in data.vm_sizes().values() if size.get("gpus")}))
+def test_the_check_container_holds_the_measured_peak_for_every_gpu_count(gpus: int) -> None:
+    resources = check_resources(gpus)
+    shm = data.load("gpu_gate")["checkMemory"]["sharedMemoryGib"]
+    assert _gib(resources["requests"]["memory"]) >= _measured_peak_gib(gpus)
+    # /dev/shm is a tmpfs charged to the same memory cgroup, so the limit must hold both.
+    assert _gib(resources["limits"]["memory"]) >= _measured_peak_gib(gpus) + shm
+    assert _gib(resources["limits"]["memory"]) >= _gib(resources["requests"]["memory"])
+
+
+def test_the_old_fixed_limit_would_have_killed_the_check_on_an_8_gpu_node() -> None:
+    """The bug this sizing fixes: 4Gi for every node, below 8 workers plus the parent."""
+    assert _measured_peak_gib(8) > 4
+    assert _gib(check_resources(8)["limits"]["memory"]) > _measured_peak_gib(8)
+
+
+def test_cpu_follows_the_gpus_but_leaves_the_node_half_its_cores() -> None:
+    assert check_resources(8, 96)["requests"]["cpu"] == "8"
+    assert check_resources(1, 4)["requests"]["cpu"] == "1"
+    assert check_resources(4, 6)["requests"]["cpu"] == "3"
+
+
+H100_8_OPERATOR = {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"],
+                   "minCount": 0, "maxCount": 4, "gpu": {"driver": "None"}, "labels": {"aksgpu.io/ib-domain": "h100"}}
+H100_8 = {"name": "h100aks", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,
+          "maxCount": 4}
+
+
+@pytest.fixture(scope="module")
+def manifests() -> list[dict[str, Any]]:
+    # base_spec's first pool: Standard_NC24ads_A100_v4 (1 GPU), the driver AKS installs.
+    spec = edit(edit(base_spec(), "nodePools.1", H100_8), "nodePools.2", H100_8_OPERATOR)
+    spec = edit(spec, "monitoring.managedPrometheus", True)
+    return kubernetes_manifests(plan_spec(spec))
+
+
+def _named(manifests: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [m for m in manifests if m["kind"] == kind and m["metadata"]["name"] == name]
+    assert len(found) == 1, (kind, name, sorted(m["metadata"]["name"] for m in manifests if m["kind"] == kind))
+    return found[0]
+
+
+def _pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj["kind"] == "CronJob":
+        return obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return obj["spec"]["template"]["spec"]
+
+
+def _check(obj: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in _pod_spec(obj)["initContainers"] if c["name"] == "check")
+
+
+def _pools(obj: dict[str, Any]) -> list[str]:
+    terms = _pod_spec(obj)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return next(e["values"] for e in terms["nodeSelectorTerms"][0]["matchExpressions"]
+                if e["key"] == "kubernetes.azure.com/agentpool")
+
+
+def test_each_gpu_shape_gets_a_gate_sized_for_its_gpus(manifests: list[dict[str, Any]]) -> None:
+    one = _named(manifests, "DaemonSet", "aksgpu-gpu-gate-aks-driver-1gpu")
+    eight = _named(manifests, "DaemonSet", "aksgpu-gpu-gate-aks-driver-8gpu")
+    operator = _named(manifests, "DaemonSet", "aksgpu-gpu-gate-operator-8gpu")
+    assert _pools(one) == ["a100"] and _pools(eight) == ["h100aks"] and _pools(operator) == ["h100"]
+    for obj, gpus in ((one, 1), (eight, 8), (operator, 8)):
+        assert _check(obj)["resources"] == check_resources(gpus, 24 if gpus == 1 else 96)
+    recheck = _named(manifests, "CronJob", "aksgpu-gpu-recheck-8gpu")
+    assert _gib(_check(recheck)["resources"]["limits"]["memory"]) >= _measured_peak_gib(8)
+    assert _check(recheck)["resources"]["requests"]["nvidia.com/gpu"] == "8"
+
+
+def test_the_check_has_a_shared_memory_tmpfs_and_reads_the_host_kernel_log(manifests: list[dict[str, Any]]) -> None:
+    for obj in manifests:
+        if obj["kind"] not in ("DaemonSet", "CronJob") or not any(
+                c["name"] == "check" for c in _pod_spec(obj).get("initContainers", [])):
+            continue
+        pod, check = _pod_spec(obj), _check(obj)
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["name"]: m for m in check["volumeMounts"]}
+        # NCCL needs more than the runtime's 64 MiB /dev/shm (NCCL User Guide, Troubleshooting, Docker).
+        assert volumes["shm"]["emptyDir"]["medium"] == "Memory" and mounts["shm"]["mountPath"] == "/dev/shm"
+        # The kernel log the way an unprivileged container can read it: the host's /var/log, read-only.
+        assert volumes["host-log"]["hostPath"]["path"] == "/var/log"
+        assert mounts["host-log"] == {"name": "host-log", "mountPath": HOST_LOG_DIR, "readOnly": True}
+        assert {"name": "AKSGPU_HOST_LOG_DIR", "value": HOST_LOG_DIR} in check["env"]
+        assert not check["securityContext"].get("privileged"), "no privileged container reads the log"
+        reason = obj["metadata"]["annotations"]["policy.aksgpu.io/k8s-host-path"]
+        assert "/var/log, read-only" in reason
+        if pod.get("runtimeClassName") and obj["kind"] == "DaemonSet":
+            assert "/run/nvidia/validations" in reason, "one annotation per rule carries both host paths"
+
+
+def test_gate_pods_tolerate_the_held_taint_so_a_fixed_gate_can_check_held_nodes(
+        manifests: list[dict[str, Any]]) -> None:
+    for name in ("aksgpu-gpu-gate-aks-driver-8gpu", "aksgpu-gpu-gate-operator-8gpu", "aksgpu-gpu-gate-operator-hold"):
+        tolerations = _pod_spec(_named(manifests, "DaemonSet", name))["tolerations"]
+        assert {"key": node_gate.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in tolerations
+
+
+def test_the_watchdog_runs_with_the_gate_off_and_releases_its_nodes() -> None:
+    spec = ClusterSpec.model_validate(edit(edit(base_spec(), "nodePools.1", H100_8_OPERATOR),
+                                           "gpuHealth.gate.enabled", False))
+    args = gate_watchdog(spec, NAMESPACE)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--gate-off" in args and args[args.index("--operator-pools") + 1] == "h100"
+
+
+# --- 3. a stand-in cluster -------------------------------------------------------------------
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies application/merge-patch+json."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _selected(labels: dict[str, str], selector: str) -> bool:
+    for term in filter(None, (t.strip() for t in _split_selector(selector))):
+        if " in (" in term:
+            key, _, values = term.partition(" in (")
+            if labels.get(key.strip()) not in values.rstrip(")").split(","):
+                return False
+        else:
+            key, _, value = term.partition("=")
+            if labels.get(key) != value:
+                return False
+    return True
+
+
+def _split_selector(selector: str) -> list[str]:
+    terms, depth, current = [], 0, ""
+    for char in selector:
+        depth += char == "("
+        depth -= char == ")"
+        if char == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += char
+    return [*terms, current]
+
+
+def _field(obj: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+class Cluster:
+    """Nodes, pods, one record ConfigMap and the Events written, as an API server holds them."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pods: list[dict[str, Any]] = []
+        self.configmap: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": node_gate.RECORD_CONFIGMAP, "namespace": NAMESPACE, "resourceVersion": "1",
+            "labels": {"app.kubernetes.io/part-of": "aksgpu"}}}
+        self.events: list[dict[str, Any]] = []
+        self.denied: list[list[str]] = []
+        self.lock = threading.Lock()
+        self.policy = node_change_policy(NAMESPACE)[0]
+
+    def add_node(self, name: str, pool: str, labels: dict[str, str] | None = None,
+                 annotations: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+                 unschedulable: bool = False, conditions: list[dict[str, str]] | None = None,
+                 node_image: str = "AKSUbuntu-2204gen2containerd-202611.10.0", kernel: str = "5.15.0-1079-azure") -> None:
+        self.nodes[name] = {
+            "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
+                         "creationTimestamp": "2026-11-26T10:00:00Z",
+                         "labels": {"kubernetes.azure.com/agentpool": pool,
+                                    "node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5",
+                                    node_gate.NODE_IMAGE_LABEL: node_image, **(labels or {})},
+                         "annotations": dict(annotations or {})},
+            "spec": {"taints": list(taints or [GPU_TAINT]), **({"unschedulable": True} if unschedulable else {})},
+            "status": {"nodeInfo": {"kernelVersion": kernel}, "conditions": list(conditions or [])},
+        }
+
+    def record(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (self.configmap.get("data") or {}).get("verdicts", "").splitlines()]
+
+
+@pytest.fixture
+def cluster() -> Iterator[tuple[Cluster, str]]:
+    state = Cluster()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _reply(self, code: int, body: Any) -> None:
+            payload = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _body(self) -> Any:
+            return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+        def _user(self) -> str:
+            token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            return WATCHDOG_USER if token == "watchdog" else GATE_USER
+
+        def do_GET(self) -> None:  # noqa: N802
+            url = urllib.parse.urlparse(self.path)
+            query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
+            with state.lock:
+                if url.path == "/api/v1/nodes":
+                    items = [n for n in state.nodes.values()
+                             if _selected(n["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
+                    self._reply(200, {"items": copy.deepcopy(items)})
+                elif url.path.startswith("/api/v1/nodes/"):
+                    self._reply(200, copy.deepcopy(state.nodes[url.path.rsplit("/", 1)[1]]))
+                elif url.path.endswith("/pods"):
+                    namespace = url.path.split("/")[4] if "/namespaces/" in url.path else None
+                    fields = [f.partition("=") for f in query.get("fieldSelector", "").split(",") if f]
+                    items = [p for p in state.pods
+                             if (namespace is None or p["metadata"]["namespace"] == namespace)
+                             and _selected(p["metadata"].get("labels") or {}, query.get("labelSelector", ""))
+                             and all(str(_field(p, key)) == value for key, _, value in fields)]
+                    self._reply(200, {"items": copy.deepcopy(items)})
+                elif url.path.endswith(f"/configmaps/{node_gate.RECORD_CONFIGMAP}"):
+                    self._reply(200, copy.deepcopy(state.configmap))
+                else:
+                    self._reply(404, {"kind": "Status", "reason": "NotFound"})
+
+        def do_PATCH(self) -> None:  # noqa: N802
+            assert self.headers["Content-Type"] == "application/merge-patch+json"
+            name = self.path.rsplit("/", 1)[1]
+            patch = self._body()
+            with state.lock:
+                node = state.nodes[name]
+                if patch["metadata"]["resourceVersion"] != node["metadata"]["resourceVersion"]:
+                    self._reply(409, {"kind": "Status", "reason": "Conflict"})
+                    return
+                changed = merge_patch(node, patch)
+                request = {"userInfo": {"username": self._user()}}
+                denied = denials(state.policy, obj=changed, old=node, request=request)
+                if denied:
+                    state.denied.append(denied)
+                    self._reply(422, {"kind": "Status", "reason": "Invalid", "message": "; ".join(denied)})
+                    return
+                changed["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
+                state.nodes[name] = changed
+                self._reply(200, changed)
+
+        def do_PUT(self) -> None:  # noqa: N802
+            body = self._body()
+            with state.lock:
+                if body["metadata"].get("resourceVersion") != state.configmap["metadata"]["resourceVersion"]:
+                    self._reply(409, {"kind": "Status", "reason": "Conflict"})
+                    return
+                body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+                state.configmap = body
+                self._reply(200, body)
+
+        def do_POST(self) -> None:  # noqa: N802
+            with state.lock:
+                state.events.append(self._body())
+            self._reply(201, {})
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _api(url: str, who: str = "gate") -> node_gate.Api:
+    return node_gate.Api(url, who, None)
+
+
+def autoscaler_may_scale_down(node: dict[str, Any]) -> bool:
+    """cluster-autoscaler-1.36.1 core/scaledown/eligibility/eligibility.go, as far as a node's own
+    fields go: not when it is being deleted (ToBeDeleted taint), not when annotated
+    scale-down-disabled "true"; unschedulable (cordoned) is not a reason to skip it."""
+    annotations = node["metadata"].get("annotations") or {}
+    if any(t["key"] == "ToBeDeletedByClusterAutoscaler" for t in node["spec"].get("taints") or []):
+        return False
+    return annotations.get(node_gate.SCALE_DOWN_DISABLED_ANNOTATION) != "true"
+
+
+def _results(tmp_path: Path, code: int, failed_check: str | None = None, reason: str = "") -> str:
+    (tmp_path / "exit-code").write_text(f"{code}\n")
+    if failed_check:
+        (tmp_path / "report.json").write_text(json.dumps({"failedCheck": failed_check, "reason": reason}))
+    return str(tmp_path)
+
+
+def _pending_node(state: Cluster, name: str, pool: str = "h100") -> None:
+    state.add_node(name, pool, {node_gate.HEALTH_LABEL: "pending"},
+                   {node_gate.PENDING_SINCE_ANNOTATION: "2026-11-26T11:50:00Z"},
+                   [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+
+
+def test_a_failed_node_is_kept_explained_and_recorded(cluster: tuple[Cluster, str], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    state, url = cluster
+    _pending_node(state, "aks-h100-1")
+    assert autoscaler_may_scale_down(state.nodes["aks-h100-1"]), "a node under check is fair game, as upstream"
+    outcome = node_gate.verdict(_api(url), "aks-h100-1", _results(tmp_path, 1, "ecc", "GPU 3: 2 DBE errors"),
+                                now=NOW, policy=POLICY)
+    node = state.nodes["aks-h100-1"]
+    assert outcome == "failed" and node["spec"]["unschedulable"] is True
+    assert not autoscaler_may_scale_down(node), "kept for diagnosis: the autoscaler must not delete it"
+    event = state.events[-1]
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "aks-h100-1", "uid": "uid-aks-h100-1"}
+    assert event["type"] == "Warning" and event["reason"] == "GpuCheckFailed" and "GPU 3: 2 DBE errors" in event["message"]
+    [entry] = state.record()
+    assert entry | {"time": None} == {"time": None, "node": "aks-h100-1", "pool": "h100", "source": "gate",
+                                      "vmSize": "Standard_ND96isr_H100_v5", "verdict": "failed", "check": "ecc",
+                                      "reason": "GPU 3: 2 DBE errors"}
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(node_gate.LOG_PREFIX))
+    assert json.loads(line.removeprefix(node_gate.LOG_PREFIX)) == entry, "the log line outlives the node"
+    assert state.denied == []
+
+
+def test_without_a_bound_a_failed_node_goes_to_the_autoscaler(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
+    state, url = cluster
+    _pending_node(state, "aks-h100-1")
+    node_gate.verdict(_api(url), "aks-h100-1", _results(tmp_path, 1), now=NOW,
+                      policy=node_gate.Policy(NAMESPACE, keep_failed=0))
+    assert autoscaler_may_scale_down(state.nodes["aks-h100-1"])
+
+
+def test_the_watchdog_keeps_the_newest_failed_nodes_and_hands_the_rest_over(cluster: tuple[Cluster, str]) -> None:
+    state, url = cluster
+    for index, hours_ago in enumerate((1, 2, 3, 30)):
+        checked = (NOW - datetime.timedelta(hours=hours_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "failed"},
+                       {node_gate.CHECKED_AT_ANNOTATION: checked, node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"},
+                       unschedulable=True)
+    state.add_node("aks-a100-0", "a100", {node_gate.HEALTH_LABEL: "failed"},
+                   {node_gate.CHECKED_AT_ANNOTATION: "2026-11-26T11:00:00Z",
+                    node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"}, unschedulable=True)
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100", "a100"])
+    assert sorted(done["released"]) == ["aks-h100-2", "aks-h100-3"]
+    kept = sorted(name for name, node in state.nodes.items() if not autoscaler_may_scale_down(node))
+    assert kept == ["aks-a100-0", "aks-h100-0", "aks-h100-1"], "the bound is per pool, the newest kept"
+    assert all(node["spec"].get("unschedulable") for node in state.nodes.values()), "released nodes stay cordoned"
+    assert [e["verdict"] for e in state.record()] == ["released", "released"]
+    assert {e["reason"] for e in state.events} == {"GpuNodeReleased"}
+    assert state.denied == []
+
+
+def test_the_breaker_holds_instead_of_failing_when_a_pool_fails_together(cluster: tuple[Cluster, str],
+                                                                         tmp_path: Path) -> None:
+    state, url = cluster
+    for index in range(3):
+        _pending_node(state, f"aks-h100-{index}")
+    outcomes = []
+    for index in range(3):
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        outcomes.append(node_gate.verdict(_api(url), f"aks-h100-{index}",
+                                          _results(folder, 2, "checker-error", "image pull failed"),
+                                          now=NOW + datetime.timedelta(minutes=index), policy=POLICY))
+    assert outcomes == ["failed", "failed", "held"], "3 of 3 within the window: systemic, not the GPUs"
+    held = state.nodes["aks-h100-2"]
+    assert held["metadata"]["labels"][node_gate.HEALTH_LABEL] == "held"
+    assert {"key": node_gate.GATE_TAINT_KEY, "value": "held", "effect": "NoSchedule"} in held["spec"]["taints"]
+    assert not held["spec"].get("unschedulable"), "not failed"
+    assert not autoscaler_may_scale_down(held), "a replacement would fail the same way"
+    assert state.events[-1]["reason"] == "GpuGateBreakerOpen"
+    assert "3 of the last 3" in held["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+    # The fix rolls the gate's DaemonSet; the new gate pod finds the node held and checks it again.
+    assert node_gate.pending(_api(url), "aks-h100-2", str(tmp_path / "2"), None, now=NOW) == "tainted"
+    again = state.nodes["aks-h100-2"]
+    assert again["metadata"]["labels"][node_gate.HEALTH_LABEL] == "pending"
+    assert {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"} in again["spec"]["taints"]
+    assert autoscaler_may_scale_down(again)
+    assert state.denied == []
+
+
+def test_one_bad_gpu_does_not_open_the_breaker(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
+    state, url = cluster
+    for index in range(4):
+        _pending_node(state, f"aks-h100-{index}")
+    for index, code in enumerate((0, 0, 0, 1)):
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        node_gate.verdict(_api(url), f"aks-h100-{index}", _results(folder, code), now=NOW, policy=POLICY)
+    assert state.nodes["aks-h100-3"]["metadata"]["labels"][node_gate.HEALTH_LABEL] == "failed"
+
+
+def test_verdicts_at_once_all_reach_the_record(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
+    state, url = cluster
+    for index in range(6):
+        _pending_node(state, f"aks-h100-{index}")
+        (tmp_path / str(index)).mkdir()
+        _results(tmp_path / str(index), 0)
+    threads = [threading.Thread(target=node_gate.verdict, args=(_api(url), f"aks-h100-{index}",
+                                                                 str(tmp_path / str(index))),
+                                kwargs={"now": NOW, "policy": POLICY}) for index in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(e["node"] for e in state.record()) == [f"aks-h100-{index}" for index in range(6)]
+
+
+def test_turning_the_gate_off_strands_no_node(cluster: tuple[Cluster, str]) -> None:
+    state, url = cluster
+    _pending_node(state, "aks-h100-0")
+    state.nodes["aks-h100-0"]["metadata"]["labels"].update({label: "false" for label in node_gate.HELD_OPERAND_LABELS})
+    state.add_node("aks-h100-1", "h100", {node_gate.HEALTH_LABEL: "held"},
+                   {node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"},
+                   [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "held", "effect": "NoSchedule"}])
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
+                              gate_enabled=False, operator_pools=["h100"])
+    assert sorted(done["untainted"]) == ["aks-h100-0", "aks-h100-1"]
+    for node in state.nodes.values():
+        assert node["spec"]["taints"] == [GPU_TAINT]
+        assert node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "unchecked"
+        assert autoscaler_may_scale_down(node)
+    assert all(state.nodes["aks-h100-0"]["metadata"]["labels"][label] == "true"
+               for label in node_gate.HELD_OPERAND_LABELS), "the GPU Operator's operands come back"
+    assert node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
+                              gate_enabled=False, operator_pools=["h100"])["untainted"] == [], "done once"
+    assert state.denied == []
+
+
+XID_79 = 'DCGM_EXP_XID_ERRORS_COUNT{gpu="5",UUID="GPU-x",xid="79",Hostname="aks-h100-0"} 1\n'
+XID_13 = 'DCGM_EXP_XID_ERRORS_COUNT{gpu="1",UUID="GPU-y",xid="13",Hostname="aks-h100-1"} 1\n'
+CLEAN = '# HELP DCGM_FI_DEV_ECC_DBE_VOL_TOTAL x\nDCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0"} 0\n'
+CONDITIONS = [node_gate.CordonCondition("DCGM_EXP_XID_ERRORS_COUNT", 0, "xid", ("48", "79", "95")),
+              node_gate.CordonCondition("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 0)]
+
+
+def _exporter(state: Cluster, node: str, ip: str) -> None:
+    state.pods.append({"metadata": {"name": f"exporter-{node}", "namespace": NAMESPACE,
+                                    "labels": {"app": "nvidia-dcgm-exporter"}},
+                       "spec": {"nodeName": node}, "status": {"phase": "Running", "podIP": ip}})
+
+
+def test_critical_passive_signals_cordon_through_the_same_step(cluster: tuple[Cluster, str]) -> None:
+    state, url = cluster
+    for index in range(5):
+        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "passed"})
+        _exporter(state, f"aks-h100-{index}", f"10.0.0.{index}")
+    state.nodes["aks-h100-2"]["status"]["conditions"].append(
+        {"type": "GPUMissing", "status": "True", "reason": "GPUMissing", "message": "7 of 8 GPUs"})
+    state.nodes["aks-h100-3"]["status"]["conditions"].append({"type": "GPUClockThrottling", "status": "True"})
+    scrapes = {"10.0.0.0": XID_79, "10.0.0.1": XID_13}
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"], cordon=CONDITIONS,
+                              npd_cordon={"GPUMissing", "XIDErrors"}, exporter_namespaces=[NAMESPACE],
+                              fetch=lambda address: scrapes.get(address.split("//")[1].split(":")[0], CLEAN))
+    assert sorted(done["cordoned"]) == ["aks-h100-0", "aks-h100-2"], "Xid 13 is the application's, throttling informs"
+    xid = state.nodes["aks-h100-0"]
+    assert xid["spec"]["unschedulable"] and xid["metadata"]["labels"][node_gate.HEALTH_LABEL] == "failed"
+    assert "xid=79" in xid["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+    assert not autoscaler_may_scale_down(xid)
+    assert {e["source"] for e in state.record()} == {"passive"}
+    assert state.denied == []
+
+
+def test_a_metric_gone_wrong_does_not_empty_a_pool(cluster: tuple[Cluster, str]) -> None:
+    state, url = cluster
+    for index in range(4):
+        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "passed"})
+        _exporter(state, f"aks-h100-{index}", f"10.0.0.{index}")
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"], cordon=CONDITIONS,
+                              exporter_namespaces=[NAMESPACE],
+                              fetch=lambda address: 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0"} 3\n')
+    assert done["cordoned"] == [] and len(done["spared"]) == 4
+    assert not any(node["spec"].get("unschedulable") for node in state.nodes.values())
+    assert {e["reason"] for e in state.events} == {"GpuPassiveBreakerOpen"}
+
+
+def test_a_node_whose_image_changed_is_gated_again_once_its_gpus_are_free(cluster: tuple[Cluster, str]) -> None:
+    state, url = cluster
+    recorded = json.dumps({"nodeImage": "AKSUbuntu-2204gen2containerd-202610.01.0", "kernel": "5.15.0-1079-azure"})
+    for index in range(3):
+        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "passed"},
+                       {node_gate.FINGERPRINT_ANNOTATION: recorded})
+    # aks-h100-2 kept its image; GPU Feature Discovery labelled its driver after the verdict.
+    state.nodes["aks-h100-2"]["metadata"]["labels"].update({
+        node_gate.NODE_IMAGE_LABEL: "AKSUbuntu-2204gen2containerd-202610.01.0",
+        "nvidia.com/cuda.driver-version.full": "580.95.05"})
+    state.pods.append({"metadata": {"name": "train-0", "namespace": "research", "labels": {}},
+                       "spec": {"nodeName": "aks-h100-1", "containers": [
+                           {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+                       "status": {"phase": "Running"}})
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
+                              operator_pools=["h100"])
+    assert done["regated"] == ["aks-h100-0"], "aks-h100-1's GPUs are in use; aks-h100-2 did not change"
+    node = state.nodes["aks-h100-0"]
+    assert node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "pending"
+    assert all(node["metadata"]["labels"][label] == "false" for label in node_gate.HELD_OPERAND_LABELS)
+    assert {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert "202610.01.0 -> AKSUbuntu-2204gen2containerd-202611.10.0" in state.events[-1]["message"]
+    later = json.loads(state.nodes["aks-h100-2"]["metadata"]["annotations"][node_gate.FINGERPRINT_ANNOTATION])
+    assert later["driver"] == "580.95.05", "a part first known now is recorded, not a change"
+    assert state.denied == []
+
+
+def test_a_pass_records_what_the_gpus_ran_on(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
+    state, url = cluster
+    _pending_node(state, "aks-h100-0")
+    node_gate.verdict(_api(url), "aks-h100-0", _results(tmp_path, 0), now=NOW, policy=POLICY)
+    node = state.nodes["aks-h100-0"]
+    assert json.loads(node["metadata"]["annotations"][node_gate.FINGERPRINT_ANNOTATION]) == {
+        "kernel": "5.15.0-1079-azure", "nodeImage": "AKSUbuntu-2204gen2containerd-202611.10.0"}
+    assert state.events[-1]["reason"] == "GpuCheckPassed" and state.events[-1]["type"] == "Normal"
+
+
+def test_rbac_allows_exactly_what_the_steps_call() -> None:
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in node_gate_rbac(NAMESPACE, ["aksgpu-gpu-gate-x"])}
+    watchdog_cluster = objects[("ClusterRole", "aksgpu-gpu-gate-watchdog")]["rules"]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]} in watchdog_cluster
+    gate_cluster = objects[("ClusterRole", "aksgpu-gpu-health")]["rules"]
+    assert gate_cluster == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    for account in ("aksgpu-gpu-health", "aksgpu-gpu-gate-watchdog"):
+        rules = objects[("Role", account)]["rules"]
+        assert {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
+                "resourceNames": [node_gate.RECORD_CONFIGMAP]} in rules
+        assert {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]} in rules
