@@ -589,3 +589,20 @@ def test_rbac_allows_exactly_what_the_steps_call() -> None:
         assert {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
                 "resourceNames": [node_gate.RECORD_CONFIGMAP]} in rules
         assert {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]} in rules
+
+
+def test_the_breaker_alert_fires_on_the_taint_the_hold_writes(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
+    """GpuGateBreakerOpen reads kube-state-metrics' kube_node_spec_taint (node, key, value, effect)
+    of the node exactly as hold_node leaves it, and not of a node under an ordinary check."""
+    from aksgpu.components.kubernetes.gpu_health import alert_rules
+    from tests.test_gpu_alerts import NOW as AT
+    from tests.test_gpu_alerts import firing
+
+    state, url = cluster
+    _pending_node(state, "aks-h100-0")
+    _pending_node(state, "aks-h100-1")
+    node_gate.hold_node(_api(url), "aks-h100-0", "checker-error", "breaker", {})
+    [rule] = [r for r in alert_rules() if r["alert"] == "GpuGateBreakerOpen"]
+    series = [({"__name__": "kube_node_spec_taint", "node": name, **taint}, [(AT, 1.0)])
+              for name, node in state.nodes.items() for taint in node["spec"]["taints"]]
+    assert firing(rule["expression"], series) == [{"node": "aks-h100-0"}]
