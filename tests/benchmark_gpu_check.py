@@ -4,10 +4,10 @@
     python3 tests/benchmark_gpu_check.py [--out DIR] [--vm-size SIZE] [--expect-gpus N]
 
 Prints: the quick level's time; the standard level's time, per-GPU GEMM TFLOPS and device copy
-bandwidth against the catalog's peaks, the pattern test's coverage, every failed or warned check;
-then a calibration sweep (GEMM at 4096, 8192 and 16384, then after a 30 s burn), the standard level
-once more (still warm), and copies of 1, 2 and 4 GiB. Writes the
-standard level's JSON report and Prometheus file to --out.
+bandwidth against the catalog's peaks, the pattern test's coverage (with the GPU's free and total
+memory), every failed or warned check; then a calibration sweep (GEMM at 4096, 8192 and 16384,
+then after a 30 s burn), the standard level once more (still warm), and copies of 1, 2 and 4 GiB.
+Writes the standard level's JSON report and Prometheus file to --out.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def main() -> int:
         print("no CUDA GPU here: nothing to measure")
         return 2
     devices = measure.gpu_devices(torch)
-    node = run.Node(probe.NvmlProbe(), torch, devices, xids.read_kmsg(), vm_size=args.vm_size,
-                    expected_gpus=args.expect_gpus or len(devices))
+    # On the machine itself: /dev/kmsg where readable, else its own /var/log.
+    node = run.Node(probe.NvmlProbe(), torch, devices, xids.read_kernel_log(host_log_dir=Path("/var/log")),
+                    vm_size=args.vm_size, expected_gpus=args.expect_gpus or len(devices))
     name = torch.cuda.get_device_name(0)
     model = thresholds.model_of(name)
     facts = thresholds.catalog()["gpuModels"].get(model or "", {})

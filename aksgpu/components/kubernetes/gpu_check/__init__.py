@@ -10,12 +10,14 @@ aksgpu.components.kubernetes.gpu_check --help` says how to run it.
 - thresholds.py (+ thresholds.yaml): the limits per GPU model and VM size, each with its source;
   the peaks come from aksgpu's VM catalog (components/data/vm_sizes.yaml).
 - probe.py: what NVML says (inventory, ECC, row remapping, retired pages, throttling,
-  temperature, PCIe) behind a small interface tests replace; xids.py reads Xid events.
+  temperature, PCIe) behind a small interface tests replace; xids.py reads this boot's Xid events
+  (/dev/kmsg where readable, else the node's text logs under its mounted /var/log).
 - measure.py: the measurements with PyTorch (BF16 GEMM, device-to-device bandwidth, a memory
-  pattern test), all GPUs in parallel; interconnect.py: NCCL all-reduce bus bandwidth, peer
-  access, InfiniBand ports.
-- report.py: the JSON report (the gate's contract: failedCheck, reason) and the Prometheus
-  textfile for the node exporter.
-- run.py: the levels (--quick, standard, --full), the time budget, the exit code and, behind
-  --apply-verdict, the gate's node actions (node_gate.py).
+  pattern test sized from the memory free as it allocates), all GPUs in parallel;
+  interconnect.py: NCCL all-reduce bus bandwidth, peer access, InfiniBand ports.
+- report.py: the JSON report (the gate's contract: failedCheck, reason, warnings) and, on request,
+  a Prometheus text-format file for a textfile collector of the user's own (aksgpu collects none).
+- run.py: the levels (--quick, standard, --full), the phase time limits (thresholds.yaml), the
+  exit code (0 on a pass, warnings included) and, behind --apply-verdict, the gate's node
+  actions (node_gate.py).
 """

@@ -34,7 +34,10 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
                             timeout=datetime.timedelta(seconds=timeout_seconds))
     try:
         cuda = backend == "nccl"
-        device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+        # One rank per GPU in the check (world = the GPUs); a benchmark may map more ranks than GPUs
+        # (tests/benchmark_gpu_check_memory.py --workers), which NCCL accepts only from 2.30.3 with
+        # NCCL_MULTI_RANK_GPU_ENABLE=1 (NVIDIA/nccl src/init.cc@v2.30.7-1; "Duplicate GPU detected" before).
+        device = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
         if cuda:
             torch.cuda.set_device(device)
         dtype = torch.bfloat16 if cuda else torch.float32

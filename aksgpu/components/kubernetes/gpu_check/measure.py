@@ -1,5 +1,6 @@
 """The measurements, with PyTorch: a large matrix multiply per GPU (TFLOPS), a device-to-device copy
-(memory bandwidth, bytes read plus written) and a pattern write/read-back over most of free memory.
+(memory bandwidth, bytes read plus written) and a pattern write/read-back over most of the memory
+free at the time (sized as it allocates, beside whatever else holds the GPU's memory).
 Every GPU runs at once, one thread each, so a node's GPUs are measured under the same load. The
 same code runs on the CPU build of PyTorch at tiny sizes (the tests), timed by the wall clock there
 and by CUDA events on a GPU."""
@@ -118,39 +119,169 @@ def copy_bandwidth_tbs(torch: Any, device: Any, nbytes: int, iters: int, warmup:
         return 2.0 * nbytes * iters / timer.seconds / 1e12
 
 
-def pattern_test(torch: Any, device: Any, nbytes: int, passes: int = 1, chunk_bytes: int = 1 << 30) -> dict[str, int]:
-    """Write patterns over `nbytes` of memory in chunks and read them back on the device: the number
-    of words that came back different (0 on good memory), and the bytes covered."""
-    chunk_words = max(chunk_bytes // 4, 1)
-    words = max(nbytes // 4, 1)
-    chunks = []
+@dataclass(frozen=True)
+class PatternOutcome:
+    """What the pattern test found: words that read back wrong, bytes covered, and the memory it had.
+    free_bytes and total_bytes are the device's when the test began (None where unknown: the CPU);
+    stopped says why it covered less than asked or broke off (memory ran short), None otherwise."""
+
+    mismatched_words: int
+    bytes_tested: int
+    bytes_asked: int
+    free_bytes: int | None = None
+    total_bytes: int | None = None
+    stopped: str | None = None
+
+
+class TorchMemory:
+    """A device's memory as the pattern test sees it: what is free now (the driver's figure, which
+    counts every process on the GPU) and allocation. Tests replace it with a smaller device."""
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.torch, self.device = torch, device
+
+    def free_and_total(self) -> tuple[int, int] | None:
+        if self.device.type != "cuda":
+            return None
+        free, total = self.torch.cuda.mem_get_info(self.device)
+        return int(free), int(total)
+
+    def allocate(self, count: int, dtype: Any) -> Any:
+        return self.torch.empty(count, dtype=dtype, device=self.device)
+
+
+def is_out_of_memory(torch: Any, error: BaseException) -> bool:
+    """PyTorch's out-of-memory errors: torch.cuda.OutOfMemoryError (a RuntimeError), a CUDA error
+    'out of memory' raised elsewhere, the CPU allocator's "can't allocate memory"."""
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    if isinstance(oom, type) and isinstance(error, oom):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+# The test's work buffers hold this many words (64 MiB of int32): every temporary of the checks
+# lives in them, so the test's memory beyond its chunks is fixed (13 bytes a word: an int64 index,
+# an int32 expected word, a bool mask), 208 MiB, whatever the memory tested.
+WORK_WORDS = 16 << 20
+WORK_BYTES_PER_WORD = 8 + 4 + 1
+# Smaller chunks than this, where free memory (less the headroom) allows no more, are not worth it.
+MIN_CHUNK_BYTES = 64 << 20
+
+
+def pattern_test(torch: Any, device: Any, nbytes: int, passes: int = 1, chunk_bytes: int = 1 << 30,
+                 headroom_bytes: int = 0, memory: Any = None, work_words: int | None = None,
+                 min_chunk_bytes: int | None = None) -> PatternOutcome:
+    """Write patterns over up to `nbytes` of memory in chunks and read them back on the device.
+
+    Each chunk is sized from the memory free when it is allocated, never leaving less than
+    `headroom_bytes` free for the GPU's other processes; allocation stops cleanly when memory runs
+    short (another process may hold or take most of it), and an out-of-memory error while reading
+    back ends the test with what it found. Only words that read back wrong are a fault."""
+    memory = memory or TorchMemory(torch, device)
     with _on(torch, device):
+        _empty_cache(torch, device)  # memory this process cached counts as used in the driver's figure
+        begun = memory.free_and_total()
+        free, total = begun if begun is not None else (None, None)
+        chunks: list[Any] = []
+        stopped = None
+        words_asked = max(nbytes // 4, 1)
+        block = min(WORK_WORDS if work_words is None else work_words, words_asked)
+        min_chunk_bytes = MIN_CHUNK_BYTES if min_chunk_bytes is None else min_chunk_bytes
+        if free is not None and free - headroom_bytes < block * WORK_BYTES_PER_WORD + min(min_chunk_bytes, nbytes):
+            return PatternOutcome(0, 0, nbytes, free, total, f"not run: {free / 2**30:.2f} GiB free, and "
+                                  f"{headroom_bytes / 2**30:.2f} GiB stay free for the GPU's other processes")
         try:
-            while words > 0:
-                count = min(chunk_words, words)
-                chunks.append(torch.empty(count, dtype=torch.int32, device=device))
-                words -= count
-        except RuntimeError:  # out of memory: test what was allocated
-            pass
+            work = (memory.allocate(block, torch.int64), memory.allocate(block, torch.int32),
+                    memory.allocate(block, torch.bool))
+        except Exception as error:  # noqa: BLE001 - out of memory before anything was tested
+            if not is_out_of_memory(torch, error):
+                raise
+            return PatternOutcome(0, 0, nbytes, free, total, f"no memory for the test's work buffers ({error})")
+        words = words_asked
+        while words > 0:
+            count = min(max(chunk_bytes // 4, 1), words)
+            now = memory.free_and_total()
+            if now is not None:
+                room = (now[0] - headroom_bytes) // 4
+                if room < count:
+                    if room * 4 < min_chunk_bytes:
+                        stopped = (f"stopped allocating with {now[0] / 2**30:.2f} GiB free: "
+                                   f"{headroom_bytes / 2**30:.2f} GiB stay free for the GPU's other processes")
+                        break
+                    count = room
+            try:
+                chunks.append(memory.allocate(count, torch.int32))
+            except Exception as error:  # noqa: BLE001 - another process took the memory meanwhile
+                if not is_out_of_memory(torch, error):
+                    raise
+                stopped = f"stopped allocating: out of memory ({_first_line(error)})"
+                break
+            words -= count
         mismatches = 0
+        try:
+            mismatches = _verify(torch, device, chunks, passes, work)
+        except Exception as error:  # noqa: BLE001
+            if not is_out_of_memory(torch, error):
+                raise
+            stopped = f"broke off reading back: out of memory ({_first_line(error)})"
+            mismatches = getattr(error, "mismatches_so_far", 0)
+        covered = sum(chunk.numel() * 4 for chunk in chunks)
+        del chunks, work
+        _empty_cache(torch, device)
+        return PatternOutcome(mismatches, covered, nbytes, free, total, stopped)
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def _verify(torch: Any, device: Any, chunks: list[Any], passes: int, work: tuple[Any, Any, Any]) -> int:
+    """Words that read back wrong over `passes` passes of every pattern, computed block by block in
+    the work buffers (so no temporary grows with the memory tested)."""
+    index, expected, mask = work
+    block = mask.numel()
+    found = torch.zeros((), dtype=torch.int64, device=device)
+
+    def compare(chunk: Any, want: Any) -> None:
+        for begin in range(0, chunk.numel(), block):
+            end = min(begin + block, chunk.numel())
+            torch.ne(chunk[begin:end], want if isinstance(want, int) else want(begin, end), out=mask[:end - begin])
+            found.add_(mask[:end - begin].sum())
+
+    def indices(start: int) -> Any:
+        """Each word's index across all chunks, wrapped to int32 (unique below 16 GiB per run of 2^32
+        words): two chunks that alias one another read back each other's indices."""
+        def block_of(begin: int, end: int) -> Any:
+            values = index[:end - begin]
+            torch.arange(start + begin, start + end, out=values)
+            values.add_(2**31).remainder_(2**32).sub_(2**31)
+            out = expected[:end - begin]
+            out.copy_(values)
+            return out
+        return block_of
+
+    try:
         for _ in range(passes):
             for pattern in PATTERNS:
                 for chunk in chunks:
                     chunk.fill_(pattern)
                 for chunk in chunks:
-                    mismatches += int((chunk != pattern).sum().item())
-            # Each word gets its index across all chunks (int32, unique below 16 GiB per run of
-            # 2^32 words): two chunks that alias one another read back each other's indices.
+                    compare(chunk, pattern)
             for chunk, start in zip(chunks, _starts(chunks), strict=True):
-                _index_pattern(torch, chunk, start, device, out=chunk)
+                write = indices(start)
+                for begin in range(0, chunk.numel(), block):
+                    end = min(begin + block, chunk.numel())
+                    chunk[begin:end].copy_(write(begin, end))
             for chunk, start in zip(chunks, _starts(chunks), strict=True):
-                expected = _index_pattern(torch, chunk, start, device)
-                mismatches += int((chunk != expected).sum().item())
-                del expected
-        covered = sum(chunk.numel() * 4 for chunk in chunks)
-        del chunks
-        _empty_cache(torch, device)
-        return {"mismatchedWords": mismatches, "bytesTested": covered}
+                compare(chunk, indices(start))
+        return int(found.item())
+    except Exception as error:
+        try:
+            error.mismatches_so_far = int(found.item())  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001, S110 - the device may be past reading; the error says why
+            pass
+        raise
 
 
 def _starts(chunks: list[Any]) -> list[int]:
@@ -159,25 +290,6 @@ def _starts(chunks: list[Any]) -> list[int]:
         starts.append(offset)
         offset += chunk.numel()
     return starts
-
-
-def _index_pattern(torch: Any, chunk: Any, start: int, device: Any, out: Any = None) -> Any:
-    """Words start, start+1, ... of the run, wrapped to int32."""
-    values = torch.arange(start, start + chunk.numel(), dtype=torch.int64, device=device)
-    wrapped = ((values + 2**31) % 2**32 - 2**31).to(torch.int32)
-    del values
-    if out is None:
-        return wrapped
-    out.copy_(wrapped)
-    del wrapped
-    return out
-
-
-def free_bytes(torch: Any, device: Any) -> int:
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    return 0
 
 
 def on_every_gpu(devices: list[Any], measure: Callable[[Any], T],

@@ -1,5 +1,6 @@
-"""What a run leaves behind: the JSON report (the gate reads failedCheck and reason from it) and a
-Prometheus text-format file for the node exporter's textfile collector."""
+"""What a run leaves behind: the JSON report (the gate reads failedCheck and reason from it) and, on
+request, the same results in Prometheus' text format for a node exporter's textfile collector the
+user runs: aksgpu deploys no such collector and nothing of aksgpu reads that file."""
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ def report_json(report: NodeReport) -> dict[str, Any]:
             continue
         entry = gpus.setdefault(str(result.gpu), {"verdict": "pass", "checks": []})
         entry["checks"].append(result.to_json())
-        if result.verdict == "fail":
-            entry["verdict"] = "fail"
+        if result.verdict == "fail" or (result.verdict == "warn" and entry["verdict"] == "pass"):
+            entry["verdict"] = result.verdict
     return {
         "verdict": report.verdict,
         "failedCheck": report.failed_check,
         "reason": report.reason,
+        "warnings": [{"check": r.check, "gpu": r.gpu, "reason": r.reason} if r.gpu is not None
+                     else {"check": r.check, "reason": r.reason} for r in report.warnings],
         "level": report.level,
         "durationSeconds": round(report.duration_seconds, 2),
         "node": report.facts,
@@ -43,7 +46,8 @@ def _labels(pairs: dict[str, object]) -> str:
 
 
 def prometheus_text(report: NodeReport, now: float | None = None) -> str:
-    """The metrics of one run, in Prometheus' text exposition format (version 0.0.4)."""
+    """The metrics of one run, in Prometheus' text exposition format (version 0.0.4), for a textfile
+    collector of the user's own (aksgpu collects none of it)."""
     lines = [
         "# HELP aksgpu_gpu_check_passed 1 when the check passed (warnings included), 0 when it failed.",
         "# TYPE aksgpu_gpu_check_passed gauge",
@@ -78,7 +82,8 @@ def prometheus_text(report: NodeReport, now: float | None = None) -> str:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write whole or not at all: the textfile collector must never read half a file."""
+    """Write whole or not at all: a reader (the gate's verdict step, a textfile collector) must never
+    read half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

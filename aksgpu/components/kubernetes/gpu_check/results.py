@@ -28,7 +28,9 @@ class CheckResult:
 
 @dataclass
 class NodeReport:
-    """Every result of one run, and what they add up to."""
+    """Every result of one run, and what they add up to: the node fails on any failed check and
+    passes otherwise. A warning (a busy GPU's partial memory test, a non-critical Xid) passes: the
+    gate's contract is the exit code, 0 for a pass (node_gate.py), and the report lists the warnings."""
 
     level: str
     results: list[CheckResult]
@@ -38,6 +40,10 @@ class NodeReport:
     @property
     def failures(self) -> list[CheckResult]:
         return [r for r in self.results if r.verdict == "fail"]
+
+    @property
+    def warnings(self) -> list[CheckResult]:
+        return [r for r in self.results if r.verdict == "warn"]
 
     @property
     def verdict(self) -> Verdict:
@@ -51,7 +57,14 @@ class NodeReport:
     @property
     def reason(self) -> str:
         if not self.failures:
-            return f"all {len([r for r in self.results if r.verdict != 'skip'])} checks passed ({self.level})"
+            ran = len([r for r in self.results if r.verdict != 'skip'])
+            if not self.warnings:
+                return f"all {ran} checks passed ({self.level})"
+            first = self.warnings[0]
+            checks = ", ".join(dict.fromkeys(r.check for r in self.warnings))
+            where = f"GPU {first.gpu} " if first.gpu is not None else ""
+            return (f"none of {ran} checks failed ({self.level}); {len(self.warnings)} warned ({checks}); "
+                    f"{where}{first.check}: {first.reason}")
         first = self.failures[0]
         where = f"GPU {first.gpu}: " if first.gpu is not None else ""
         more = f" (and {len(self.failures) - 1} more failures)" if len(self.failures) > 1 else ""

@@ -69,6 +69,8 @@ class Limits:
     critical_xids: frozenset[int]
     expected_gpus: int | None
     infiniband_gbps: float | None
+    pattern_headroom_bytes: int = 1 << 30
+    pattern_min_coverage: float = 0.5
 
 
 def limits(model: str | None, vm_size: str | None) -> Limits:
@@ -100,4 +102,42 @@ def limits(model: str | None, vm_size: str | None) -> Limits:
         critical_xids=alert_xids() | frozenset(thresholds["extraCriticalXids"]["values"]),
         expected_gpus=size.get("gpus"),
         infiniband_gbps=float(ib.split()[0]) if ib else None,
+        pattern_headroom_bytes=int(thresholds["memoryPattern"]["headroomGib"]["value"] * 2**30),
+        pattern_min_coverage=thresholds["memoryPattern"]["minCoverage"]["value"],
     )
+
+
+@dataclass(frozen=True)
+class PhaseLimits:
+    """Seconds each measurement phase may take before what it waited for counts as hung."""
+
+    gemm: float
+    copy: float
+    pattern: float
+    p2p: float
+    allreduce: float
+
+    @property
+    def total(self) -> float:
+        return self.gemm + self.copy + self.pattern + self.p2p + self.allreduce
+
+
+def phase_limits(level: str) -> PhaseLimits:
+    """The phase limits of a level ("standard" or "full"; quick measures nothing)."""
+    return PhaseLimits(**{name: float(value) for name, value in table()["phaseLimitsSeconds"][level].items()})
+
+
+@dataclass(frozen=True)
+class KernelLogFiles:
+    """Where the node's text logs hold kernel messages (thresholds.yaml kernelLog)."""
+
+    files: tuple[str, ...]
+    journal_dir: str
+    max_bytes_per_file: int
+    boot_slack_seconds: float
+
+
+def kernel_log_files() -> KernelLogFiles:
+    entry = table()["kernelLog"]
+    return KernelLogFiles(tuple(entry["files"]), entry["journalDir"], int(entry["maxBytesPerFile"]),
+                          float(entry["bootSlackSeconds"]))
