@@ -104,7 +104,7 @@ class Cluster(pulumi.ComponentResource):
             agent_pool_profiles=[{k: v for k, v in system_profile.items() if v is not None}],
             network_profile=_network_profile(spec),
             api_server_access_profile=_api_server_profile(spec, args.subnet_ids),
-            auto_scaler_profile=spec.control_plane.autoscaler.profile(),
+            auto_scaler_profile=spec.control_plane.autoscaler.profile(spec),
             enable_rbac=True,
             aad_profile=args.aad_profile,
             disable_local_accounts=not spec.access.local_accounts,

@@ -12,6 +12,7 @@ from pydantic import Field
 from aksgpu.components import data
 
 from .base import Issue, SpecModel, checked
+from .gpu_startup import check_autoscaler_profile, derived_autoscaler
 
 if TYPE_CHECKING:
     from . import ClusterSpec
@@ -86,25 +87,42 @@ class Autoscaler(SpecModel):
     """Minutes (0-1440) after a scale-up before the autoscaler considers scaling down again."""
     scale_down_unneeded_minutes: int = Field(default=10, ge=1, le=1440)
     """Minutes (1-1440) a node must be unneeded before the autoscaler removes it."""
-    max_node_provision_minutes: int = Field(default=15, ge=1, le=120)
-    """Minutes (1-120) the autoscaler waits for a new node to become ready before it gives up on it."""
+    max_node_provision_minutes: int | None = Field(default=None, ge=1, le=120)
+    """Minutes (1-120) the autoscaler waits for the nodes of a scale-up before it gives up on them and backs the pool off (max-node-provision-time). A new GPU node counts as arriving until the gate's verdict (up to 15 minutes after it joins). None: derived from the gated GPU pools, AKS's 15 minutes plus that time (15 without gated pools)."""
+    ok_total_unready_count: int | None = Field(default=None, ge=0, le=5000)
+    """Unready nodes (0-5000) the autoscaler tolerates whatever their share (ok-total-unready-count); it stops scaling the whole cluster once unready nodes exceed both this and maxTotalUnreadyPercentage. A GPU node still under the gate's check 15 minutes after it joins, held by the breaker, or failed and kept counts as unready. None: the most nodes the gated GPU pools can have at once (their maxCount, with upgrade surge), or AKS's 3 if that is higher."""
+    max_total_unready_percentage: int | None = Field(default=None, ge=0, le=100)
+    """Share of all nodes, in percent (0-100), that may be unready before the autoscaler stops scaling the whole cluster, once unready nodes also exceed okTotalUnreadyCount (max-total-unready-percentage). None: AKS's 45 (okTotalUnreadyCount alone keeps the gated GPU pools from stopping the autoscaler)."""
     max_graceful_termination_seconds: int = Field(default=600, ge=0, le=86400)
     """Seconds (0-86400) the autoscaler waits for a node's pods to terminate gracefully when scaling it down."""
     skip_nodes_with_local_storage: bool = False
     """Never scale down nodes whose pods use local storage (emptyDir or hostPath volumes)."""
 
-    def profile(self) -> dict[str, str]:
-        """The autoScalerProfile as pulumi-azure-native input (string values, as the API takes them)."""
-        return {
+    def profile(self, spec: ClusterSpec) -> dict[str, str]:
+        """The autoScalerProfile as pulumi-azure-native input (string values, as the API takes them).
+        Fields left unset take the values the spec's gated GPU pools need (spec/gpu_startup.py);
+        okTotalUnreadyCount is left to AKS where its default does, maxTotalUnreadyPercentage unless set."""
+        derived = derived_autoscaler(spec)
+        provision = self.max_node_provision_minutes or derived.max_node_provision_minutes
+        count = self.ok_total_unready_count if self.ok_total_unready_count is not None \
+            else derived.ok_total_unready_count
+        percentage = self.max_total_unready_percentage
+        profile = {
             "balance_similar_node_groups": str(self.balance_similar_node_groups).lower(),
             "expander": self.expander,
             "max_graceful_termination_sec": str(self.max_graceful_termination_seconds),
-            "max_node_provision_time": f"{self.max_node_provision_minutes}m",
+            "max_node_provision_time": f"{provision}m",
             "scale_down_delay_after_add": f"{self.scale_down_delay_after_add_minutes}m",
             "scale_down_unneeded_time": f"{self.scale_down_unneeded_minutes}m",
             "scan_interval": f"{self.scan_interval_seconds}s",
             "skip_nodes_with_local_storage": str(self.skip_nodes_with_local_storage).lower(),
         }
+        # Sent only when set or needed: AKS's defaults otherwise, and an unchanged body stays unchanged.
+        if count is not None:
+            profile["ok_total_unready_count"] = str(count)
+        if percentage is not None:
+            profile["max_total_unready_percentage"] = str(percentage)
+        return profile
 
 
 class ControlPlane(SpecModel):
@@ -157,6 +175,7 @@ def check_control_plane(spec: ClusterSpec) -> Iterator[Issue]:
                         f"a node OS window does nothing with nodeOsUpgradeChannel {cp.node_os_upgrade_channel}",
                         "set nodeOsUpgradeChannel: NodeImage or SecurityPatch, or drop the window", "warning")
     yield from _check_api_server(spec)
+    yield from check_autoscaler_profile(spec)
 
 
 def _check_api_server(spec: ClusterSpec) -> Iterator[Issue]:

@@ -203,13 +203,30 @@ def check_gpu_health(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("gpuHealth.alerts.actionGroupIds", list(health.alerts.action_group_ids),
                     "action groups are notified by Azure Monitor rule groups, which need scraper managedPrometheus",
                     "remove them, or use managed Prometheus")
+    # The whole way from a new node's Node object to the verdict, against the autoscaler's startup
+    # window (spec/gpu_startup.py; figures in data/deploy_durations.yaml gpuNodeStartup).
+    from . import gpu_startup
+
     window = data.limit("clusterAutoscalerMaxNodeStartupMinutes")
-    if health.gate.enabled and health.gate.timeout_seconds > 600:
+    gated = {id(pool) for pool in gpu_startup.gated_pools(spec)}
+    late = [(index, pool) for index, pool in enumerate(spec.node_pools)
+            if id(pool) in gated and gpu_startup.verdict_seconds(spec, pool) > window * 60]
+    if late:
+        _, pool = max(late, key=lambda item: gpu_startup.verdict_seconds(spec, item[1]))
+        minutes = gpu_startup.verdict_seconds(spec, pool) / 60
+        names = ", ".join(f"nodePools[{i}] ({p.name})" for i, p in late)
+        allowed = window * 60 - max(gpu_startup.pool_startup_seconds(p) for _, p in late)
+        fixes = [f"keep the gate's check to timeoutSeconds {allowed} or less"] if allowed >= 60 else []
+        fixes.append("run longer burns in the re-checks")
+        if any(p.gpu_settings and p.gpu_settings.driver == "None" for _, p in late):
+            fixes.append("use gpu.driver Install, whose driver AKS installs before the node joins")
+        fix = ", ".join(fixes[:-1]) + f", or {fixes[-1]}" if len(fixes) > 1 else fixes[0]
         yield Issue("gpuHealth.gate.timeoutSeconds", health.gate.timeout_seconds,
-                    f"the cluster autoscaler counts a new node as starting for {window} minutes only; a node "
-                    "still under check after that counts as unready, and enough unready nodes stop it from "
-                    "scaling", "keep the gate's check to 600 seconds or less, and run longer burns in the "
-                    "re-checks", "warning")
+                    f"a new node of {names} may take up to {minutes:.0f} minutes from joining the cluster to the "
+                    f"gate's verdict ({pool.name}, in minutes: {gpu_startup.startup_timeline(spec, pool)}), and the "
+                    f"cluster autoscaler counts a node as starting for {window} minutes only: after that it counts "
+                    "as unready (aksgpu raises okTotalUnreadyCount and maxNodeProvisionMinutes unless you set them, "
+                    "so the autoscaler keeps scaling)", fix, "warning")
     if health.gate.enabled and list(health.gate.command) == DEFAULT_CHECK_COMMAND:
         for index, pool in enumerate(spec.node_pools):
             if pool.kind == "gpu" and pool.gpu_settings and pool.gpu_settings.mig_profile:
