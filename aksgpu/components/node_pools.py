@@ -10,6 +10,7 @@ from pulumi_azure_native import containerservice
 
 from aksgpu.components.pool_profile import pool_properties
 from aksgpu.components.spec import ClusterSpec, ZonePool
+from aksgpu.components.spec.pools import gate_hold_labels
 
 # What AKS cannot change on an existing pool: a change must replace the pool, not be a silent
 # no-op or a failed update (azure-aks-docs create-node-pools.md, spot-node-pool.md,
@@ -100,7 +101,9 @@ class NodePools(pulumi.ComponentResource):
             resource_name_=args.cluster_name,
             resource_group_name=args.resource_group_name,
             mode="User",
-            node_labels=pool.node_labels,
+            # The gate's holds come with the node (spec/pools.py HELD_OPERAND_LABELS); labels are
+            # not in REPLACE_ON_CHANGES: AKS updates them in place (use-labels.md).
+            node_labels={**pool.node_labels, **gate_hold_labels(pool, spec)},
             node_taints=pool.node_taints or None,
             scale_down_mode=pool.scale_down_mode,
             tags=spec.tags or None,

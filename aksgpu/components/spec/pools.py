@@ -42,6 +42,26 @@ SPOT_TAINT_KEY = "kubernetes.azure.com/scalesetpriority"
 SPOT_TAINT = data.limit("aksNode")["spotTaint"]  # AKS puts it on every spot node
 # The ephemeral OS disk size aksgpu states when a pool sets none (see effective_os_disk_size_gb).
 DEFAULT_EPHEMERAL_OS_DISK_GIB = 128
+# What a GPU Operator pool's nodes carry from their first moment while the gate is on (AgentPool
+# nodeLabels, which the kubelet sets when it registers the Node: Azure/AKS#4628, AKS team, 2025-03-19,
+# "labels/taints are there at the same time as node join the cluster"), so that the operator's
+# device plugin and DCGM exporter cannot start before the gate's verdict, by construction:
+# - The operator's DaemonSets for them select "<label>: true" (NVIDIA/gpu-operator v26.7.0
+#   assets/state-device-plugin/0500_daemonset.yaml, assets/state-dcgm-exporter/0800_daemonset.yaml).
+#   Its node labeller keeps a non-empty value it finds (controllers/state_manager.go
+#   addGPUStateLabels), but removes every nvidia.com/gpu.deploy.* label from a node without
+#   nvidia.com/gpu.present=true (controllers/nodelabeling_controller.go updateGPUStateLabels ->
+#   removeAllGPUStateLabels) and sets gpu.present only from node feature discovery's NVIDIA PCI
+#   label (reconcileCommonGPULabel, state_manager.go gpuNodeLabels). So the PCI label comes with
+#   the pool too: the labeller then sets gpu.present in its first pass and never sweeps the
+#   "false" away before NFD has run. NFD's master removes only labels it recorded as its own
+#   (kubernetes-sigs/node-feature-discovery v0.19.0 pkg/nfd-master/nfd-master.go updateNodeObject).
+# - The k8s-driver-manager (NVIDIA/k8s-driver-manager v0.12.0, the gpu-operator v26.7.0 default)
+#   writes back values computed from its snapshot (cmd/driver-manager/main.go fetchCurrentLabels,
+#   maybeSetTrue: "false" stays "false"), so it can only write back the "false" it read.
+# Only the gate's verdict writes "true" (node_gate.py, which names the same two labels).
+HELD_OPERAND_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm-exporter")
+NVIDIA_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 
 PoolName = Annotated[
     str,
@@ -340,6 +360,19 @@ class NodePool(PoolBase):
         return [ZonePool(self.name, list(self.zones), self)]
 
 
+def gate_hold_labels(pool: NodePool, spec: ClusterSpec) -> dict[str, str]:
+    """Node labels aksgpu adds to a pool whose GPUs the GPU Operator serves (an NVIDIA pool with
+    gpu.driver None) while the gate is on: the operator's device plugin and DCGM exporter held off
+    and the NVIDIA PCI label node feature discovery would set (see HELD_OPERAND_LABELS). Adding or
+    removing them updates the AgentPool in place; AKS applies changed pool labels to the existing
+    nodes too (use-labels.md)."""
+    settings = pool.gpu_settings
+    if (settings is None or settings.driver != "None" or pool.gpu_vendor != "nvidia"
+            or not spec.in_cluster.enabled or not spec.gpu_health.gate.enabled):
+        return {}
+    return {**{label: "false" for label in HELD_OPERAND_LABELS}, NVIDIA_PCI_LABEL: "true"}
+
+
 # --- rules that span fields -----------------------------------------------------------------
 
 
@@ -591,6 +624,10 @@ def _check_node_pool(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[I
     yield from _check_spot(pool, path)
     yield from _check_placement(pool, path, spec)
     yield from _check_taints_and_labels(pool, path)
+    for key in sorted(gate_hold_labels(pool, spec).keys() & pool.labels.keys()):
+        yield Issue(f"{path}.labels.{key}", key, "aksgpu sets this label on GPU Operator pools while the GPU gate is "
+                    "on, so the operator's device plugin and DCGM exporter start only after the gate's verdict",
+                    "remove it")
     if pool.team is not None:
         declared = [team.name for team in spec.access.teams]
         if pool.team not in declared:
