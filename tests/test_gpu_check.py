@@ -532,6 +532,31 @@ def test_the_all_reduce_bus_bandwidth_runs_across_processes() -> None:
     assert interconnect.allreduce_bus_bandwidth_gbs(2, 1 << 16, iters=3, warmup=1, backend="gloo") > 0
 
 
+@pytest.mark.slow  # spawns two workers that import PyTorch: several seconds
+def test_the_memory_benchmark_runs_on_cpu_and_prints_figures_a_program_can_read(tmp_path: Path) -> None:
+    """tests/benchmark_gpu_check_memory.py is run on lent GPU machines; here its gloo path, with a table
+    whose parent figure no process can meet (so the run reports that figure over and exits 1)."""
+    import subprocess
+    import sys
+
+    expected = tmp_path / "expected.yaml"
+    expected.write_text("2: {parentGib: 0.001, workerGib: 64, shmMib: 4096}\n")
+    script = Path(__file__).parent / "benchmark_gpu_check_memory.py"
+    done = subprocess.run([sys.executable, str(script), "--cpu", "--workers", "2", "--expected", str(expected)],
+                          capture_output=True, text=True, timeout=300)
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 1, done.stderr[-2000:]
+    processes = [r for r in records if r["what"] == "process" and r["workers"] == 2]
+    assert [(r["process"], r.get("rank")) for r in processes] == [("parent", None), ("worker", 0), ("worker", 1)]
+    for process in processes:
+        assert 0 < process["ussGib"] <= process["pssGib"] <= process["rssGib"], process
+    [total] = [r for r in records if r["what"] == "total" and r["workers"] == 2]
+    assert max(p["ussGib"] for p in processes) < total["ussGib"] <= sum(p["ussGib"] for p in processes) + 0.003
+    assert total["ussGib"] <= total["pssGib"] <= total["rssGib"] and total["shmMib"] >= 0
+    verdicts = {r["figure"]: r["within"] for r in records if r["what"] == "expected"}
+    assert verdicts == {"parentGib": False, "workerGib": True, "shmMib": True}
+
+
 def test_infiniband_ports(tmp_path: Path) -> None:
     for device, state, physical, rate in (("mlx5_0", "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)"),
                                           ("mlx5_1", "1: DOWN", "3: Disabled", "400 Gb/sec (4X NDR)"),
