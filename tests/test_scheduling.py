@@ -161,8 +161,9 @@ def test_a_queue_only_holds_nodes_that_fit_its_pods() -> None:
 
 
 def _gpu_quota_sum(queues: list[dict]) -> int:
-    return sum(int(r["nominalQuota"]) for q in queues for f in q["spec"]["resourceGroups"][0]["flavors"]
-               for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+    """The most GPUs the queues can admit: nominal quota plus what they may borrow in the cohort."""
+    return sum(int(r["nominalQuota"]) + int(r.get("borrowingLimit", "0")) for q in queues
+               for f in q["spec"]["resourceGroups"][0]["flavors"] for r in f["resources"] if r["name"] == "nvidia.com/gpu")
 
 
 def test_a_teams_queues_together_admit_no_more_than_its_quota() -> None:

@@ -13,6 +13,12 @@
   before spot), so all its queues together admit no more than its ResourceQuota allows; a gang
   goes to spot only beyond on-demand quota, because one admitted to spot capacity that cannot be
   had waits for the pods-ready timeout.
+- Every team queue is in one cohort. On a pool no team owns, the teams' nominal quotas together
+  are at most what the pool holds (each team's claim scaled down when the claims exceed it); the
+  rest of a team's claim is its borrowingLimit, used only while other teams leave their share
+  idle, and reclaimed from it when they need it (reclaimWithinCohort: Any).
+- Per team a RoleBinding of its groups to Kueue's batch-user role in its namespace, in both
+  authorization modes: submit the job kinds Kueue manages, see their Workloads and LocalQueues.
 """
 
 from __future__ import annotations
@@ -40,7 +46,18 @@ from aksgpu.components.spec.pools import SPOT_TAINT_KEY, TEAM_KEY
 from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE_RELEASE = "kueue"
 LOCAL_QUEUE = "gpu"
+# ClusterQueues of one cohort lend each other unused quota of the [flavor, resource] pairs they list
+# (the ClusterQueue CRD, spec.cohortName, v0.19.2).
+COHORT = "aksgpu"
+# The chart's role for batch users: it aggregates the ClusterRoles labelled
+# rbac.kueue.x-k8s.io/batch-user (create and manage Jobs, JobSets, MPIJobs, TrainJobs and the other
+# integrations' kinds; read Workloads and LocalQueues). Its name is "<fullname>-batch-user-role",
+# fullname "kueue" for a release named kueue (charts/kueue/templates/rbac/batch_user_role.yaml and
+# _helpers.tpl kueue.fullname at v0.19.2). Kubernetes RBAC decides it under azure-rbac too: AKS
+# evaluates both models on one cluster (learn.microsoft.com/azure/aks/concepts-cluster-authorization).
+BATCH_USER_ROLE = f"{KUEUE_RELEASE}-batch-user-role"
 COVERED_RESOURCES = ["cpu", "memory", "nvidia.com/gpu"]
 # The frameworks the Kueue chart enables by default (charts/kueue/values.yaml at v0.19.2).
 FRAMEWORKS = ["batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice", "ray.io/raycluster",
@@ -76,8 +93,8 @@ def team_flavors(spec: ClusterSpec, team: str) -> list[GpuFlavor]:
     return sorted(usable, key=lambda flavor: (flavor.team is None, flavor.spot))
 
 
-def team_quotas(spec: ClusterSpec, team: Team) -> dict[str, dict[str, Decimal]]:
-    """Flavor name -> nominal quota (cpu in cores, memory in bytes, nvidia.com/gpu) for the team.
+def team_claims(spec: ClusterSpec, team: Team) -> dict[str, dict[str, Decimal]]:
+    """Flavor name -> what the team may use of it at most (cpu in cores, memory in bytes, nvidia.com/gpu).
 
     The team's GPU quota is handed out over its flavors in order, each flavor getting at most what
     its pools hold at full scale, so the sum over the team's queues never exceeds what its
@@ -86,7 +103,7 @@ def team_quotas(spec: ClusterSpec, team: Team) -> dict[str, dict[str, Decimal]]:
     gpu_cap = Decimal(team_gpu_quota(spec, team))
     caps = {"cpu": quantity(team.quota.cpu) if team.quota.cpu is not None else None,
             "memory": quantity(team.quota.memory) if team.quota.memory is not None else None}
-    quotas: dict[str, dict[str, Decimal]] = {}
+    claims: dict[str, dict[str, Decimal]] = {}
     remaining = gpu_cap
     for flavor in team_flavors(spec, team.name):
         capacity = flavor.capacity()
@@ -98,10 +115,61 @@ def team_quotas(spec: ClusterSpec, team: Team) -> dict[str, dict[str, Decimal]]:
                 share[resource] = capacity[resource]
             else:
                 proportional = cap * gpus / gpu_cap if gpu_cap else Decimal(0)
-                step = Decimal("0.001") if resource == "cpu" else Decimal(2) ** 20  # millicores, MiB
-                share[resource] = min(capacity[resource], (proportional // step) * step)
+                share[resource] = min(capacity[resource], (proportional // STEP[resource]) * STEP[resource])
         share["nvidia.com/gpu"] = gpus
-        quotas[flavor.name] = {resource: share[resource] for resource in COVERED_RESOURCES}
+        claims[flavor.name] = {resource: share[resource] for resource in COVERED_RESOURCES}
+    return claims
+
+
+# The unit quotas are rounded to: GPUs, millicores, MiB.
+STEP = {"nvidia.com/gpu": Decimal(1), "cpu": Decimal("0.001"), "memory": Decimal(2) ** 20}
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    """One [flavor, resource] of a team's ClusterQueue."""
+
+    nominal: Decimal
+    """Quota the team has whatever the other teams do."""
+    borrowing_limit: Decimal
+    """What the team may use beyond it, from other teams' unused quota in the cohort."""
+
+
+def _split(capacity: Decimal, claims: dict[str, Decimal], step: Decimal) -> dict[str, Decimal]:
+    """Nominal quotas that add up to at most `capacity`: the claims when they fit, otherwise each
+    claim's proportional share, rounded down to `step`, the steps left over going to the largest
+    remainders (then in team order). No team gets more than it claims."""
+    total = sum(claims.values(), Decimal(0))
+    if total <= capacity:
+        return dict(claims)
+    exact = {team: capacity * claim / total for team, claim in claims.items()}
+    nominal = {team: (share // step) * step for team, share in exact.items()}
+    left = capacity - sum(nominal.values(), Decimal(0))
+    for team in sorted(claims, key=lambda name: nominal[name] - exact[name]):  # stable: team order on ties
+        if left < step:
+            break
+        if nominal[team] + step <= claims[team]:
+            nominal[team] += step
+            left -= step
+    return nominal
+
+
+def cohort_quotas(spec: ClusterSpec) -> dict[str, dict[str, dict[str, FlavorQuota]]]:
+    """Team -> flavor -> resource -> its quota. A flavor of one team gives it its claim; on a flavor
+    several teams claim (the pools no team owns), the nominal quotas share what the pools hold and the
+    rest of each claim is borrowing, so the cohort never admits more than the pools hold, and no
+    team more than its claim."""
+    claims = {team.name: team_claims(spec, team) for team in spec.access.teams}
+    quotas: dict[str, dict[str, dict[str, FlavorQuota]]] = {team: {} for team in claims}
+    for flavor in gpu_flavors(spec):
+        users = [team for team in claims if flavor.name in claims[team]]
+        capacity = flavor.capacity()
+        for resource in COVERED_RESOURCES:
+            wanted = {team: claims[team][flavor.name][resource] for team in users}
+            nominal = _split(capacity[resource], wanted, STEP[resource])
+            for team in users:
+                quotas[team].setdefault(flavor.name, {})[resource] = FlavorQuota(nominal[team],
+                                                                                 wanted[team] - nominal[team])
     return quotas
 
 
@@ -129,21 +197,28 @@ def local_queue_name(gpus_per_node: int) -> str:
     return f"{LOCAL_QUEUE}-{gpus_per_node}"
 
 
-def cluster_queues(spec: ClusterSpec, team: Team) -> list[dict[str, Any]]:
+def cluster_queues(spec: ClusterSpec, team: Team,
+                   quotas: dict[str, dict[str, dict[str, FlavorQuota]]] | None = None) -> list[dict[str, Any]]:
     """One ClusterQueue per node shape the team may use (GPUs per node): Kueue picks a flavor by
-    quota alone, so a queue holds only flavors whose nodes can fit a pod asking for that many."""
-    quotas = team_quotas(spec, team)
+    quota alone, so a queue holds only flavors whose nodes can fit a pod asking for that many. All in
+    the cohort; a pending workload within its nominal quota preempts workloads other teams run on
+    borrowed quota (reclaimWithinCohort: Any, ClusterQueue CRD v0.19.2), so a team's nominal share of
+    a shared pool is its own whatever the others submit."""
+    team_quota = (quotas if quotas is not None else cohort_quotas(spec))[team.name]
     queues = []
     for gpus, flavors in queue_shapes(spec, team).items():
         flavor_quotas = [{"name": flavor.name, "resources": [
-            {"name": resource, "nominalQuota": _quantity_text(resource, quotas[flavor.name][resource])}
+            {"name": resource,
+             "nominalQuota": _quantity_text(resource, team_quota[flavor.name][resource].nominal),
+             "borrowingLimit": _quantity_text(resource, team_quota[flavor.name][resource].borrowing_limit)}
             for resource in COVERED_RESOURCES]} for flavor in flavors]
         queues.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue",
                        "metadata": metadata(cluster_queue_name(team.name, gpus)),
                        "spec": {
+                           "cohortName": COHORT,
                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}},
                            "queueingStrategy": "BestEffortFIFO",
-                           "preemption": {"withinClusterQueue": "LowerPriority"},
+                           "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
                            "resourceGroups": [{"coveredResources": list(COVERED_RESOURCES),
                                                "flavors": flavor_quotas}],
                        }})
@@ -153,6 +228,16 @@ def cluster_queues(spec: ClusterSpec, team: Team) -> list[dict[str, Any]]:
 def local_queues(spec: ClusterSpec, team: Team) -> list[dict[str, Any]]:
     return [{"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": metadata(local_queue_name(gpus), team.name),
              "spec": {"clusterQueue": cluster_queue_name(team.name, gpus)}} for gpus in queue_shapes(spec, team)]
+
+
+def team_queue_binding(team: Team) -> dict[str, Any] | None:
+    """The RoleBinding of the team's groups to Kueue's batch-user role in its namespace."""
+    if not team.group_object_ids:
+        return None
+    return {"metadata": metadata(f"aksgpu-{team.name}-batch-user", team.name),
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}
+                         for group in team.group_object_ids],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": BATCH_USER_ROLE}}
 
 
 def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
@@ -201,7 +286,7 @@ class GangScheduling(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=metadata(KUEUE_NAMESPACE), opts=base)
         chart = data.load("in_cluster")["kueue"]
         kueue = k8s.helm.v3.Release(
-            f"{name}-kueue", name="kueue", chart=chart["chart"], version=spec.gang_scheduling.kueue_version,
+            f"{name}-kueue", name=KUEUE_RELEASE, chart=chart["chart"], version=spec.gang_scheduling.kueue_version,
             namespace=KUEUE_NAMESPACE, values=kueue_values(spec),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]))
         # Kueue's CRDs come with the chart: its objects wait for the release.
@@ -212,9 +297,10 @@ class GangScheduling(pulumi.ComponentResource):
             flavor_resources.append(k8s.apiextensions.CustomResource(
                 f"{name}-flavor-{flavor.name}", api_version=manifest["apiVersion"], kind=manifest["kind"],
                 metadata=manifest["metadata"], spec=manifest["spec"], opts=after_kueue))
+        quotas = cohort_quotas(spec)
         for team in spec.access.teams:
             queues = []
-            for manifest in cluster_queues(spec, team):
+            for manifest in cluster_queues(spec, team, quotas):
                 queues.append(k8s.apiextensions.CustomResource(
                     f"{name}-queue-{manifest['metadata']['name']}", api_version=manifest["apiVersion"],
                     kind=manifest["kind"], metadata=manifest["metadata"], spec=manifest["spec"],
@@ -226,4 +312,12 @@ class GangScheduling(pulumi.ComponentResource):
                     f"{name}-local-queue-{team.name}-{local['metadata']['name']}", api_version=local["apiVersion"],
                     kind=local["kind"], metadata=local["metadata"], spec=local["spec"],
                     opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=waits))
+            binding = team_queue_binding(team)
+            if binding is not None:
+                # After the release: the role it names is the chart's.
+                k8s.rbac.v1.RoleBinding(
+                    f"{name}-{team.name}-batch-user", metadata=binding["metadata"], subjects=binding["subjects"],
+                    role_ref=binding["roleRef"],
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[
+                        kueue, *([args.namespaces[team.name]] if team.name in args.namespaces else [])]))
         self.register_outputs({"flavors": [flavor.name for flavor in gpu_flavors(spec)]})
