@@ -42,6 +42,21 @@ def test_a_team_pod_tolerates_only_its_own_team_taint() -> None:
         "a scheduled pod carries nodeName on later updates"
 
 
+def test_a_team_pod_may_not_tolerate_the_system_pool_or_the_gpu_gate() -> None:
+    """AKS taints the system pool CriticalAddonsOnly=true:NoSchedule (onlyCriticalAddonsEnabled); the
+    gate's startup taint holds a GPU node until its check passes. Neither toleration is a team's to use;
+    the spot taint is (a team may run on spot pools)."""
+    policy, _ = toleration_policy()
+    system_pool = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+    gate = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/aksgpu-gpu-check", "operator": "Exists",
+            "effect": "NoSchedule"}
+    spot = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
+            "effect": "NoSchedule"}
+    assert any("CriticalAddonsOnly" in denial for denial in denials(policy, obj=_pod(system_pool), namespace=VISION))
+    assert any("aksgpu-gpu-check" in denial for denial in denials(policy, obj=_pod(gate), namespace=VISION))
+    assert denials(policy, obj=_pod(spot), namespace=VISION) == []
+
+
 def test_the_team_policy_is_bound_to_team_namespaces_and_validates() -> None:
     plan = plan_spec(edit(base_spec(), "access.teams", [{"name": "vision"}]))
     policy = find_object(plan, "ValidatingAdmissionPolicy", "aksgpu-team-tolerations")
@@ -49,10 +64,11 @@ def test_the_team_policy_is_bound_to_team_namespaces_and_validates() -> None:
     assert binding["spec"]["matchResources"]["namespaceSelector"] == {
         "matchExpressions": [{"key": "aksgpu.io/team", "operator": "Exists"}]}
     assert binding["spec"]["validationActions"] == ["Deny"] and policy["spec"]["failurePolicy"] == "Fail"
-    quota = find_object(plan, "ResourceQuota", "aksgpu-no-system-priority")
+    quota = find_object(plan, "ResourceQuota", "aksgpu-priority-classes")
     assert quota["spec"]["hard"] == {"pods": "0"}
-    assert quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == ["system-cluster-critical",
-                                                                                "system-node-critical"]
+    # Every class but the cluster default (tests/test_tenancy.py evaluates the scope per class).
+    assert quota["spec"]["scopeSelector"]["matchExpressions"] == [
+        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["aksgpu-default"]}]
     for obj in (policy, binding, quota):
         assert validate_object(obj, "1.33") == []
 

@@ -31,13 +31,14 @@ from aksgpu.components.kubernetes.objects import (
     pool_tolerations,
 )
 from aksgpu.components.spec import ClusterSpec, NodePool
+from aksgpu.components.spec.access import DEFAULT_PRIORITY_CLASS
 
 PRIORITY_EXPANDER_CONFIG = "cluster-autoscaler-priority-expander"
 SPOT_PRIORITY = 20
 ON_DEMAND_PRIORITY = 10
 PRIORITY_CLASSES = (
     # name, value, global default, preemption policy, description
-    ("aksgpu-default", 0, True, "PreemptLowerPriority",
+    (DEFAULT_PRIORITY_CLASS, 0, True, "PreemptLowerPriority",
      "aksgpu: the priority of every pod that names no class (the Kubernetes default, made explicit)"),
     ("aksgpu-gpu-job", 1000, False, "PreemptLowerPriority",
      "aksgpu: GPU training and serving jobs; they preempt balloons and default-priority pods"),

@@ -2,15 +2,23 @@
 
 - Per team (every authorization mode): a namespace named after the team with the team's Pod
   Security level, a ResourceQuota capping requests.nvidia.com/gpu (and CPU and memory when the
-  spec caps them), a ResourceQuota that allows no pod at the system priorities (which would
-  preempt node agents), a LimitRange giving containers default requests (so quota counts every
-  pod), and a ConfigMap with the tolerations and node selector of the team's pools.
-- Isolation (every mode): a ValidatingAdmissionPolicy on pods in team namespaces: a pod may
-  tolerate only its own team's taint, no toleration may match every taint, and no pod may be
+  spec caps them), a ResourceQuota that allows no pod at a priority the team is not granted (the
+  system priorities, which would preempt node agents, and aksgpu's classes beyond
+  teams[].priorityClasses, which would preempt other teams on shared pools), a LimitRange giving
+  containers default requests (so quota counts every pod), and a ConfigMap with the tolerations
+  and node selector of the team's pools.
+- Isolation (every mode), two ValidatingAdmissionPolicies on pods in team namespaces:
+  aksgpu-team-tolerations: a pod may tolerate only its own team's taint, never the system pool's
+  (CriticalAddonsOnly) or the GPU gate's, no toleration may match every taint, and no pod may be
   created with spec.nodeName, so a team cannot put work on another team's pools.
+  aksgpu-team-gpus: a pod that may run on GPU nodes gets GPUs only through nvidia.com/gpu requests,
+  never through the NVIDIA runtime's own device selection (gpu_exposure_policy; every path and its
+  source in aksgpu/components/data/gpu_visibility.yaml).
 - kubernetes-rbac: ClusterRoleBindings of the admin groups (cluster-admin) and the read-only
   groups (view), and per team a RoleBinding of its groups to edit in its namespace.
 - azure-rbac: the same rights are Azure role assignments (aksgpu/components/access.py), so no bindings.
+  Kueue's rights (queues, workloads, JobSets and the other job kinds) are a RoleBinding in both
+  modes (gang_scheduling.py team_queue_binding).
 """
 
 from __future__ import annotations
@@ -22,16 +30,21 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from aksgpu.components import data
 from aksgpu.components.kubernetes.objects import (
+    GATE_TAINT_KEY,
     metadata,
     pool_targets,
     pool_tolerations,
 )
 from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
+from aksgpu.components.spec.access import DEFAULT_PRIORITY_CLASS
+from aksgpu.components.spec.pools import CRITICAL_ADDONS_TAINT
 from aksgpu.components.spec.pools import TEAM_KEY as TEAM_LABEL
 
-SYSTEM_PRIORITY_CLASSES = ["system-cluster-critical", "system-node-critical"]
 TOLERATION_POLICY = "aksgpu-team-tolerations"
+GPU_POLICY = "aksgpu-team-gpus"
+PRIORITY_QUOTA = "aksgpu-priority-classes"
 # CEL over the pod and its namespace (admissionregistration.k8s.io/v1, GA in Kubernetes 1.30).
 NO_WILDCARD_TOLERATION = "!has(object.spec.tolerations) || object.spec.tolerations.all(t, has(t.key) && t.key != '')"
 # A pod created with spec.nodeName skips the scheduler, and the kubelet enforces only NoExecute
@@ -41,6 +54,16 @@ NO_NODE_NAME_ON_CREATE = "request.operation != 'CREATE' || !has(object.spec.node
 OWN_TEAM_TOLERATION_ONLY = (
     f"!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != '{TEAM_LABEL}' || "
     f"(has(t.value) && t.value == namespaceObject.metadata.labels['{TEAM_LABEL}']))")
+# The system pool's taint (AKS onlyCriticalAddonsEnabled; spec/pools.py): Kueue, the GPU Operator's
+# controllers and CoreDNS run there, and a team pod tolerating it could land beside them.
+SYSTEM_POOL_TAINT_KEY = CRITICAL_ADDONS_TAINT.split("=")[0]
+NO_SYSTEM_POOL_TOLERATION = (
+    "!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || "
+    f"t.key != '{SYSTEM_POOL_TAINT_KEY}')")
+# The GPU gate's startup taint holds a new GPU node out of service until its check has passed
+# (gpu_health.py): a team pod tolerating it could run on a node under check.
+NO_GATE_TOLERATION = (
+    f"!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != '{GATE_TAINT_KEY}')")
 # Defaults for containers that set no requests: with a quota on CPU or memory, a pod without
 # requests would be refused; small defaults keep such pods schedulable and counted.
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
@@ -88,12 +111,22 @@ def team_quota(spec: ClusterSpec, team: Team) -> dict[str, Any]:
     return {"metadata": metadata("aksgpu-quota", team.name), "spec": {"hard": hard}}
 
 
+def team_priority_classes(team: Team) -> list[str]:
+    """The PriorityClasses the team's pods may use: the cluster default and those it is granted."""
+    return [DEFAULT_PRIORITY_CLASS, *[name for name in team.priority_classes if name != DEFAULT_PRIORITY_CLASS]]
+
+
 def team_priority_quota(team: Team) -> dict[str, Any]:
-    """No pod of the team at the system priorities, which would preempt node agents (Kubernetes
-    docs, "Limit Priority Class consumption by default")."""
-    return {"metadata": metadata("aksgpu-no-system-priority", team.name),
+    """No pod of the team at any other priority: the system ones would preempt node agents, aksgpu's
+    higher ones other teams' pods on the pools they share (Kubernetes docs, "Limit Priority Class
+    consumption by default": a quota of pods 0 scoped to those classes). NotIn also catches classes
+    added later. The Priority admission plugin names the global default class (aksgpu-default) on
+    a pod that names none before quota is checked (plugin/pkg/admission/priority/admission.go
+    admitPod), and the quota evaluator matches the PriorityClass scope with a label selector over
+    spec.priorityClassName (pkg/quota/v1/evaluator/core/pods.go podMatchesSelector)."""
+    return {"metadata": metadata(PRIORITY_QUOTA, team.name),
             "spec": {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [
-                {"scopeName": "PriorityClass", "operator": "In", "values": list(SYSTEM_PRIORITY_CLASSES)}]}}}
+                {"scopeName": "PriorityClass", "operator": "NotIn", "values": team_priority_classes(team)}]}}}
 
 
 def toleration_policy() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -111,10 +144,164 @@ def toleration_policy() -> tuple[dict[str, Any], dict[str, Any]]:
             {"expression": OWN_TEAM_TOLERATION_ONLY,
              "messageExpression": "'pods in namespace ' + namespaceObject.metadata.name + ' may tolerate only their "
                                   f"own team taint, {TEAM_LABEL}=' + namespaceObject.metadata.labels['{TEAM_LABEL}']"},
+            {"expression": NO_SYSTEM_POOL_TOLERATION,
+             "message": f"a pod in a team namespace may not tolerate {SYSTEM_POOL_TAINT_KEY}: that taint keeps the "
+                        "system pool for Kueue, the GPU Operator's controllers and CoreDNS"},
+            {"expression": NO_GATE_TOLERATION,
+             "message": f"a pod in a team namespace may not tolerate {GATE_TAINT_KEY}: that taint holds a new GPU "
+                        "node until its check has passed"},
         ],
     }}
     binding = {"metadata": metadata(TOLERATION_POLICY), "spec": {
         "policyName": TOLERATION_POLICY,
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+    }}
+    return policy, binding
+
+
+# --- GPUs only through requests ----------------------------------------------------------------
+# On AKS-driver GPU nodes the NVIDIA runtime is containerd's default (Azure/AgentBaker pkg/agent
+# containerd template: `{{- if IsNSeriesSKU }} default_runtime_name = "nvidia-container-runtime"`),
+# and it gives a container the devices its environment names (NVIDIA_VISIBLE_DEVICES), whether or
+# not the device plugin allocated them: NVIDIA/k8s-device-plugin#87, NVIDIA/gpu-operator#700. Every
+# path, with its source, is in aksgpu/components/data/gpu_visibility.yaml; tests/oracles/
+# gpu_visibility.py models the chain (kubelet, containerd, the NVIDIA runtime) the policy is tested on.
+_VISIBILITY = data.load("gpu_visibility")
+DEVICE_ENV_VARS: list[str] = list(_VISIBILITY["deviceEnvVars"])
+VISIBLE_DEVICES = str(_VISIBILITY["visibleDevicesEnvVar"])
+NO_DEVICES = str(_VISIBILITY["noDevicesValue"])
+NVIDIA_RUNTIME_CLASSES: list[str] = list(_VISIBILITY["nvidiaRuntimeClasses"])
+CDI_ANNOTATION_PREFIXES: list[str] = list(_VISIBILITY["cdiAnnotationPrefixes"])
+VOLUME_MOUNT_DEVICE_ROOT = str(_VISIBILITY["volumeMountDeviceRoot"])
+PRIVILEGED_CAPABILITIES: list[str] = list(_VISIBILITY["privilegedCapabilities"])
+GPU_RESOURCE = "nvidia.com/gpu"
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _cel_list(values: list[str]) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+def _gpu_tolerated(pod: str) -> str:
+    """The pod tolerates the GPU pools' taint (or every taint), so it may run on a GPU node. Every GPU
+    pool carries an nvidia.com/gpu taint of effect NoSchedule or NoExecute (spec/pools.py node_taints;
+    spec/access.py refuses a softer one when teams are declared)."""
+    return (f"has({pod}.spec.tolerations) && {pod}.spec.tolerations.exists(t, !has(t.key) || t.key == '' || "
+            f"t.key == '{GPU_RESOURCE}')")
+
+
+def _requests_gpus(container: str) -> str:
+    """The container requests nvidia.com/gpu (extended resources are requested through limits; a
+    request of 0 calls no device plugin)."""
+    return (f"(has({container}.resources) && has({container}.resources.limits) && "
+            f"'{GPU_RESOURCE}' in {container}.resources.limits && "
+            f"string({container}.resources.limits['{GPU_RESOURCE}']) != '0')")
+
+
+def _every_container(condition: str) -> str:
+    """`condition` (over `c`) holds for every container, init container and ephemeral container.
+    Three lists, not one: they have different types in the API server's typed CEL."""
+    return " && ".join(f"(!has(object.spec.{kind}) || object.spec.{kind}.all(c, {condition}))"
+                       for kind in CONTAINER_LISTS)
+
+
+# A device variable in the pod's env replaces the device plugin's (kubelet appends the pod's env after
+# the device plugin's Allocate envs, kubernetes/kubernetes pkg/kubelet/kubelet_pods.go
+# GenerateRunContainerOptions; containerd puts the image ENV first and the CRI envs after it,
+# internal/cri/server/container_create.go, and the NVIDIA runtime keeps the last value of a name,
+# internal/config/image/builder.go WithEnv). Only NVIDIA_VISIBLE_DEVICES=void is allowed, and only in a
+# container without a GPU request.
+DEVICE_ENV_ONLY_VOID = _every_container(
+    f"!has(c.env) || c.env.all(e, !(e.name in {_cel_list(DEVICE_ENV_VARS)}) || (!{_requests_gpus('c')} && "
+    f"e.name == '{VISIBLE_DEVICES}' && has(e.value) && e.value == '{NO_DEVICES}'))")
+# A container without a GPU request states NVIDIA_VISIBLE_DEVICES=void: its image may set the
+# variable (NGC images set all), and no device plugin value overrides the image's then. The pod's
+# env also overrides envFrom (kubelet makeEnvironmentVariables: "Env will override EnvFrom variables").
+NO_REQUEST_STATES_VOID = _every_container(
+    f"{_requests_gpus('c')} || (has(c.env) && c.env.exists(e, e.name == '{VISIBLE_DEVICES}'))")
+# envFrom adds every key of a ConfigMap or Secret, prefix + key (kubelet makeEnvironmentVariables),
+# which admission cannot read: a container with a GPU request takes envFrom only under a prefix that
+# no device variable starts with.
+GPU_ENV_FROM_PREFIXED = _every_container(
+    f"!{_requests_gpus('c')} || !has(c.envFrom) || c.envFrom.all(f, has(f.prefix) && f.prefix != '' && "
+    f"{_cel_list(DEVICE_ENV_VARS)}.all(d, !d.startsWith(f.prefix)))")
+NO_NVIDIA_RUNTIME_CLASS = (
+    f"!has(object.spec.runtimeClassName) || !(object.spec.runtimeClassName in {_cel_list(NVIDIA_RUNTIME_CLASSES)})")
+NO_CDI_ANNOTATIONS = (
+    "!has(object.metadata.annotations) || object.metadata.annotations.all(k, "
+    + " && ".join(f"!k.startsWith('{prefix}')" for prefix in CDI_ANNOTATION_PREFIXES) + ")")
+# Privileged containers see every device; with CAP_SYS_ADMIN the NVIDIA runtime honours device
+# variables whatever its configuration. Pod Security baseline refuses both; this holds for teams
+# whose namespace is privileged too. containerd upper-cases added capabilities, so the match ignores case.
+NOT_PRIVILEGED = _every_container(
+    "!has(c.securityContext) || ((!has(c.securityContext.privileged) || !c.securityContext.privileged) && "
+    "(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || "
+    "c.securityContext.capabilities.add.all(a, !a.matches('(?i)^(cap_)?("
+    + "|".join(name.lower() for name in PRIVILEGED_CAPABILITIES) + ")$'))))")
+# The runtime cleans the mount's destination before comparing it with the root (cuda_image.go
+# requestsFromMounts); cleaning only drops path elements, so the root's last element must appear in
+# the mountPath as written.
+NO_DEVICE_LIST_MOUNTS = _every_container(
+    "!has(c.volumeMounts) || c.volumeMounts.all(m, "
+    f"!m.mountPath.contains('{VOLUME_MOUNT_DEVICE_ROOT.rsplit('/', 1)[-1]}'))")
+# The rules apply to a pod that may run on GPU nodes when it is created, when an update adds the GPU
+# toleration (a scheduling-gated pod's tolerations may grow, and Kueue adds its flavor's), and when an
+# ephemeral container is added. Containers' env and runtimeClassName cannot change on update, so a pod
+# checked once needs no second check: finalizer removals on older pods are not refused.
+NEWLY_ON_GPU_NODES = (
+    "request.operation == 'CREATE' || (has(request.subResource) && request.subResource == 'ephemeralcontainers') "
+    f"|| !({_gpu_tolerated('oldObject')})")
+
+
+def gpu_exposure_policy() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ValidatingAdmissionPolicy that leaves a team's pods on GPU nodes no GPU but those the
+    device plugin allocated to them, and its binding to every team namespace."""
+    policy = {"metadata": metadata(GPU_POLICY), "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["CREATE", "UPDATE"],
+                                                "resources": ["pods", "pods/ephemeralcontainers"]}]},
+        "matchConditions": [
+            {"name": "may-run-on-gpu-nodes", "expression": _gpu_tolerated("object")},
+            {"name": "new-on-gpu-nodes", "expression": NEWLY_ON_GPU_NODES},
+        ],
+        "validations": [
+            {"expression": DEVICE_ENV_ONLY_VOID,
+             "message": f"a container of a pod that tolerates {GPU_RESOURCE} may not set "
+                        f"{' or '.join(DEVICE_ENV_VARS)} (the pod's value replaces the device plugin's, so it would see "
+                        f"GPUs it did not request); the one value allowed is {VISIBLE_DEVICES}={NO_DEVICES}, in a "
+                        f"container without a GPU request. Fix: request {GPU_RESOURCE} in resources.limits"},
+            {"expression": NO_REQUEST_STATES_VOID,
+             "message": f"a container without an {GPU_RESOURCE} request, in a pod that tolerates {GPU_RESOURCE}, "
+                        f"must set env {VISIBLE_DEVICES}={NO_DEVICES}: its image may set {VISIBLE_DEVICES} (NGC "
+                        "images set all), and the NVIDIA runtime, containerd's default on AKS GPU nodes, would give "
+                        f"it every GPU of the node. Fix: add {{name: {VISIBLE_DEVICES}, value: {NO_DEVICES}}} to "
+                        "its env, or request GPUs"},
+            {"expression": GPU_ENV_FROM_PREFIXED,
+             "message": f"a container with an {GPU_RESOURCE} request may take envFrom only with a prefix that no "
+                        f"device variable ({', '.join(DEVICE_ENV_VARS)}) starts with: a ConfigMap or Secret key of "
+                        "that name would replace the device plugin's value. Fix: set envFrom[].prefix, e.g. APP_"},
+            {"expression": NO_NVIDIA_RUNTIME_CLASS,
+             "message": f"a pod in a team namespace may not use the NVIDIA runtime classes "
+                        f"({', '.join(NVIDIA_RUNTIME_CLASSES)}): they select devices from the image's environment. "
+                        f"Fix: remove runtimeClassName; {GPU_RESOURCE} requests get GPUs without it"},
+            {"expression": NO_CDI_ANNOTATIONS,
+             "message": "a pod in a team namespace may not carry CDI device annotations ("
+                        f"{', '.join(CDI_ANNOTATION_PREFIXES)}): they name devices outside the device plugin. "
+                        f"Fix: remove them and request {GPU_RESOURCE}"},
+            {"expression": NOT_PRIVILEGED,
+             "message": f"a container of a pod that tolerates {GPU_RESOURCE} may not be privileged or add "
+                        f"{' or '.join(PRIVILEGED_CAPABILITIES)}: it would see every GPU of the node. Fix: drop "
+                        f"privileged and the capability; request {GPU_RESOURCE}"},
+            {"expression": NO_DEVICE_LIST_MOUNTS,
+             "message": f"a container of a pod that tolerates {GPU_RESOURCE} may not mount anything under "
+                        f"{VOLUME_MOUNT_DEVICE_ROOT}: the NVIDIA runtime can read a device list there. Fix: mount "
+                        "the volume elsewhere"},
+        ],
+    }}
+    binding = {"metadata": metadata(GPU_POLICY), "spec": {
+        "policyName": GPU_POLICY,
         "validationActions": ["Deny"],
         "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
     }}
@@ -164,12 +351,13 @@ class TeamAccess(pulumi.ComponentResource):
                                            subjects=binding["subjects"], role_ref=binding["roleRef"], opts=base)
         self.namespaces = {}
         if spec.access.teams:
-            policy, policy_binding = toleration_policy()
-            admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-                f"{name}-toleration-policy", metadata=policy["metadata"], spec=policy["spec"], opts=base)
-            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                f"{name}-toleration-policy-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission]))
+            for label, (policy, policy_binding) in (("toleration-policy", toleration_policy()),
+                                                    ("gpu-policy", gpu_exposure_policy())):
+                admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                    f"{name}-{label}", metadata=policy["metadata"], spec=policy["spec"], opts=base)
+                k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                    f"{name}-{label}-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission]))
         for team in spec.access.teams:
             manifest = team_namespace(team)
             namespace = k8s.core.v1.Namespace(f"{name}-{team.name}", metadata=manifest["metadata"], opts=base)
@@ -179,7 +367,7 @@ class TeamAccess(pulumi.ComponentResource):
             k8s.core.v1.ResourceQuota(f"{name}-{team.name}-quota", metadata=quota["metadata"], spec=quota["spec"],
                                       opts=inside)
             priority = team_priority_quota(team)
-            k8s.core.v1.ResourceQuota(f"{name}-{team.name}-no-system-priority", metadata=priority["metadata"],
+            k8s.core.v1.ResourceQuota(f"{name}-{team.name}-priority-classes", metadata=priority["metadata"],
                                       spec=priority["spec"], opts=inside)
             limits = team_limit_range(team)
             k8s.core.v1.LimitRange(f"{name}-{team.name}-defaults", metadata=limits["metadata"], spec=limits["spec"],

@@ -14,6 +14,13 @@ if TYPE_CHECKING:
     from . import ClusterSpec
 
 TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+PRIORITY_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# The cluster's default PriorityClass (aksgpu/components/kubernetes/headroom.py declares it, globalDefault):
+# every team may use it; teams[].priorityClasses grants others.
+DEFAULT_PRIORITY_CLASS = "aksgpu-default"
+# Kubernetes reserves the system- prefix for its own PriorityClasses (system-cluster-critical,
+# system-node-critical), which preempt node agents' peers.
+SYSTEM_PRIORITY_PREFIX = "system-"
 # Namespaces Kubernetes, AKS and aksgpu use themselves: a team of that name would share them.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "gatekeeper-system",
                                  "aksgpu-system", "gpu-operator", "kueue-system", "app-routing-system"})
@@ -65,7 +72,9 @@ class Team(SpecModel):
     quota: TeamQuota = TeamQuota()
     """Caps on what the team's namespace may request at once: GPUs, CPU, memory."""
     pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
-    """Pod Security Standard enforced in the team's namespace. baseline blocks host access and privileged pods; jobs that need extra capabilities (IPC_LOCK for InfiniBand RDMA) need privileged."""
+    """Pod Security Standard enforced in the team's namespace. baseline blocks host access and privileged pods; jobs that need extra capabilities (IPC_LOCK for InfiniBand RDMA) need privileged. Pods that may run on GPU nodes stay unprivileged and without SYS_ADMIN at every level (aksgpu's admission policy)."""
+    priority_classes: list[str] = Field(default_factory=list)
+    """PriorityClasses the team's pods may use besides aksgpu-default (the cluster default), e.g. [aksgpu-gpu-job]: a ResourceQuota refuses pods of every other class. A higher class lets the team's pods preempt lower ones, other teams' included, on the pools they share."""
 
 
 class Access(SpecModel):
@@ -116,12 +125,54 @@ def check_access(spec: ClusterSpec) -> Iterator[Issue]:
         if name in RESERVED_NAMESPACES or name.startswith("kube-"):
             yield Issue(f"access.teams[{index}].name", name, "the team's namespace would be one that Kubernetes, "
                         "AKS or aksgpu uses itself", f'rename the team, e.g. "team-{name}"')
+    yield from _check_priority_classes(spec)
+    yield from _check_gpu_taints(spec)
     for index, team in enumerate(access.teams):
         if team.quota.gpus is None and spec.in_cluster.enabled and not team_gpu_capacity(spec, team.name):
             yield Issue(f"access.teams[{index}].quota.gpus", None,
                         f"team {team.name} owns no GPU pool, so its GPU quota defaults to 0 and its pods cannot "
                         "request GPUs", "set quota.gpus to what it may use of the shared GPU pools, or give it a "
                         "pool (nodePools[].team)", "warning")
+
+
+def _check_priority_classes(spec: ClusterSpec) -> Iterator[Issue]:
+    teams = spec.access.teams
+    shared = [pool.name for pool in spec.node_pools if pool.team is None]
+    if not spec.system_pool.only_critical_addons:
+        shared.insert(0, spec.system_pool.name)
+    for index, team in enumerate(teams):
+        for position, name in enumerate(team.priority_classes):
+            path = f"access.teams[{index}].priorityClasses[{position}]"
+            if not PRIORITY_CLASS_NAME.fullmatch(name) or len(name) > 253:
+                yield Issue(path, name, "a PriorityClass name is a lowercase DNS subdomain",
+                            'write it like "aksgpu-gpu-job"')
+            elif name.startswith(SYSTEM_PRIORITY_PREFIX):
+                yield Issue(path, name, "the system priorities are for the cluster's own agents: a team pod "
+                            "there could preempt them", "remove it")
+        granted = [name for name in team.priority_classes if name != DEFAULT_PRIORITY_CLASS]
+        others = [other.name for other in teams if other.name != team.name]
+        if granted and others and shared:
+            yield Issue(f"access.teams[{index}].priorityClasses", list(team.priority_classes),
+                        f"team {team.name}'s pods at {', '.join(granted)} can preempt lower-priority pods of "
+                        f"{', '.join(others)} on the pools no team owns ({', '.join(shared)})",
+                        "grant higher classes only to teams that run on pools of their own, or accept that "
+                        "they take precedence on the shared ones", "warning")
+
+
+def _check_gpu_taints(spec: ClusterSpec) -> Iterator[Issue]:
+    """aksgpu's admission policy treats a pod as one that may run on GPU nodes when it tolerates the
+    nvidia.com/gpu taint; a softer effect would let other pods there too."""
+    if not spec.access.teams or not spec.in_cluster.enabled:
+        return
+    for index, pool in enumerate(spec.node_pools):
+        for position, taint in enumerate(pool.taints):
+            key, _, effect = taint.partition(":")
+            if pool.kind == "gpu" and key.split("=")[0] == "nvidia.com/gpu" and effect == "PreferNoSchedule":
+                yield Issue(f"nodePools[{index}].taints[{position}]", taint,
+                            "with teams, every GPU pool keeps pods that do not tolerate nvidia.com/gpu off its nodes "
+                            "(aksgpu checks the GPU access of pods that tolerate it), and PreferNoSchedule does not",
+                            "use effect NoSchedule, or leave the taint out (aksgpu adds "
+                            "nvidia.com/gpu=present:NoSchedule)")
 
 
 def team_gpu_capacity(spec: ClusterSpec, team: str) -> int:
