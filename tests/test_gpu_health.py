@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from aksgpu.components.kubernetes import node_gate, objects
-from aksgpu.components.kubernetes.gpu_health import CHECK_WRAPPER, RECHECK_PRIORITY
+from aksgpu.components.kubernetes.gpu_health import CHECK_WRAPPER, GATE_STARTUP_MARGIN_MINUTES, RECHECK_PRIORITY
+from aksgpu.components.spec import ClusterSpec
+from aksgpu.components.spec.gpu_startup import gate_startup_minutes
 from tests.helpers import (
     REPO,
     base_spec,
@@ -112,8 +114,12 @@ def test_a_watchdog_fails_nodes_pending_too_long(plan: Any) -> None:
     assert pod["serviceAccountName"] == "aksgpu-gpu-gate-watchdog"
     assert pod["nodeSelector"] == {"kubernetes.azure.com/mode": "system"}
     command = pod["containers"][0]["command"]
-    # The gate's 600 s limit plus 20 minutes for image pulls and the operator's driver.
-    assert command[command.index("--max-pending-minutes") + 1] == "30"
+    # The way to the check (the startup table; the h100 pool installs its driver through the
+    # operator), the gate's 600 s limit and the margin.
+    spec = ClusterSpec.model_validate(edit(edit(base_spec(), "nodePools.1", H100), "monitoring.managedPrometheus", True))
+    expected = gate_startup_minutes(spec) + 10 + GATE_STARTUP_MARGIN_MINUTES
+    assert command[command.index("--max-pending-minutes") + 1] == str(expected)
+    assert expected >= 30, "never tighter than before: failing a slow but healthy node costs a VM"
 
 
 def test_only_the_gate_steps_hold_the_node_rights(plan: Any) -> None:

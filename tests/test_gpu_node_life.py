@@ -606,3 +606,24 @@ def test_the_breaker_alert_fires_on_the_taint_the_hold_writes(cluster: tuple[Clu
     series = [({"__name__": "kube_node_spec_taint", "node": name, **taint}, [(AT, 1.0)])
               for name, node in state.nodes.items() for taint in node["spec"]["taints"]]
     assert firing(rule["expression"], series) == [{"node": "aks-h100-0"}]
+
+
+def test_operands_a_pool_label_update_turned_off_come_back(cluster: tuple[Cluster, str]) -> None:
+    """AKS writes an updated pool's labels onto all its nodes (use-labels.md): the gate's "false"
+    lands on nodes that passed long ago; the watchdog switches them on, but not mid-upgrade."""
+    state, url = cluster
+    off = {label: "false" for label in node_gate.HELD_OPERAND_LABELS}
+    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "passed", **off})
+    state.add_node("aks-h100-1", "h100", {node_gate.HEALTH_LABEL: "pending", **off})
+    state.add_node("aks-h100-2", "h100", {node_gate.HEALTH_LABEL: "passed", **{
+        label: "paused-for-driver-upgrade" for label in node_gate.HELD_OPERAND_LABELS}})
+    state.add_node("aks-a100-0", "a100", {node_gate.HEALTH_LABEL: "passed", **off})
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100", "a100"],
+                              operator_pools=["h100"])
+    assert done["operands"] == ["aks-h100-0"]
+    assert all(state.nodes["aks-h100-0"]["metadata"]["labels"][label] == "true"
+               for label in node_gate.HELD_OPERAND_LABELS)
+    assert state.nodes["aks-h100-1"]["metadata"]["labels"][node_gate.HELD_OPERAND_LABELS[0]] == "false"
+    assert state.nodes["aks-h100-2"]["metadata"]["labels"][node_gate.HELD_OPERAND_LABELS[0]] == \
+        "paused-for-driver-upgrade"
+    assert state.denied == []

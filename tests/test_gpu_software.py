@@ -13,6 +13,7 @@ import yaml
 from aksgpu.cli.environments.presets import preset_names
 from aksgpu.cli.plan.planner import Plan
 from aksgpu.cli.plan.report import gpu_software_by_pool
+from aksgpu.components.kubernetes import node_gate
 from aksgpu.components.spec import SpecError, parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec, preset_spec
 from tests.oracles.kubernetes import DATA
@@ -89,9 +90,18 @@ def gate_taint(plan: Plan) -> str | None:
     return None
 
 
+def passed_labels(node: Node) -> dict[str, str]:
+    """What the gate's verdict writes on a passed node: the health label, and on a GPU Operator pool
+    (whose nodes join with the operator's device plugin and exporter switched off) those switches
+    on (node_gate.py verdict with --release-operands)."""
+    labels = {"aksgpu.io/gpu-health": "passed"}
+    held = [label for label in node_gate.HELD_OPERAND_LABELS if node.labels.get(label) == "false"]
+    return {**labels, **{label: "true" for label in held}}
+
+
 def admitted(plan: Plan, node: Node) -> Node:
-    """The node after the gate passed it: labelled passed, startup taint gone."""
-    return node.with_state(labels={"aksgpu.io/gpu-health": "passed"}) if gate_taint(plan) else node
+    """The node after the gate passed it: labelled passed, operands released, startup taint gone."""
+    return node.with_state(labels=passed_labels(node)) if gate_taint(plan) else node
 
 
 PLANS = {f"preset {name}": lambda name=name: plan_spec(preset_spec(name)) for name in preset_names()}
@@ -177,14 +187,16 @@ def test_no_gpu_is_advertised_before_the_gate_has_passed_the_node(preset_plans: 
             pending = node.with_state({"aksgpu.io/gpu-health": "pending", **(
                 {"nvidia.com/gpu.deploy.device-plugin": "false"} if "--hold-operands" in pending_args else {})},
                 [taint])
-            # aksgpu's device plugin waits for a verdict; the GPU Operator's cannot start before its
-            # driver is installed (minutes), long after the hold step (no GPU runtime needed) ran.
+            # aksgpu's device plugin waits for a verdict; the GPU Operator's is off from the node's
+            # first label on: its pool creates it with the switches "false" (every interleaving with
+            # the operator's labeller and driver manager: tests/test_gpu_node_startup.py).
             assert not any(fits(spec, node) for spec in device_plugins(plan)), f"{name}: on a new {node.pool} node"
+            assert advertisers(plan, node) == [], f"{name}: GPUs advertised on a new {node.pool} node"
             assert advertisers(plan, pending) == [], f"{name}: GPUs advertised on {node.pool} under check"
             checks = [g for g in gates if fits(_pod_spec(g), pending) and any(
                 c["name"] == "check" for c in _pod_spec(g)["initContainers"])]
             assert len(checks) == 1, f"{name}: one check runs on a pending {node.pool} node"
-            passed = node.with_state({"aksgpu.io/gpu-health": "passed"})
+            passed = node.with_state(passed_labels(node))
             assert len(advertisers(plan, passed)) == 1
             assert not any(fits(_pod_spec(g), passed) for g in gates), "a decided node leaves the gate"
 

@@ -51,14 +51,17 @@ from aksgpu.components.kubernetes.objects import (
     system_pool_placement,
 )
 from aksgpu.components.spec import ClusterSpec
+from aksgpu.components.spec.gpu_startup import gate_startup_minutes
 
 GATE = "aksgpu-gpu-gate"
 RECHECK = "aksgpu-gpu-recheck"
 SERVICE_ACCOUNT = "aksgpu-gpu-health"
 WATCHDOG = "aksgpu-gpu-gate-watchdog"
-# Minutes a new node may take beyond the check's own time limit before the watchdog fails it:
-# pulling a multi-GB check image and, on GPU Operator pools, installing the driver.
-GATE_STARTUP_ALLOWANCE_MINUTES = 20
+# Minutes on top of the startup table's figures (gate_startup_minutes: node boot, on GPU Operator
+# pools the driver and toolkit, the check image's pull) before the watchdog fails a pending node:
+# most of those figures are labelled assumptions, and failing a healthy node that was merely slow
+# costs a whole VM.
+GATE_STARTUP_MARGIN_MINUTES = 10
 SCRIPT_CONFIG = "aksgpu-node-gate"
 EXPORTER = "dcgm-exporter"
 # The label the GPU Operator gives its exporter pods; aksgpu's exporter carries it too, so one
@@ -496,6 +499,13 @@ def verdict_args(spec: ClusterSpec, namespace: str) -> list[str]:
             "--breaker-min-nodes", str(breaker.min_nodes)]
 
 
+def max_pending_minutes(spec: ClusterSpec) -> int:
+    """How long a node may stay pending before the watchdog fails it: its way to the check, the
+    check's own limit, and a margin."""
+    return gate_startup_minutes(spec) + math.ceil(spec.gpu_health.gate.timeout_seconds / 60) + \
+        GATE_STARTUP_MARGIN_MINUTES
+
+
 def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     """A CronJob on the system pool: the periodic pass of node_gate.py over the GPU nodes (fail
     nodes pending too long, hand failed nodes past the pool's bound to the autoscaler, cordon on
@@ -503,7 +513,7 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     release every node it tainted). Declared whenever the cluster has GPU pools, so turning the
     gate off never strands a node."""
     health = spec.gpu_health
-    max_pending = health.gate.timeout_seconds // 60 + GATE_STARTUP_ALLOWANCE_MINUTES
+    max_pending = max_pending_minutes(spec)
     placement = system_pool_placement()
     install, operator = device_plugin_targets(spec), operator_targets(spec)
     step = ["watchdog", "--max-pending-minutes", str(max_pending), *verdict_args(spec, namespace),

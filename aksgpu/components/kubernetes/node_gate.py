@@ -10,8 +10,9 @@ Steps:
   pending   (init)  a node without a verdict gets the startup taint, aksgpu.io/gpu-health=pending
                     and the time it started waiting; with --hold-operands also
                     nvidia.com/gpu.deploy.device-plugin=false and ...dcgm-exporter=false (on GPU
-                    Operator pools the pool already creates its nodes with these, so no controller
-                    ever sees another first value). A node that joined before the gate's DaemonSet
+                    Operator pools the pool already creates its nodes with these and NFD's NVIDIA
+                    PCI label, so no controller ever sees another first value and the operator's
+                    labeller never deletes them: spec/gpu_startup.py and its tests). A node that joined before the gate's DaemonSet
                     existed, and was never checked, is only labelled "unchecked": checking it could
                     disturb its work; the re-checks cover it once idle. A node the breaker held is
                     checked again.
@@ -29,8 +30,9 @@ Steps:
   watchdog  (CronJob) the periodic pass over the GPU nodes: fail (or hold) nodes pending too long;
                     hand failed nodes past the pool's bound or age to the autoscaler; cordon nodes
                     whose DCGM exporter or node-problem-detector reports a critical condition;
-                    gate again a passed node whose node image, kernel or driver changed; with the
-                    gate off, release every node it left tainted.
+                    gate again a passed node whose node image, kernel or driver changed; switch the
+                    GPU Operator's operands on again where a pool label update turned them off;
+                    with the gate off, release every node it left tainted.
 
 The contract with the check: exit 0 passes the node, any other code fails it (1 a check failed,
 124 the time limit ran out, others: the check could not run). It may write a JSON object to
@@ -578,7 +580,7 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
     policy = policy or Policy()
     now = _now(now)
     done: dict[str, list[str]] = {"failed": [], "held": [], "released": [], "cordoned": [], "spared": [],
-                                  "regated": [], "untainted": []}
+                                  "regated": [], "untainted": [], "operands": []}
     if gate_enabled:
         for node in api.list_nodes(f"{HEALTH_LABEL}=pending"):
             metadata = node["metadata"]
@@ -602,8 +604,38 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
                                           exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
         done["cordoned"], done["spared"] = cordoned, spared
     if gate_enabled:
+        done["operands"] = restore_operands(api, nodes, set(operator_pools or ()))
         done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
     return done
+
+
+def restore_operands(api: Api, nodes: list[dict[str, Any]], operator_pools: set[str]) -> list[str]:
+    """Switch the GPU Operator's device plugin and exporter back on for admitted nodes that have
+    them "false". The pool creates its nodes with "false" (so no controller sees another first
+    value), and AKS writes a pool's labels onto all its nodes again whenever they are updated
+    (azure-aks-docs use-labels.md, "Updating labels on existing node pools"; Azure/AKS#3152), which
+    turns the operands off on nodes that passed long ago. A driver upgrade's
+    "paused-for-driver-upgrade" is the GPU Operator's and is left alone."""
+    restored = []
+    for node in nodes:
+        labels = _labels(node)
+        if labels.get(AGENT_POOL_LABEL) not in operator_pools or labels.get(HEALTH_LABEL) not in ("passed", "unchecked"):
+            continue
+        if not any(labels.get(label) == "false" for label in HELD_OPERAND_LABELS):
+            continue
+
+        def change(current: dict[str, Any]) -> dict[str, Any] | None:
+            current_labels = _labels(current)
+            if current_labels.get(HEALTH_LABEL) not in ("passed", "unchecked"):
+                return None
+            switched = {label: "true" for label in HELD_OPERAND_LABELS if current_labels.get(label) == "false"}
+            return {"metadata": {"labels": switched}} if switched else None
+
+        update_node(api, node["metadata"]["name"], change)
+        print(f"aksgpu: {node['metadata']['name']}: the GPU Operator's device plugin and exporter switched on again "
+              "(its pool's labels were written onto it)", flush=True)
+        restored.append(node["metadata"]["name"])
+    return restored
 
 
 def release_gate(api: Api, nodes: list[dict[str, Any]], policy: Policy, operator_pools: set[str],
