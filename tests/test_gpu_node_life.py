@@ -148,6 +148,9 @@ def test_the_check_has_a_shared_memory_tmpfs_and_reads_the_host_kernel_log(manif
         assert mounts["host-log"] == {"name": "host-log", "mountPath": HOST_LOG_DIR, "readOnly": True}
         assert {"name": "AKSGPU_HOST_LOG_DIR", "value": HOST_LOG_DIR} in check["env"]
         assert not check["securityContext"].get("privileged"), "no privileged container reads the log"
+        # Ubuntu's kern.log is syslog:adm 0640 and the check has no CAP_DAC_OVERRIDE: it reads as group adm.
+        assert "DAC_OVERRIDE" not in check["securityContext"]["capabilities"]["add"]
+        assert pod["securityContext"]["supplementalGroups"] == [4]
         reason = obj["metadata"]["annotations"]["policy.aksgpu.io/k8s-host-path"]
         assert "/var/log, read-only" in reason
         if pod.get("runtimeClassName") and obj["kind"] == "DaemonSet":

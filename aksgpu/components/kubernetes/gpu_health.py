@@ -128,6 +128,12 @@ HOST_LOG_EXCEPTION = {
                      "device list, containerd oci/spec_opts.go WithDefaultUnixDevices, does not include it).",
 }
 HOST_LOG_DIR = "/host/var/log"
+# The check reads the host's kernel log as root without CAP_DAC_OVERRIDE (it drops ALL but
+# SYS_ADMIN), so it needs the log's group: Ubuntu's rsyslog writes kern.log, syslog and messages
+# syslog:adm 0640 and AgentBaker's cis.sh strips the world-read bit under /var/log
+# (Azure/AgentBaker@06836ee2 parts/linux/cloud-init/artifacts/cis.sh); adm is group 4 on Ubuntu and
+# Azure Linux. Azure Linux's /var/log/messages is root's, which uid 0 reads as its owner.
+CHECK_POD_SECURITY = {"supplementalGroups": [4]}
 
 
 def merged_exceptions(*reasons: dict[str, str]) -> dict[str, str]:
@@ -399,7 +405,7 @@ def _pod_volumes(extra: list[dict[str, Any]] | None = None, check: bool = False)
 def _gate_pod(spec: ClusterSpec, targets: list[PoolTarget], service_account: str, *, health: str, op: str,
               init: list[dict[str, Any]], main: dict[str, Any],
               extra_volumes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {
+    pod: dict[str, Any] = {
         "serviceAccountName": service_account,
         "automountServiceAccountToken": False,
         "affinity": pool_affinity(targets, {"key": HEALTH_LABEL, "operator": op, "values": health.split(",")}),
@@ -409,6 +415,9 @@ def _gate_pod(spec: ClusterSpec, targets: list[PoolTarget], service_account: str
         "containers": [main],
         "volumes": _pod_volumes(extra_volumes, check=any(c["name"] == "check" for c in init)),
     }
+    if any(c["name"] == "check" for c in init):
+        pod["securityContext"] = CHECK_POD_SECURITY
+    return pod
 
 
 UNDECIDED = "passed,failed,unchecked"  # NotIn these: a node without a verdict
@@ -605,6 +614,7 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
         "containers": [_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--recheck",
                                                          *verdict_args(spec, namespace)])],
         "volumes": _pod_volumes(check=True),
+        "securityContext": CHECK_POD_SECURITY,
     }
     if operator:
         pod_spec["runtimeClassName"] = "nvidia"
