@@ -52,9 +52,16 @@ def test_a_team_pod_may_not_tolerate_the_system_pool_or_the_gpu_gate() -> None:
             "effect": "NoSchedule"}
     spot = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
             "effect": "NoSchedule"}
-    assert any("CriticalAddonsOnly" in denial for denial in denials(policy, obj=_pod(system_pool), namespace=VISION))
-    assert any("aksgpu-gpu-check" in denial for denial in denials(policy, obj=_pod(gate), namespace=VISION))
-    assert denials(policy, obj=_pod(spot), namespace=VISION) == []
+    create = {"operation": "CREATE", "userInfo": {"username": "alice"}}
+    assert any("CriticalAddonsOnly" in denial
+               for denial in denials(policy, obj=_pod(system_pool), namespace=VISION, request=create))
+    assert any("aksgpu-gpu-check" in denial for denial in denials(policy, obj=_pod(gate), namespace=VISION, request=create))
+    assert denials(policy, obj=_pod(spot), namespace=VISION, request=create) == []
+    update = {**create, "operation": "UPDATE"}
+    assert denials(policy, obj=_pod(system_pool), old=_pod(system_pool), namespace=VISION, request=update) == [], \
+        "a pod created before the rule may still be updated (its finalizers removed)"
+    assert denials(policy, obj=_pod(spot, system_pool), old=_pod(spot), namespace=VISION, request=update), \
+        "adding the toleration on an update is refused"
 
 
 def test_the_team_policy_is_bound_to_team_namespaces_and_validates() -> None:

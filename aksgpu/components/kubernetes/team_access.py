@@ -57,13 +57,21 @@ OWN_TEAM_TOLERATION_ONLY = (
 # The system pool's taint (AKS onlyCriticalAddonsEnabled; spec/pools.py): Kueue, the GPU Operator's
 # controllers and CoreDNS run there, and a team pod tolerating it could land beside them.
 SYSTEM_POOL_TAINT_KEY = CRITICAL_ADDONS_TAINT.split("=")[0]
-NO_SYSTEM_POOL_TOLERATION = (
-    "!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || "
-    f"t.key != '{SYSTEM_POOL_TAINT_KEY}')")
+
+
+def _no_toleration_of(key: str) -> str:
+    """No toleration of `key`, except on an update of a pod that already had one (created before the
+    rule): tolerations can only be added to a pod, so refusing its updates would only block their
+    finalizers' removal (the Job controller's, Kueue's), not move the pod."""
+    return (f"!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != '{key}') || "
+            "(has(request.operation) && request.operation == 'UPDATE' && has(oldObject.spec.tolerations) && "
+            f"oldObject.spec.tolerations.exists(t, has(t.key) && t.key == '{key}'))")
+
+
+NO_SYSTEM_POOL_TOLERATION = _no_toleration_of(SYSTEM_POOL_TAINT_KEY)
 # The GPU gate's startup taint holds a new GPU node out of service until its check has passed
 # (gpu_health.py): a team pod tolerating it could run on a node under check.
-NO_GATE_TOLERATION = (
-    f"!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != '{GATE_TAINT_KEY}')")
+NO_GATE_TOLERATION = _no_toleration_of(GATE_TAINT_KEY)
 # Defaults for containers that set no requests: with a quota on CPU or memory, a pod without
 # requests would be refused; small defaults keep such pods schedulable and counted.
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi"}

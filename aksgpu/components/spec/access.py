@@ -68,7 +68,7 @@ class Team(SpecModel):
     name: TeamName
     """Name of the team, a DNS label (lowercase letters, digits and '-', at most 63), unique. It is also the team's namespace, and pools name it in team."""
     group_object_ids: list[Guid] = Field(default_factory=list)
-    """Object IDs of the team's Entra groups; they may fetch cluster credentials and edit everything in the team's namespace (a RoleBinding to the edit ClusterRole, or RBAC Writer on the namespace with azure-rbac)."""
+    """Object IDs of the team's Entra groups; they may fetch cluster credentials and edit everything in the team's namespace (a RoleBinding to the edit ClusterRole, or RBAC Writer on the namespace with azure-rbac), and with gangScheduling submit Kueue's job kinds and read its Workloads (a RoleBinding to kueue-batch-user-role, in both modes)."""
     quota: TeamQuota = TeamQuota()
     """Caps on what the team's namespace may request at once: GPUs, CPU, memory."""
     pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
