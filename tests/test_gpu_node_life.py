@@ -630,3 +630,27 @@ def test_operands_a_pool_label_update_turned_off_come_back(cluster: tuple[Cluste
     assert state.nodes["aks-h100-2"]["metadata"]["labels"][node_gate.HELD_OPERAND_LABELS[0]] == \
         "paused-for-driver-upgrade"
     assert state.denied == []
+
+
+def test_the_gates_check_sees_every_gpu_where_unprivileged_containers_see_none(
+        manifests: list[dict[str, Any]]) -> None:
+    """The GPU Operator's toolkit runs with ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED=false
+    (gpu_software.py): the gate's check, which holds no nvidia.com/gpu request and relies on
+    NVIDIA_VISIBLE_DEVICES=all, must still count as privileged to the NVIDIA runtime (CAP_SYS_ADMIN in
+    its bounding set, nvidia-container-toolkit internal/config/image/privileged.go@v1.20.0)."""
+    from aksgpu.components.spec import ClusterSpec as Spec
+    from aksgpu.components.kubernetes.gpu_software import gpu_operator_values
+    from tests.oracles.gpu_visibility import Node, visible_gpus
+
+    spec = Spec.model_validate(edit(base_spec(), "nodePools.0", H100_8_OPERATOR))
+    toolkit_env = {e["name"]: e["value"] for e in gpu_operator_values(spec)["toolkit"]["env"]}
+    node = Node("operator", accept_envvar_unprivileged=toolkit_env[
+        "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED"] != "false")
+    assert node.accept_envvar_unprivileged is False
+    gate = _named(manifests, "DaemonSet", "aksgpu-gpu-gate-operator-8gpu")["spec"]["template"]
+    outcome = visible_gpus({"metadata": gate["metadata"], "spec": gate["spec"]}, "check", node)
+    assert outcome.visible == set(node.gpus) and not outcome.failed
+    unprivileged = copy.deepcopy(gate)
+    _check({"kind": "DaemonSet", "spec": {"template": unprivileged}})["securityContext"]["capabilities"]["add"] = []
+    assert visible_gpus({"metadata": {}, "spec": unprivileged["spec"]}, "check", node).visible == set(), \
+        "without SYS_ADMIN the same container would check no GPU at all"

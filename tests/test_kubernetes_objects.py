@@ -194,7 +194,12 @@ def test_alert_rules_parse_as_promql_and_use_exported_metrics() -> None:
         promql_parser.parse(rule["expression"])  # raises on a syntax error
         used = set(re.findall(r"\bDCGM_[A-Z_]+\b", rule["expression"]))
         assert used <= METRICS, f"{rule['alert']} reads metrics the exporter is not told to export"
-        assert used or "aksgpu-dcgm-exporter" in rule["expression"], "a rule reads GPU metrics or the exporter's up"
+        # kube-state-metrics series Azure Monitor's minimal ingestion profile keeps (Azure/prometheus-collector
+        # tomlparser-default-targets-metrics-keep-list.go@39583fd5): node taints and capacity.
+        state = set(re.findall(r"\bkube_[a-z_]+\b", rule["expression"]))
+        assert state <= {"kube_node_spec_taint", "kube_node_status_capacity"}, rule["alert"]
+        assert used or state or "aksgpu-dcgm-exporter" in rule["expression"], \
+            "a rule reads GPU metrics, the exporter's up or a kept kube-state-metrics series"
         assert rule["annotations"]["reason"] and 0 <= rule["severity"] <= 4
     with pytest.raises(Exception):
         promql_parser.parse("increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m] > 0")

@@ -93,10 +93,16 @@ def _pod_env(container: dict[str, Any], config_maps: dict[str, dict[str, str]]) 
         if "value" in variable:
             env[variable["name"]] = variable["value"]
         else:
-            ref = (variable.get("valueFrom") or {}).get("configMapKeyRef")
-            if ref is None:
-                raise NotImplementedError(f"valueFrom {variable.get('valueFrom')}")
-            env[variable["name"]] = config_maps.get(ref["name"], {}).get(ref["key"], "")
+            source = variable.get("valueFrom") or {}
+            ref = source.get("configMapKeyRef")
+            if ref is not None:
+                env[variable["name"]] = config_maps.get(ref["name"], {}).get(ref["key"], "")
+            elif source.get("fieldRef", {}).get("fieldPath") in ("spec.nodeName", "metadata.name",
+                                                                  "metadata.namespace", "status.podIP"):
+                # A name or address: never a device selection the runtime understands.
+                env[variable["name"]] = f"<{source['fieldRef']['fieldPath']}>"
+            else:
+                raise NotImplementedError(f"valueFrom {source}")
     return env
 
 

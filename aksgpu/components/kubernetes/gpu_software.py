@@ -111,7 +111,14 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
             "gc": {"nodeSelector": placement["nodeSelector"], "tolerations": placement["tolerations"]},
         },
         "driver": {"enabled": True},
-        "toolkit": {"enabled": True},
+        # The NVIDIA runtime ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, so GPUs reach
+        # them only through the device plugin (defence in depth beside the team admission policy,
+        # aksgpu-team-gpus). The chart hands toolkit.env to the toolkit container
+        # (templates/clusterpolicy.yaml@v26.7.0), whose installer writes it to the runtime's config
+        # (NVIDIA/nvidia-container-toolkit cmd/nvidia-ctk-installer/toolkit/toolkit.go@v1.20.0). The
+        # gate's check keeps its GPUs: its SYS_ADMIN counts as privileged there (privileged.go).
+        "toolkit": {"enabled": True,
+                    "env": [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}]},
         "devicePlugin": {"enabled": True},
         # single: each MIG instance is one nvidia.com/gpu, as with aksgpu's own device plugin.
         "mig": {"strategy": "single"},
