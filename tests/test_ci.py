@@ -262,7 +262,7 @@ def test_the_summary_is_deterministic_and_lists_every_environment(project: Path)
     assert first.output == runner.invoke(app, ["ci", "summary", "--commit", "abc123"]).output
     text = first.output
     assert text.startswith(MARKER + "\n")
-    assert "| `prod` | ⚠️ 1 warning | 105 | 9 | 162 | 248 |" in text
+    assert "| `prod` | ⚠️ 2 warnings | 111 | 9 | 162 | 248 |" in text
     assert "| `t4spot` | User | Standard_NC4as_T4_v3 | 1 | 1 | 0-2 | spot |" in text
     assert "Commit `abc123`" in text
 
@@ -274,7 +274,7 @@ def test_the_summary_reports_an_environment_with_errors_and_exits_1(project: Pat
     assert result.exit_code == 1
     assert "| `dev` | ❌ invalid |" in result.output and 'controlPlane.tier = "Gold"' in result.output
     assert "edited by hand" in result.output or "hand-edited" in result.output
-    assert "| `prod` | ⚠️ 1 warning |" in result.output, "the other environments are still planned"
+    assert "| `prod` | ⚠️ 2 warnings |" in result.output, "the other environments are still planned"
 
 
 def test_new_kinds_of_finding_slot_in_as_sections() -> None:

@@ -654,3 +654,19 @@ def test_the_gates_check_sees_every_gpu_where_unprivileged_containers_see_none(
     _check({"kind": "DaemonSet", "spec": {"template": unprivileged}})["securityContext"]["capabilities"]["add"] = []
     assert visible_gpus({"metadata": {}, "spec": unprivileged["spec"]}, "check", node).visible == set(), \
         "without SYS_ADMIN the same container would check no GPU at all"
+
+
+def test_the_readme_shows_what_the_gate_computes(example_plans: dict[str, Any]) -> None:
+    """The README's figures of the check's size and of the watchdog's limit are the code's."""
+    from tests.helpers import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for gpus in (1, 2, 4, 8):
+        resources = check_resources(gpus)
+        assert (f"| {gpus} | {resources['requests']['memory']} | {resources['limits']['memory']} | "
+                f"{resources['requests']['cpu']} |") in readme, gpus
+    [watchdog] = [r for r in example_plans["prod"].by_type("kubernetes:batch/v1:CronJob")
+                  if r.inputs["metadata"]["name"] == "aksgpu-gpu-gate-watchdog"]
+    command = _pod_spec({"kind": "CronJob", "spec": watchdog.inputs["spec"]})["containers"][0]["command"]
+    minutes = command[command.index("--max-pending-minutes") + 1]
+    assert f"{minutes} minutes for the prod\nexample" in readme
