@@ -670,3 +670,13 @@ def test_the_readme_shows_what_the_gate_computes(example_plans: dict[str, Any]) 
     command = _pod_spec({"kind": "CronJob", "spec": watchdog.inputs["spec"]})["containers"][0]["command"]
     minutes = command[command.index("--max-pending-minutes") + 1]
     assert f"{minutes} minutes for the prod\nexample" in readme
+
+
+def test_without_container_insights_the_verdicts_do_not_outlive_the_node() -> None:
+    from aksgpu.components.spec import parse_cluster_spec
+
+    _, warnings = parse_cluster_spec(edit(base_spec(), "monitoring.containerInsights", False))
+    [warning] = [w for w in warnings if w.path == "monitoring.containerInsights"]
+    assert "aksgpu-gpu-health-record" in warning.rule and "containerInsights: true" in warning.fix
+    _, warnings = parse_cluster_spec(base_spec())
+    assert not [w for w in warnings if w.path == "monitoring.containerInsights"]

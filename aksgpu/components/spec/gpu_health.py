@@ -238,6 +238,13 @@ def check_gpu_health(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("gpuHealth.gate.enabled", False, "new GPU nodes take work before anything checked their GPUs; "
                     "one bad GPU slows or fails every job that lands on it", "set gpuHealth.gate.enabled: true",
                     "warning")
+    elif not spec.monitoring.container_insights:
+        yield Issue("monitoring.containerInsights", False,
+                    "the gate's verdicts are kept as container log lines, which only Container Insights keeps after "
+                    "the node and its pods are gone; without it a deleted node leaves only its entry in the "
+                    "aksgpu-gpu-health-record ConfigMap (the newest 500) and Events (an hour)",
+                    "set monitoring.containerInsights: true, or collect the aksgpu-system namespace's logs yourself",
+                    "warning")
 
 
 def _has_pool_for_ordinary_pods(spec: ClusterSpec) -> bool:
