@@ -284,7 +284,11 @@ def cluster() -> Iterator[tuple[Cluster, str]]:
                              if _selected(n["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
                     self._reply(200, {"items": copy.deepcopy(items)})
                 elif url.path.startswith("/api/v1/nodes/"):
-                    self._reply(200, copy.deepcopy(state.nodes[url.path.rsplit("/", 1)[1]]))
+                    name = url.path.rsplit("/", 1)[1]
+                    if name not in state.nodes:
+                        self._reply(404, {"kind": "Status", "reason": "NotFound"})
+                    else:
+                        self._reply(200, copy.deepcopy(state.nodes[name]))
                 elif url.path.endswith("/pods"):
                     namespace = url.path.split("/")[4] if "/namespaces/" in url.path else None
                     fields = [f.partition("=") for f in query.get("fieldSelector", "").split(",") if f]
@@ -329,8 +333,16 @@ def cluster() -> Iterator[tuple[Cluster, str]]:
                 self._reply(200, body)
 
         def do_POST(self) -> None:  # noqa: N802
+            event = self._body()
+            namespace = self.path.split("/")[4]
+            # pkg/apis/core/validation/events.go legacyValidateEvent: an Event (no eventTime) about a
+            # cluster-scoped object is accepted only in "default" (or no namespace).
+            if not event["involvedObject"].get("namespace") and namespace not in ("", "default"):
+                self._reply(422, {"kind": "Status", "reason": "Invalid",
+                                  "message": "involvedObject.namespace: does not match event.namespace"})
+                return
             with state.lock:
-                state.events.append(self._body())
+                state.events.append(event)
             self._reply(201, {})
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
@@ -381,7 +393,8 @@ def test_a_failed_node_is_kept_explained_and_recorded(cluster: tuple[Cluster, st
     assert outcome == "failed" and node["spec"]["unschedulable"] is True
     assert not autoscaler_may_scale_down(node), "kept for diagnosis: the autoscaler must not delete it"
     event = state.events[-1]
-    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "aks-h100-1", "uid": "uid-aks-h100-1"}
+    # kubectl describe node looks Events up by kind, name and uid = the node's name (describe.go).
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "aks-h100-1", "uid": "aks-h100-1"}
     assert event["type"] == "Warning" and event["reason"] == "GpuCheckFailed" and "GPU 3: 2 DBE errors" in event["message"]
     [entry] = state.record()
     assert entry | {"time": None} == {"time": None, "node": "aks-h100-1", "pool": "h100", "source": "gate",
@@ -591,7 +604,11 @@ def test_rbac_allows_exactly_what_the_steps_call() -> None:
         rules = objects[("Role", account)]["rules"]
         assert {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
                 "resourceNames": [node_gate.RECORD_CONFIGMAP]} in rules
-        assert {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]} in rules
+        events = objects[("Role", f"{account}-events")]
+        assert events["metadata"]["namespace"] == node_gate.NODE_EVENT_NAMESPACE == "default"
+        assert events["rules"] == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+        binding = objects[("RoleBinding", f"{account}-events")]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
 
 
 def test_the_breaker_alert_fires_on_the_taint_the_hold_writes(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
@@ -680,3 +697,20 @@ def test_without_container_insights_the_verdicts_do_not_outlive_the_node() -> No
     assert "aksgpu-gpu-health-record" in warning.rule and "containerInsights: true" in warning.fix
     _, warnings = parse_cluster_spec(base_spec())
     assert not [w for w in warnings if w.path == "monitoring.containerInsights"]
+
+
+def test_one_nodes_error_does_not_stop_the_watchdogs_pass(cluster: tuple[Cluster, str]) -> None:
+    """A node deleted between the list and its patch (404 from the API server) is skipped; the
+    pass goes on with the others."""
+    state, url = cluster
+    for index in range(3):
+        checked = (NOW - datetime.timedelta(hours=30 + index)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "failed"},
+                       {node_gate.CHECKED_AT_ANNOTATION: checked, node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"},
+                       unschedulable=True)
+    api = _api(url, "watchdog")
+    listed = api.list_nodes("kubernetes.azure.com/agentpool in (h100)")
+    del state.nodes["aks-h100-1"]
+    api.list_nodes = lambda selector: listed  # type: ignore[method-assign]
+    done = node_gate.watchdog(api, 30, now=NOW, policy=POLICY, pools=["h100"])
+    assert sorted(done["released"]) == ["aks-h100-0", "aks-h100-2"]

@@ -643,8 +643,8 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
 
 def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str, Any]]:
     """Service accounts and their rights, each exactly what its steps do. Both get and patch nodes
-    (taint, label, annotate, cordon), write Events about them and update the record ConfigMap (by
-    name); the gate also reads its own DaemonSets (their creation time); the watchdog lists nodes
+    (taint, label, annotate, cordon), create Events about them (in "default", where Events about
+    Nodes go) and update the record ConfigMap (by name); the gate also reads its own DaemonSets (their creation time); the watchdog lists nodes
     (those pending too long, a pool's failed nodes) and pods (the DCGM exporters it reads, and
     whether a node's GPUs are in use before it is gated again). As manifests with their kind."""
     objects: list[dict[str, Any]] = []
@@ -659,17 +659,21 @@ def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str,
         objects.append({"kind": "ClusterRoleBinding", "metadata": metadata(account),
                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
                         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
-        role_rules = [
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
-             "resourceNames": [node_gate.RECORD_CONFIGMAP]},
-        ]
+        role_rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
+                       "resourceNames": [node_gate.RECORD_CONFIGMAP]}]
         if account == SERVICE_ACCOUNT and gate_daemonsets:
             role_rules.append({"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
                                "resourceNames": sorted(gate_daemonsets)})
         objects.append({"kind": "Role", "metadata": metadata(account, namespace), "rules": role_rules})
         objects.append({"kind": "RoleBinding", "metadata": metadata(account, namespace),
                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+                        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+        # Events about Nodes must be in "default" (node_gate.NODE_EVENT_NAMESPACE).
+        events = f"{account}-events"
+        objects.append({"kind": "Role", "metadata": metadata(events, node_gate.NODE_EVENT_NAMESPACE),
+                        "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]})
+        objects.append({"kind": "RoleBinding", "metadata": metadata(events, node_gate.NODE_EVENT_NAMESPACE),
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": events},
                         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
     return objects
 

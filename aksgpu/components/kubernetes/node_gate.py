@@ -43,6 +43,7 @@ $AKSGPU_REPORT; a string "failedCheck" there names the check in the node's label
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import os
@@ -83,6 +84,11 @@ RECORD_KEY = "verdicts"  # JSON lines, newest last
 RECORD_ENTRIES = 500  # about 150 KB: well inside a ConfigMap's 1 MiB
 LOG_PREFIX = "aksgpu-gpu-health"  # every verdict's JSON log line starts with it (Container Insights keeps it)
 EVENT_SOURCE = "aksgpu-gpu-gate"
+# Where Events about a Node go. The API server accepts an Event (without eventTime) whose
+# involvedObject has no namespace, as a Node's, only in "default" (or no namespace)
+# (kubernetes/kubernetes pkg/apis/core/validation/events.go legacyValidateEvent); the kubelet
+# writes its node Events there too.
+NODE_EVENT_NAMESPACE = "default"
 # The GPU Operator's per-node switches for the operands that must wait for the verdict; it keeps
 # a value it finds (controllers/state_manager.go, v26.7.0) and sets "true" where there is none.
 HELD_OPERAND_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm-exporter")
@@ -254,23 +260,25 @@ def log_verdict(entry: dict[str, Any]) -> None:
     print(f"{LOG_PREFIX} {json.dumps(entry, sort_keys=True)}", flush=True)
 
 
-def emit_event(api: Api, namespace: str, node: dict[str, Any], kind: str, reason: str, message: str,
+def emit_event(api: Api, node: dict[str, Any], kind: str, reason: str, message: str,
                now: datetime.datetime | None = None) -> None:
-    """A core/v1 Event about the Node (kubectl describe node lists Events of every namespace whose
-    involvedObject is the node). Best effort: a lost Event must not stop a verdict."""
+    """A core/v1 Event about the Node, where `kubectl describe node` finds it: kubectl looks up a
+    node's Events by kind, name and a uid equal to the node's name (kubectl pkg/describe
+    describe.go NodeDescriber; the kubelet's node reference uses the name as uid too). Best effort:
+    a lost Event must not stop a verdict."""
     metadata = node.get("metadata", {})
     stamp = _stamp(_now(now))
     event = {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": f"{metadata.get('name', 'node')}.aksgpu-", "namespace": namespace},
+        "metadata": {"generateName": f"{metadata.get('name', 'node')}.aksgpu-", "namespace": NODE_EVENT_NAMESPACE},
         "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": metadata.get("name"),
-                           "uid": metadata.get("uid")},
+                           "uid": metadata.get("name")},
         "type": kind, "reason": reason, "message": message[:1024],
         "source": {"component": EVENT_SOURCE, "host": metadata.get("name")},
         "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
     }
     try:
-        api.create_event(namespace, event)
+        api.create_event(NODE_EVENT_NAMESPACE, event)
     except (urllib.error.URLError, OSError, ValueError) as error:
         print(f"aksgpu: could not write the Event {reason} on {metadata.get('name')}: {error}", file=sys.stderr)
 
@@ -329,7 +337,7 @@ def report(api: Api, policy: Policy, node: dict[str, Any], source: str, outcome:
                     "released": "GpuNodeReleased", "regated": "GpuNodeRegated",
                     "spared": "GpuPassiveBreakerOpen", "untainted": "GpuGateOff"}.get(outcome, "GpuHealth")
     text = f"{source}: {outcome}" + (f" ({check})" if check else "") + (f": {reason}" if reason else "")
-    emit_event(api, policy.namespace, node, kind, event_reason, text, now)
+    emit_event(api, node, kind, event_reason, text, now)
     append_record(api, policy.namespace, entry)
     return entry
 
@@ -567,6 +575,16 @@ def npd_findings(node: dict[str, Any], cordon_types: set[str]) -> list[str]:
             if c.get("type") in cordon_types and c.get("status") == "True"]
 
 
+def _per_node(name: str, action: Callable[[], Any]) -> Any | None:
+    """One node's step of the watchdog's pass. An API error (the node deleted meanwhile, a patch
+    refused) is printed and the pass goes on with the other nodes; the next pass tries again."""
+    try:
+        return action()
+    except (OSError, ValueError) as error:  # urllib's HTTPError and URLError are OSErrors
+        print(f"aksgpu: {name}: skipped in this pass: {error}", file=sys.stderr, flush=True)
+        return None
+
+
 def _pool_selector(pools: list[str]) -> str:
     return f"{AGENT_POOL_LABEL} in ({','.join(pools)})"
 
@@ -588,11 +606,13 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
                 _timestamp(metadata.get("creationTimestamp"))
             if since is None or (now - since).total_seconds() / 60 <= max_pending_minutes:
                 continue
-            outcome = fail_or_hold(api, metadata["name"], "watchdog", "gate-timeout",
-                                   f"pending for more than {max_pending_minutes:g} minutes: the check never ran "
-                                   "or never finished (an image that cannot be pulled, a driver that never loads)",
-                                   {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None}, policy, now)
-            done[outcome].append(metadata["name"])
+            outcome = _per_node(metadata["name"], lambda name=metadata["name"]: fail_or_hold(
+                api, name, "watchdog", "gate-timeout",
+                f"pending for more than {max_pending_minutes:g} minutes: the check never ran or never finished "
+                "(an image that cannot be pulled, a driver that never loads)",
+                {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None}, policy, now))
+            if outcome:
+                done[outcome].append(metadata["name"])
     if not pools:
         return done
     nodes = api.list_nodes(_pool_selector(pools))
@@ -631,7 +651,9 @@ def restore_operands(api: Api, nodes: list[dict[str, Any]], operator_pools: set[
             switched = {label: "true" for label in HELD_OPERAND_LABELS if current_labels.get(label) == "false"}
             return {"metadata": {"labels": switched}} if switched else None
 
-        update_node(api, node["metadata"]["name"], change)
+        if _per_node(node["metadata"]["name"], lambda name=node["metadata"]["name"], change=change:
+                     update_node(api, name, change)) is None:
+            continue
         print(f"aksgpu: {node['metadata']['name']}: the GPU Operator's device plugin and exporter switched on again "
               "(its pool's labels were written onto it)", flush=True)
         restored.append(node["metadata"]["name"])
@@ -663,7 +685,9 @@ def release_gate(api: Api, nodes: list[dict[str, Any]], policy: Policy, operator
                                  if current_labels.get(HEALTH_LABEL) in ("pending", "held") else {}},
                     "spec": {"taints": _taints_without_gate(current)}}
 
-        update_node(api, node["metadata"]["name"], change)
+        if _per_node(node["metadata"]["name"], lambda name=node["metadata"]["name"], change=change:
+                     update_node(api, name, change)) is None:
+            continue
         report(api, policy, node, "watchdog", "untainted", None, "the gate is off: its taint and operand "
                "holds are removed; the node takes work unchecked", now)
         released.append(node["metadata"]["name"])
@@ -689,8 +713,11 @@ def release_kept(api: Api, nodes: list[dict[str, Any]], policy: Policy, now: dat
             if rank < policy.keep_failed and not too_old:
                 continue
             name = node["metadata"]["name"]
-            update_node(api, name, lambda _node: {"metadata": {"annotations": {
-                SCALE_DOWN_DISABLED_ANNOTATION: None, RELEASED_AT_ANNOTATION: _stamp(now)}}})
+            released_patch = {"metadata": {"annotations": {SCALE_DOWN_DISABLED_ANNOTATION: None,
+                                                           RELEASED_AT_ANNOTATION: _stamp(now)}}}
+            if _per_node(name, lambda name=name, patch=released_patch: update_node(
+                    api, name, lambda _node: copy.deepcopy(patch))) is None:
+                continue
             why = (f"kept {policy.keep_failed_hours:g} hours" if too_old
                    else f"the pool keeps its newest {policy.keep_failed} failed nodes")
             report(api, policy, node, "watchdog", "released", _labels(node).get(FAILED_CHECK_LABEL),
@@ -755,8 +782,10 @@ def passive_cordon(api: Api, nodes: list[dict[str, Any]], policy: Policy, cordon
                 spared.append(name)
                 continue
             check = label_value("passive-" + findings[name][0].split("{")[0].split(":")[0])
-            fail_node(api, name, check, f"passive: {reason}",
-                      {CHECKED_AT_ANNOTATION: _stamp(now)}, keep=policy.keep_failed > 0)
+            if _per_node(name, lambda name=name, check=check, reason=reason: fail_node(
+                    api, name, check, f"passive: {reason}", {CHECKED_AT_ANNOTATION: _stamp(now)},
+                    keep=policy.keep_failed > 0) or True) is None:
+                continue
             report(api, policy, by_name[name], "passive", "failed", check, reason, now)
             cordoned.append(name)
     return cordoned, spared
@@ -777,11 +806,15 @@ def regate_changed(api: Api, nodes: list[dict[str, Any]], policy: Policy, operat
         changes = fingerprint_changes(recorded, current)
         if not changes:
             if current.keys() - recorded.keys():
-                update_node(api, name, lambda _node: {"metadata": {"annotations": {
-                    FINGERPRINT_ANNOTATION: json.dumps({**recorded, **current}, sort_keys=True)}}})
+                patch = {"metadata": {"annotations": {
+                    FINGERPRINT_ANNOTATION: json.dumps({**recorded, **current}, sort_keys=True)}}}
+                _per_node(name, lambda name=name, patch=patch: update_node(api, name, lambda _node: copy.deepcopy(patch)))
             continue
-        busy = [pod for pod in api.list_pods(field_selector=f"spec.nodeName={name},status.phase=Running")
-                if _requests_gpus(pod)]
+        pods = _per_node(name, lambda name=name: api.list_pods(
+            field_selector=f"spec.nodeName={name},status.phase=Running"))
+        if pods is None:
+            continue
+        busy = [pod for pod in pods if _requests_gpus(pod)]
         if busy:
             print(f"aksgpu: {name} changed ({', '.join(changes)}) but {len(busy)} pod(s) hold its GPUs: "
                   "gated again once they are gone", flush=True)
@@ -795,7 +828,8 @@ def regate_changed(api: Api, nodes: list[dict[str, Any]], policy: Policy, operat
             return {"metadata": {"labels": labels, "annotations": {PENDING_SINCE_ANNOTATION: _stamp(now)}},
                     "spec": {"taints": _taints_without_gate(current_node) + [_gate_taint("pending")]}}
 
-        update_node(api, name, change)
+        if _per_node(name, lambda name=name, change=change: update_node(api, name, change)) is None:
+            continue
         detail = ", ".join(f"{key} {recorded[key]} -> {current[key]}" for key in changes)
         report(api, policy, node, "watchdog", "regated", None, f"changed since its check: {detail}", now)
         regated.append(name)
