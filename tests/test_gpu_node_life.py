@@ -295,7 +295,8 @@ def cluster() -> Iterator[tuple[Cluster, str]]:
                     items = [p for p in state.pods
                              if (namespace is None or p["metadata"]["namespace"] == namespace)
                              and _selected(p["metadata"].get("labels") or {}, query.get("labelSelector", ""))
-                             and all(str(_field(p, key)) == value for key, _, value in fields)]
+                             and all(str(_field(p, key.rstrip("!"))) != value if key.endswith("!")
+                                     else str(_field(p, key)) == value for key, _, value in fields)]
                     self._reply(200, {"items": copy.deepcopy(items)})
                 elif url.path.endswith(f"/configmaps/{node_gate.RECORD_CONFIGMAP}"):
                     self._reply(200, copy.deepcopy(state.configmap))
@@ -418,11 +419,13 @@ def test_the_watchdog_keeps_the_newest_failed_nodes_and_hands_the_rest_over(clus
     for index, hours_ago in enumerate((1, 2, 3, 30)):
         checked = (NOW - datetime.timedelta(hours=hours_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
         state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "failed"},
-                       {node_gate.CHECKED_AT_ANNOTATION: checked, node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"},
+                       {node_gate.CHECKED_AT_ANNOTATION: checked, node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                        node_gate.KEPT_ANNOTATION: "true"},
                        unschedulable=True)
     state.add_node("aks-a100-0", "a100", {node_gate.HEALTH_LABEL: "failed"},
                    {node_gate.CHECKED_AT_ANNOTATION: "2026-11-26T11:00:00Z",
-                    node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"}, unschedulable=True)
+                    node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                        node_gate.KEPT_ANNOTATION: "true"}, unschedulable=True)
     done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100", "a100"])
     assert sorted(done["released"]) == ["aks-h100-2", "aks-h100-3"]
     kept = sorted(name for name, node in state.nodes.items() if not autoscaler_may_scale_down(node))
@@ -494,7 +497,8 @@ def test_turning_the_gate_off_strands_no_node(cluster: tuple[Cluster, str]) -> N
     _pending_node(state, "aks-h100-0")
     state.nodes["aks-h100-0"]["metadata"]["labels"].update({label: "false" for label in node_gate.HELD_OPERAND_LABELS})
     state.add_node("aks-h100-1", "h100", {node_gate.HEALTH_LABEL: "held"},
-                   {node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"},
+                   {node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                        node_gate.KEPT_ANNOTATION: "true"},
                    [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "held", "effect": "NoSchedule"}])
     done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
                               gate_enabled=False, operator_pools=["h100"])
@@ -706,7 +710,8 @@ def test_one_nodes_error_does_not_stop_the_watchdogs_pass(cluster: tuple[Cluster
     for index in range(3):
         checked = (NOW - datetime.timedelta(hours=30 + index)).strftime("%Y-%m-%dT%H:%M:%SZ")
         state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "failed"},
-                       {node_gate.CHECKED_AT_ANNOTATION: checked, node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"},
+                       {node_gate.CHECKED_AT_ANNOTATION: checked, node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                        node_gate.KEPT_ANNOTATION: "true"},
                        unschedulable=True)
     api = _api(url, "watchdog")
     listed = api.list_nodes("kubernetes.azure.com/agentpool in (h100)")
@@ -714,3 +719,92 @@ def test_one_nodes_error_does_not_stop_the_watchdogs_pass(cluster: tuple[Cluster
     api.list_nodes = lambda selector: listed  # type: ignore[method-assign]
     done = node_gate.watchdog(api, 30, now=NOW, policy=POLICY, pools=["h100"])
     assert sorted(done["released"]) == ["aks-h100-0", "aks-h100-2"]
+
+
+def test_the_gate_never_removes_an_operators_own_scale_down_protection(cluster: tuple[Cluster, str],
+                                                                        tmp_path: Path) -> None:
+    state, url = cluster
+    own = {node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"}
+    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "failed"},
+                   {**own, node_gate.CHECKED_AT_ANNOTATION: "2026-11-20T00:00:00Z"}, unschedulable=True)
+    state.add_node("aks-h100-1", "h100", {node_gate.HEALTH_LABEL: "passed"}, dict(own))
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
+    assert done["released"] == [], "not the gate's to release, however old"
+    node_gate.verdict(_api(url), "aks-h100-1", _results(tmp_path, 0), recheck=True, now=NOW, policy=POLICY)
+    assert all(not autoscaler_may_scale_down(node) for node in state.nodes.values())
+
+
+def test_a_verdict_decided_on_an_older_view_is_not_applied(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
+    """The watchdog failed a node for taking too long; its check then passes. The pass must not
+    leave a node labelled passed but cordoned (the gate may never uncordon)."""
+    state, url = cluster
+    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "pending"},
+                   {node_gate.PENDING_SINCE_ANNOTATION: "2026-11-26T10:00:00Z"},
+                   [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
+    assert done["failed"] == ["aks-h100-0"]
+    assert node_gate.verdict(_api(url), "aks-h100-0", _results(tmp_path, 0), now=NOW, policy=POLICY) == "stale"
+    node = state.nodes["aks-h100-0"]
+    assert node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "failed" and node["spec"]["unschedulable"]
+    assert [e["verdict"] for e in state.record()] == ["failed"]
+
+
+def test_a_gpu_pod_still_starting_counts_as_holding_the_gpus(cluster: tuple[Cluster, str]) -> None:
+    state, url = cluster
+    recorded = json.dumps({"nodeImage": "AKSUbuntu-2204gen2containerd-202610.01.0"})
+    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "passed"}, {node_gate.FINGERPRINT_ANNOTATION: recorded})
+    state.pods.append({"metadata": {"name": "train-0", "namespace": "research", "labels": {}},
+                       "spec": {"nodeName": "aks-h100-0", "containers": [
+                           {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+                       "status": {"phase": "Pending"}})
+    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
+    assert done["regated"] == []
+    state.pods[0]["status"]["phase"] = "Succeeded"
+    assert node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])["regated"] == [
+        "aks-h100-0"]
+
+
+def test_the_passive_brake_counts_the_windows_cordons_and_reports_a_spared_node_hourly(
+        cluster: tuple[Cluster, str]) -> None:
+    """A detector gone wrong a node or two a pass must not cordon the pool one pass at a time."""
+    state, url = cluster
+    for index in range(5):
+        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "passed"})
+    state.nodes["aks-h100-0"]["metadata"]["labels"][node_gate.HEALTH_LABEL] = "failed"
+    state.configmap["data"] = {"verdicts": "\n".join(json.dumps(
+        {"time": "2026-11-26T11:40:00Z", "node": f"aks-h100-{index}", "pool": "h100", "source": "passive",
+         "verdict": "failed"}) for index in (0, 1)) + "\n"}
+
+    def missing(index: int) -> None:
+        state.nodes[f"aks-h100-{index}"]["status"]["conditions"] = [{"type": "GPUMissing", "status": "True"}]
+
+    missing(2)
+    missing(3)
+    run = lambda at: node_gate.watchdog(_api(url, "watchdog"), 30, now=at, policy=POLICY,  # noqa: E731
+                                        pools=["h100"], npd_cordon={"GPUMissing"})
+    done = run(NOW)
+    assert done["cordoned"] == [] and done["spared"] == ["aks-h100-2", "aks-h100-3"], \
+        "2 cordoned in the window plus 2 now: 4 of 5 nodes"
+    assert len(state.events) == 2 and len(state.record()) == 2, "spared: Events, not verdicts in the record"
+    run(NOW + datetime.timedelta(minutes=5))
+    assert len(state.events) == 2, "reported once an hour"
+    run(NOW + datetime.timedelta(minutes=65))
+    assert len(state.events) == 4
+
+
+def test_a_new_check_rolls_every_gate_pod_at_once_the_hold_too() -> None:
+    """A held node on a GPU Operator pool keeps only its hold pod (the check's DaemonSet wants
+    pending nodes); that pod must roll with the check for the node to be checked again."""
+    from aksgpu.components.kubernetes.gpu_health import gate_daemonsets
+
+    def hold_and_strategy(image: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        spec = ClusterSpec.model_validate(edit(edit(base_spec(), "nodePools.0", H100_8_OPERATOR),
+                                               "gpuHealth.gate.image", image))
+        found = gate_daemonsets(spec, NAMESPACE)
+        [hold] = [d for d in found if d["metadata"]["name"].endswith("-hold")]
+        return hold["spec"]["template"], [d["spec"]["updateStrategy"] for d in found]
+
+    old, strategies = hold_and_strategy("example.azurecr.io/check:1")
+    new, _ = hold_and_strategy("example.azurecr.io/check:2")
+    assert old != new, "the hold pod's template changes with the check image"
+    assert all(s == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}} for s in strategies)

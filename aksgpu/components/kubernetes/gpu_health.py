@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import hashlib
 import json
 import math
 
@@ -182,7 +183,10 @@ def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     metrics = spec.gpu_health.metrics
     targets = device_plugin_targets(spec)
     # With the gate on, from the verdict on: no second DCGM client while the check runs.
-    admitted = [admitted_by_gate()] if spec.gpu_health.gate.enabled else []
+    # Admitted nodes, and failed ones: a node cordoned on a passive signal keeps its running pods,
+    # which stay watched; a failed node's metrics help its diagnosis. Never during a check.
+    admitted = ([{"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked", "failed"]}]
+                if spec.gpu_health.gate.enabled else [])
     port = _exporter_port()
     return daemonset(EXPORTER, namespace, {
         "affinity": pool_affinity(targets, *admitted),
@@ -455,7 +459,11 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
                                                     "--gate-daemonset", gate_name.format(name=hold)])
         pod = _gate_pod(spec, operator, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn", init=[pending],
                         main=_gate_container(spec, "hold", ["hold"], token=False))
-        daemonsets.append(daemonset(hold, namespace, pod))
+        held = daemonset(hold, namespace, pod)
+        # The hold pod's template names the check it stands for, so a new check image or command
+        # rolls it too: its pending step then puts a node the breaker held under the new check.
+        held["spec"]["template"]["metadata"]["annotations"] = {"aksgpu.io/check": check_digest(spec)}
+        daemonsets.append(held)
         for gpus, (targets, vcpus) in check_shapes(operator).items():
             wait = _gate_container(spec, "wait-for-driver", ["wait-for-driver", "--timeout-seconds", "600"],
                                    token=False)
@@ -471,7 +479,18 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
             daemonsets.append(daemonset(f"{GATE}-operator-{gpus}gpu", namespace, pod,
                                         exceptions=merged_exceptions(CHECK_EXCEPTIONS, VALIDATIONS_EXCEPTION,
                                                                      HOST_LOG_EXCEPTION)))
+    for found in daemonsets:
+        # Gate pods serve nothing: a new gate reaches every node at once rather than one node per
+        # check (a held node is checked again by its new pod).
+        found["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}
     return daemonsets
+
+
+def check_digest(spec: ClusterSpec) -> str:
+    """A digest of what the gate's check runs: image, command and time limit."""
+    gate = spec.gpu_health.gate
+    text = json.dumps([gate.image, list(gate.command), gate.timeout_seconds])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # GPUs per node the check is sized for when a pool's VM size is not in aksgpu's table: the most

@@ -73,6 +73,10 @@ RELEASED_AT_ANNOTATION = "aksgpu.io/gpu-health-released-at"  # a failed node han
 # failed GPU node, which advertises no GPUs, is deleted with its labels: its scale-down
 # eligibility does not look at spec.unschedulable.
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+# Marks a scale-down-disabled the gate set itself: only that one is ever removed by the gate, never
+# one an operator set.
+KEPT_ANNOTATION = "aksgpu.io/gpu-health-kept"
+SPARED_AT_ANNOTATION = "aksgpu.io/gpu-health-spared-at"  # the passive brake last reported this node
 AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"  # AKS sets it on every node (use-labels.md)
 NODE_IMAGE_LABEL = "kubernetes.azure.com/node-image-version"  # AKS sets it on every node (use-labels.md)
 # GPU Feature Discovery's driver labels on GPU Operator pools (NVIDIA/k8s-device-plugin
@@ -158,7 +162,7 @@ class Api:
         return self._request("POST", f"/api/v1/namespaces/{namespace}/events", event)
 
 
-def get_text(url: str, timeout: float = 10.0) -> str:
+def get_text(url: str, timeout: float = 3.0) -> str:
     """A plain HTTP GET (a DCGM exporter's /metrics)."""
     with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - a pod IP the API listed
         return response.read().decode("utf-8", "replace")
@@ -205,6 +209,27 @@ def _stamp(moment: datetime.datetime) -> str:
 
 def _now(now: datetime.datetime | None) -> datetime.datetime:
     return now or datetime.datetime.now(datetime.timezone.utc)
+
+
+def _kept() -> dict[str, str]:
+    return {SCALE_DOWN_DISABLED_ANNOTATION: "true", KEPT_ANNOTATION: "true"}
+
+
+def _unkept(node: dict[str, Any]) -> dict[str, None]:
+    """Annotation changes that hand a node the gate kept back to the autoscaler (none for a node
+    the gate did not keep: an operator's own scale-down-disabled stays)."""
+    return {SCALE_DOWN_DISABLED_ANNOTATION: None, KEPT_ANNOTATION: None} if KEPT_ANNOTATION in _annotations(node) else {}
+
+
+def _state_is(*states: str | None) -> Callable[[dict[str, Any]], bool]:
+    """A guard on the node's aksgpu.io/gpu-health label as the patch is about to apply: a change
+    decided on an older view (the watchdog failed the node meanwhile, a verdict passed it) is not
+    applied over a newer one."""
+    return lambda node: _labels(node).get(HEALTH_LABEL) in states
+
+
+def _state_is_not(*states: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda node: _labels(node).get(HEALTH_LABEL) not in states
 
 
 def _labels(node: dict[str, Any]) -> dict[str, str]:
@@ -325,8 +350,9 @@ def append_record(api: Api, namespace: str, entry: dict[str, Any], attempts: int
 
 
 def report(api: Api, policy: Policy, node: dict[str, Any], source: str, outcome: str, check: str | None,
-           reason: str, now: datetime.datetime | None = None) -> dict[str, Any]:
-    """Leave the three traces of a verdict: the log line, the Event and the record entry."""
+           reason: str, now: datetime.datetime | None = None, record: bool = True) -> dict[str, Any]:
+    """Leave the three traces of a verdict: the log line, the Event and (unless `record` is off)
+    the record entry."""
     labels = _labels(node)
     entry = {"time": _stamp(_now(now)), "node": node.get("metadata", {}).get("name"),
              "pool": labels.get(AGENT_POOL_LABEL), "vmSize": labels.get("node.kubernetes.io/instance-type"),
@@ -338,7 +364,8 @@ def report(api: Api, policy: Policy, node: dict[str, Any], source: str, outcome:
                     "spared": "GpuPassiveBreakerOpen", "untainted": "GpuGateOff"}.get(outcome, "GpuHealth")
     text = f"{source}: {outcome}" + (f" ({check})" if check else "") + (f": {reason}" if reason else "")
     emit_event(api, node, kind, event_reason, text, now)
-    append_record(api, policy.namespace, entry)
+    if record:
+        append_record(api, policy.namespace, entry)
     return entry
 
 
@@ -392,7 +419,7 @@ def pending(api: Api, node_name: str, results: str, gate_since: datetime.datetim
         if labels.get(HEALTH_LABEL) == "held":
             # Checked again (a new gate pod: a fixed image, or deleted by hand): the watchdog's
             # pending limit applies again, and so does the autoscaler.
-            new_annotations.update({PENDING_SINCE_ANNOTATION: _stamp(now), SCALE_DOWN_DISABLED_ANNOTATION: None})
+            new_annotations.update({PENDING_SINCE_ANNOTATION: _stamp(now), **_unkept(node)})
         return {"metadata": {"labels": new_labels, "annotations": new_annotations},
                 "spec": {"taints": _taints_without_gate(node) + [_gate_taint("pending")]}}
 
@@ -448,69 +475,102 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
         return "skipped"
     source = "recheck" if recheck else "gate"
     annotations = {CHECKED_AT_ANNOTATION: _stamp(now), EXIT_CODE_ANNOTATION: str(code), PENDING_SINCE_ANNOTATION: None}
+    # A gate's check belongs to a pending node; a re-check's to an admitted one (any node but a
+    # failed or gated one where the gate is off).
+    expected = _state_is_not("failed", "pending", "held") if recheck else _state_is("pending")
     if code == 0:
+        applied = True
+
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal applied
+            if not expected(node):
+                applied = False
+                return None
             labels: dict[str, Any] = {HEALTH_LABEL: "passed", FAILED_CHECK_LABEL: None}
             if release_operands:
                 # "true", the operator's own value: it only relabels a node on other events, so a
                 # label left out would keep the operands off until the next node joins.
                 labels.update({label: "true" for label in HELD_OPERAND_LABELS})
             patch: dict[str, Any] = {"metadata": {"labels": labels, "annotations": {
-                **annotations, REASON_ANNOTATION: None, SCALE_DOWN_DISABLED_ANNOTATION: None,
+                **annotations, REASON_ANNOTATION: None, **_unkept(node),
                 FINGERPRINT_ANNOTATION: json.dumps(fingerprint(node), sort_keys=True)}}}
             if not recheck:
                 patch["spec"] = {"taints": _taints_without_gate(node)}
             return patch
 
         node = update_node(api, node_name, change)
+        if not applied:
+            return _stale(node_name, source, "passed", node)
         report(api, policy, node, source, "passed", None, "", now)
         return "passed"
     check, reason = failure_reason(code, check_report)
-    return fail_or_hold(api, node_name, source, check, reason, annotations, policy, now)
+    return fail_or_hold(api, node_name, source, check, reason, annotations, policy, now, expected)
+
+
+def _stale(node_name: str, source: str, outcome: str, node: dict[str, Any]) -> str:
+    print(f"aksgpu: {node_name}: {source} verdict {outcome} not applied: the node is "
+          f"{_labels(node).get(HEALTH_LABEL) or 'unlabelled'} now", flush=True)
+    return "stale"
 
 
 def fail_or_hold(api: Api, node_name: str, source: str, check: str, reason: str, annotations: dict[str, Any],
-                 policy: Policy, now: datetime.datetime) -> str:
-    """A check failed: fail the node, unless the pool's breaker is open, then hold it."""
+                 policy: Policy, now: datetime.datetime,
+                 expected: Callable[[dict[str, Any]], bool] | None = None) -> str:
+    """A check failed: fail the node, unless the pool's breaker is open, then hold it; "stale" when
+    the node is no longer in the `expected` state."""
     node = api.get_node(node_name)
     _, entries = read_record(api, policy.namespace)
     is_open, figures = breaker_open(entries, _labels(node).get(AGENT_POOL_LABEL), policy, now)
     if is_open:
         held_reason = (f"circuit breaker open: {figures}, which points at the check's image, the driver or "
                        f"the node image rather than this node's GPUs; held, not failed. The check said: {reason}")
-        hold_node(api, node_name, check, held_reason, annotations)
+        if not hold_node(api, node_name, check, held_reason, annotations, expected):
+            return _stale(node_name, source, "held", api.get_node(node_name))
         report(api, policy, node, source, "held", check, held_reason, now)
         return "held"
-    fail_node(api, node_name, check, reason, annotations, keep=policy.keep_failed > 0)
+    if not fail_node(api, node_name, check, reason, annotations, keep=policy.keep_failed > 0, expected=expected):
+        return _stale(node_name, source, "failed", api.get_node(node_name))
     report(api, policy, node, source, "failed", check, reason, now)
     return "failed"
 
 
+def _guarded(api: Api, node_name: str, expected: Callable[[dict[str, Any]], bool] | None,
+             change: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
+    """update_node, unless the node has left the expected state; whether the change applied."""
+    applied = True
+
+    def guarded(node: dict[str, Any]) -> dict[str, Any] | None:
+        nonlocal applied
+        if expected is not None and not expected(node):
+            applied = False
+            return None
+        return change(node)
+
+    update_node(api, node_name, guarded)
+    return applied
+
+
 def fail_node(api: Api, node_name: str, label: str, reason: str, annotations: dict[str, Any],
-              keep: bool = True) -> None:
+              keep: bool = True, expected: Callable[[dict[str, Any]], bool] | None = None) -> bool:
     """Cordon the node and say why. Cordoned, not left with the startup taint: the autoscaler
     would count a node that is "starting" forever as unready, and too many unready nodes stop it
     from scaling. Kept from scale-down for diagnosis (the watchdog enforces the pool's bound)."""
-    def change(node: dict[str, Any]) -> dict[str, Any] | None:
-        keep_annotation = {SCALE_DOWN_DISABLED_ANNOTATION: "true"} if keep else {}
-        return {"metadata": {"labels": {HEALTH_LABEL: "failed", FAILED_CHECK_LABEL: label},
-                             "annotations": {**annotations, **keep_annotation, REASON_ANNOTATION: reason}},
-                "spec": {"unschedulable": True, "taints": _taints_without_gate(node)}}
-
-    update_node(api, node_name, change)
+    return _guarded(api, node_name, expected, lambda node: {
+        "metadata": {"labels": {HEALTH_LABEL: "failed", FAILED_CHECK_LABEL: label},
+                     "annotations": {**annotations, **(_kept() if keep else {}), REASON_ANNOTATION: reason}},
+        "spec": {"unschedulable": True, "taints": _taints_without_gate(node)}})
 
 
-def hold_node(api: Api, node_name: str, label: str, reason: str, annotations: dict[str, Any]) -> None:
+def hold_node(api: Api, node_name: str, label: str, reason: str, annotations: dict[str, Any],
+              expected: Callable[[dict[str, Any]], bool] | None = None) -> bool:
     """The breaker's hold: the startup taint stays (value "held": nothing lands, kube-state-metrics'
-    kube_node_spec_taint shows it to the GpuGateBreakerOpen alert), the node is kept from
-    scale-down so the autoscaler does not replace it with another that fails the same way."""
-    def change(node: dict[str, Any]) -> dict[str, Any] | None:
-        return {"metadata": {"labels": {HEALTH_LABEL: "held", FAILED_CHECK_LABEL: label},
-                             "annotations": {**annotations, SCALE_DOWN_DISABLED_ANNOTATION: "true",
-                                             REASON_ANNOTATION: reason[:1024]}},
-                "spec": {"taints": _taints_without_gate(node) + [_gate_taint("held")]}}
-
-    update_node(api, node_name, change)
+    kube_node_spec_taint shows it to the GpuGateBreakerOpen alert), and the node is kept from
+    scale-down: the autoscaler would otherwise delete it and bring up another that fails the
+    same way. It does not stop the autoscaler from adding nodes while pods wait (README, "held")."""
+    return _guarded(api, node_name, expected, lambda node: {
+        "metadata": {"labels": {HEALTH_LABEL: "held", FAILED_CHECK_LABEL: label},
+                     "annotations": {**annotations, **_kept(), REASON_ANNOTATION: reason[:1024]}},
+        "spec": {"taints": _taints_without_gate(node) + [_gate_taint("held")]}})
 
 
 # --- the watchdog: the periodic pass over the GPU nodes ---------------------------------------
@@ -598,7 +658,7 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
     policy = policy or Policy()
     now = _now(now)
     done: dict[str, list[str]] = {"failed": [], "held": [], "released": [], "cordoned": [], "spared": [],
-                                  "regated": [], "untainted": [], "operands": []}
+                                  "regated": [], "untainted": [], "operands": [], "stale": []}
     if gate_enabled:
         for node in api.list_nodes(f"{HEALTH_LABEL}=pending"):
             metadata = node["metadata"]
@@ -610,22 +670,24 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
                 api, name, "watchdog", "gate-timeout",
                 f"pending for more than {max_pending_minutes:g} minutes: the check never ran or never finished "
                 "(an image that cannot be pulled, a driver that never loads)",
-                {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None}, policy, now))
+                {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None}, policy, now,
+                _state_is("pending")))
             if outcome:
                 done[outcome].append(metadata["name"])
     if not pools:
         return done
     nodes = api.list_nodes(_pool_selector(pools))
+    # The cheap steps first: the passive scrapes may use up the pass's time on unreachable exporters.
     if not gate_enabled:
         done["untainted"] = release_gate(api, nodes, policy, set(operator_pools or ()), now)
     done["released"] = release_kept(api, nodes, policy, now)
+    if gate_enabled:
+        done["operands"] = restore_operands(api, nodes, set(operator_pools or ()))
+        done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
     if cordon or npd_cordon:
         cordoned, spared = passive_cordon(api, nodes, policy, cordon or [], npd_cordon or set(),
                                           exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
         done["cordoned"], done["spared"] = cordoned, spared
-    if gate_enabled:
-        done["operands"] = restore_operands(api, nodes, set(operator_pools or ()))
-        done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
     return done
 
 
@@ -681,7 +743,7 @@ def release_gate(api: Api, nodes: list[dict[str, Any]], policy: Policy, operator
                 new_labels.update({label: "true" for label in HELD_OPERAND_LABELS
                                    if current_labels.get(label) == "false"})
             return {"metadata": {"labels": new_labels,
-                                 "annotations": {PENDING_SINCE_ANNOTATION: None, SCALE_DOWN_DISABLED_ANNOTATION: None}
+                                 "annotations": {PENDING_SINCE_ANNOTATION: None, **_unkept(current)}
                                  if current_labels.get(HEALTH_LABEL) in ("pending", "held") else {}},
                     "spec": {"taints": _taints_without_gate(current)}}
 
@@ -701,8 +763,8 @@ def release_kept(api: Api, nodes: list[dict[str, Any]], policy: Policy, now: dat
     kept: dict[str | None, list[tuple[datetime.datetime, dict[str, Any]]]] = {}
     for node in nodes:
         annotations = _annotations(node)
-        if _labels(node).get(HEALTH_LABEL) != "failed" or annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) != "true":
-            continue
+        if _labels(node).get(HEALTH_LABEL) != "failed" or annotations.get(KEPT_ANNOTATION) != "true":
+            continue  # only nodes the gate itself keeps
         since = _timestamp(annotations.get(CHECKED_AT_ANNOTATION)) or now
         kept.setdefault(_labels(node).get(AGENT_POOL_LABEL), []).append((since, node))
     released = []
@@ -713,8 +775,7 @@ def release_kept(api: Api, nodes: list[dict[str, Any]], policy: Policy, now: dat
             if rank < policy.keep_failed and not too_old:
                 continue
             name = node["metadata"]["name"]
-            released_patch = {"metadata": {"annotations": {SCALE_DOWN_DISABLED_ANNOTATION: None,
-                                                           RELEASED_AT_ANNOTATION: _stamp(now)}}}
+            released_patch = {"metadata": {"annotations": {**_unkept(node), RELEASED_AT_ANNOTATION: _stamp(now)}}}
             if _per_node(name, lambda name=name, patch=released_patch: update_node(
                     api, name, lambda _node: copy.deepcopy(patch))) is None:
                 continue
@@ -733,9 +794,18 @@ def passive_cordon(api: Api, nodes: list[dict[str, Any]], policy: Policy, cordon
                    now: datetime.datetime) -> tuple[list[str], list[str]]:
     """Cordon nodes whose exporter shows a critical condition or whose node-problem-detector
     raised a GPU condition, through the same failure step as the check. Per pool, when more than
-    the breaker's share of its nodes would go at once (and at least its minimum), none is
-    cordoned: a metric or detector gone wrong must not empty a pool; the alerts still fire."""
+    the breaker's share of its nodes would be (or within the breaker's window were) cordoned this
+    way, and at least its minimum, none is: a metric or detector gone wrong must not empty a pool,
+    at once or a few nodes a pass; the alerts still fire. A spared node is reported once an hour,
+    as an Event and a log line, not in the record (whose entries are the verdicts)."""
     by_name = {node["metadata"]["name"]: node for node in nodes}
+    since = now - datetime.timedelta(minutes=policy.breaker_window_minutes)
+    _, entries = read_record(api, policy.namespace)
+    recent: dict[str | None, set[str]] = {}
+    for entry in entries:
+        if entry.get("source") == "passive" and entry.get("verdict") == "failed" and \
+                (_timestamp(entry.get("time")) or since) > since:
+            recent.setdefault(entry.get("pool"), set()).add(str(entry.get("node")))
     findings: dict[str, list[str]] = {}
     for name, node in by_name.items():
         if _labels(node).get(HEALTH_LABEL) in ("failed", "pending", "held"):
@@ -745,7 +815,9 @@ def passive_cordon(api: Api, nodes: list[dict[str, Any]], policy: Policy, cordon
             findings[name] = found
     if cordon:
         for namespace in exporter_namespaces:
-            for pod in api.list_pods(namespace, "app=nvidia-dcgm-exporter", "status.phase=Running"):
+            pods = _per_node(namespace, lambda namespace=namespace: api.list_pods(
+                namespace, "app=nvidia-dcgm-exporter", "status.phase=Running")) or []
+            for pod in pods:
                 node_name = pod.get("spec", {}).get("nodeName")
                 pod_ip = pod.get("status", {}).get("podIP")
                 if node_name not in by_name or not pod_ip:
@@ -770,21 +842,28 @@ def passive_cordon(api: Api, nodes: list[dict[str, Any]], policy: Policy, cordon
         per_pool.setdefault(_labels(by_name[name]).get(AGENT_POOL_LABEL), []).append(name)
     cordoned, spared = [], []
     for pool, names in per_pool.items():
-        systemic = (policy.breaker and len(names) >= policy.breaker_min_nodes
-                    and len(names) / pool_sizes[pool] > policy.breaker_share)
+        affected = len(set(names) | recent.get(pool, set()))
+        systemic = (policy.breaker and affected >= policy.breaker_min_nodes
+                    and affected / pool_sizes[pool] > policy.breaker_share)
         for name in sorted(names):
             reason = "; ".join(findings[name])[:1024]
             if systemic:
-                report(api, policy, by_name[name], "passive", "spared", "passive",
-                       f"{len(names)} of the {pool_sizes[pool]} nodes of pool {pool} show critical conditions at "
-                       f"once, which looks like a metric or detector gone wrong: none is cordoned, the alerts "
-                       f"still fire. This node: {reason}", now)
                 spared.append(name)
+                last = _timestamp(_annotations(by_name[name]).get(SPARED_AT_ANNOTATION))
+                if last is not None and (now - last).total_seconds() < 3600:
+                    continue
+                if _per_node(name, lambda name=name: update_node(api, name, lambda _node: {"metadata": {
+                        "annotations": {SPARED_AT_ANNOTATION: _stamp(now)}}})) is None:
+                    continue
+                report(api, policy, by_name[name], "passive", "spared", "passive",
+                       f"{affected} of the {pool_sizes[pool]} nodes of pool {pool} showed critical conditions "
+                       f"within {policy.breaker_window_minutes:g} minutes, which looks like a metric or detector "
+                       f"gone wrong: none is cordoned, the alerts still fire. This node: {reason}", now, record=False)
                 continue
             check = label_value("passive-" + findings[name][0].split("{")[0].split(":")[0])
-            if _per_node(name, lambda name=name, check=check, reason=reason: fail_node(
+            if not _per_node(name, lambda name=name, check=check, reason=reason: fail_node(
                     api, name, check, f"passive: {reason}", {CHECKED_AT_ANNOTATION: _stamp(now)},
-                    keep=policy.keep_failed > 0) or True) is None:
+                    keep=policy.keep_failed > 0, expected=_state_is_not("failed", "pending", "held"))):
                 continue
             report(api, policy, by_name[name], "passive", "failed", check, reason, now)
             cordoned.append(name)
@@ -810,8 +889,9 @@ def regate_changed(api: Api, nodes: list[dict[str, Any]], policy: Policy, operat
                     FINGERPRINT_ANNOTATION: json.dumps({**recorded, **current}, sort_keys=True)}}}
                 _per_node(name, lambda name=name, patch=patch: update_node(api, name, lambda _node: copy.deepcopy(patch)))
             continue
+        # Every pod bound to the node that has not finished: one still starting holds GPUs too.
         pods = _per_node(name, lambda name=name: api.list_pods(
-            field_selector=f"spec.nodeName={name},status.phase=Running"))
+            field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"))
         if pods is None:
             continue
         busy = [pod for pod in pods if _requests_gpus(pod)]
@@ -828,7 +908,7 @@ def regate_changed(api: Api, nodes: list[dict[str, Any]], policy: Policy, operat
             return {"metadata": {"labels": labels, "annotations": {PENDING_SINCE_ANNOTATION: _stamp(now)}},
                     "spec": {"taints": _taints_without_gate(current_node) + [_gate_taint("pending")]}}
 
-        if _per_node(name, lambda name=name, change=change: update_node(api, name, change)) is None:
+        if not _per_node(name, lambda name=name, change=change: _guarded(api, name, _state_is("passed"), change)):
             continue
         detail = ", ".join(f"{key} {recorded[key]} -> {current[key]}" for key in changes)
         report(api, policy, node, "watchdog", "regated", None, f"changed since its check: {detail}", now)
