@@ -419,7 +419,7 @@ def _check_vm_size(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
                         f"and the name says {vcpus.group(1)} vCPU", 'use "Standard_D8ds_v5" or larger')
         skipped = "memory, GPUs and local temp disk (for ephemeral OS and kubelet disks)"
     elif pool.kind == "gpu":
-        skipped = "GPU count and vendor, MIG support and temp disk"
+        skipped = "GPU count and vendor, MIG support and temp disk (the gate's check is sized for 8 GPUs)"
     else:
         skipped = "whether it has GPUs, and its temp disk"
     yield Issue(f"{path}.vmSize", pool.vm_size,
