@@ -154,14 +154,8 @@ def run_allreduce(world: int, nbytes: int, backend: str, timeout: float, sampler
                                  args=(world, interconnect._free_port(), nbytes, 20, 5, backend, results, timeout),
                                  nprocs=world, join=False, start_method="spawn")
     sampler = Sampler([process.pid for process in context.processes], sampler_interval)
-    deadline = time.monotonic() + timeout
     with sampler:
-        while not context.join(timeout=max(deadline - time.monotonic(), 0.0)):
-            if time.monotonic() >= deadline:
-                for process in context.processes:
-                    if process.is_alive():
-                        process.kill()
-                raise TimeoutError(f"the all-reduce did not finish in {timeout:g} s")
+        interconnect.join_within(context, timeout)
     return sampler
 
 

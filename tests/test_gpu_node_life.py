@@ -39,6 +39,7 @@ from aksgpu.components.kubernetes.gpu_health import (
 from aksgpu.components.spec import ClusterSpec
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.cel import denials
+from tests.test_gpu_health import merge_patch
 
 NOW = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.timezone.utc)
 NAMESPACE = "aksgpu-system"
@@ -172,19 +173,6 @@ def test_the_watchdog_runs_with_the_gate_off_and_releases_its_nodes() -> None:
 
 
 # --- 3. a stand-in cluster -------------------------------------------------------------------
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch, as the API server applies application/merge-patch+json."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def _selected(labels: dict[str, str], selector: str) -> bool:

@@ -40,6 +40,7 @@ from aksgpu.components.spec.scheduling import gpu_flavors
 from tests.helpers import REPO, base_spec, edit, find_object, plan_spec
 from tests.oracles.cel import denials
 from tests.oracles.gpu_visibility import Node, visible_gpus
+from tests.oracles.scheduling import expression_matches
 
 DATA = REPO / "tests" / "data"
 TOOLKIT = DATA / "nvidia-container-toolkit"
@@ -316,16 +317,9 @@ def test_the_gpu_policy_is_bound_to_team_namespaces_and_validates() -> None:
 
 
 def _selector_matches(requirement: dict[str, Any], labels: dict[str, str]) -> bool:
-    """k8s.io/apimachinery labels.Requirement.Matches: In needs the key with a listed value; NotIn and
-    DoesNotExist also match a missing key."""
-    key, operator, values = requirement["scopeName"], requirement["operator"], requirement.get("values", [])
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    return key not in labels
+    """A ResourceQuota scope requirement (scopeName for key) matched as a label requirement."""
+    return expression_matches({"key": requirement["scopeName"], "operator": requirement["operator"],
+                               "values": requirement.get("values", [])}, labels)
 
 
 def _quota_admits(quota: dict[str, Any], class_name: str) -> bool:

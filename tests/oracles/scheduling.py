@@ -85,7 +85,9 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, str]) -> bool:
     return False
 
 
-def _expression_matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+def expression_matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+    """k8s.io/apimachinery labels.Requirement.Matches: In needs the key with a listed value; NotIn and
+    DoesNotExist also match a missing key."""
     key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
     if operator == "In":
         return key in labels and labels[key] in values
@@ -102,7 +104,7 @@ def affinity_allows(affinity: dict[str, Any] | None, labels: dict[str, str]) -> 
     required = ((affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     if not required:
         return True
-    return any(all(_expression_matches(e, labels) for e in term.get("matchExpressions") or [])
+    return any(all(expression_matches(e, labels) for e in term.get("matchExpressions") or [])
                for term in required.get("nodeSelectorTerms") or [])
 
 

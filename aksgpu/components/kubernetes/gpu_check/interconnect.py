@@ -70,6 +70,13 @@ def allreduce_bus_bandwidth_gbs(world: int, nbytes: int, iters: int = 20, warmup
     context = mp.start_processes(_allreduce_worker,
                                  args=(world, _free_port(), nbytes, iters, warmup, backend, results, timeout_seconds),
                                  nprocs=world, join=False, start_method="spawn")
+    join_within(context, timeout_seconds)
+    return bus_bandwidth(results.get(), world)
+
+
+def join_within(context: Any, timeout_seconds: float) -> None:
+    """Wait for torch.multiprocessing's spawned workers; past `timeout_seconds` kill those still
+    alive and raise TimeoutError."""
     deadline = time.monotonic() + timeout_seconds
     while not context.join(timeout=max(deadline - time.monotonic(), 0.0)):
         if time.monotonic() >= deadline:
@@ -77,7 +84,6 @@ def allreduce_bus_bandwidth_gbs(world: int, nbytes: int, iters: int = 20, warmup
                 if process.is_alive():
                     process.kill()
             raise TimeoutError(f"the all-reduce did not finish in {timeout_seconds:g} s")
-    return bus_bandwidth(results.get(), world)
 
 
 def peer_checks(torch: Any, devices: list[Any]) -> list[CheckResult]:
