@@ -796,3 +796,23 @@ def test_a_new_check_rolls_every_gate_pod_at_once_the_hold_too() -> None:
     new, _ = hold_and_strategy("example.azurecr.io/check:2")
     assert old != new, "the hold pod's template changes with the check image"
     assert all(s == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}} for s in strategies)
+
+
+def test_a_burst_of_failures_at_once_opens_the_breaker_as_one_after_another_would(
+        cluster: tuple[Cluster, str], tmp_path: Path) -> None:
+    """The breaker decides on the record it adds to (retried on conflict): six verdicts landing
+    together fail the first two and hold the rest, as if they had come one by one."""
+    state, url = cluster
+    for index in range(6):
+        _pending_node(state, f"aks-h100-{index}")
+        (tmp_path / str(index)).mkdir()
+        _results(tmp_path / str(index), 2, "checker-error", "driver mismatch")
+    outcomes: list[str] = []
+    threads = [threading.Thread(target=lambda index=index: outcomes.append(node_gate.verdict(
+        _api(url), f"aks-h100-{index}", str(tmp_path / str(index)), now=NOW, policy=POLICY))) for index in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["failed", "failed", "held", "held", "held", "held"]
+    assert sorted(e["verdict"] for e in state.record()) == sorted(outcomes)

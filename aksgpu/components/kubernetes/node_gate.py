@@ -326,37 +326,41 @@ def read_record(api: Api, namespace: str) -> tuple[dict[str, Any] | None, list[d
     return configmap, entries
 
 
-def append_record(api: Api, namespace: str, entry: dict[str, Any], attempts: int = 10) -> None:
+def append_record(api: Api, namespace: str,
+                  entry: dict[str, Any] | Callable[[list[dict[str, Any]]], dict[str, Any]],
+                  attempts: int = 10) -> bool:
     """Add one entry to the record, keeping the newest RECORD_ENTRIES; retried on conflict, so two
-    verdicts at once both land. Best effort: the Event and the log line carry the same facts."""
+    verdicts at once both land. `entry` may be a function of the entries read, called again on
+    every retry: a decision that depends on the record (the breaker's) is then made on exactly the
+    record it is added to. Best effort (False: not recorded): the Event and the log line carry the
+    same facts."""
     for attempt in range(attempts):
         configmap, entries = read_record(api, namespace)
         if configmap is None:
-            return
-        lines = [json.dumps(e, sort_keys=True) for e in [*entries, entry][-RECORD_ENTRIES:]]
+            return False
+        new = entry(entries) if callable(entry) else entry
+        lines = [json.dumps(e, sort_keys=True) for e in [*entries, new][-RECORD_ENTRIES:]]
         # The object as read (its resourceVersion, labels and annotations kept), with the new data.
         body = {**configmap, "data": {**(configmap.get("data") or {}), RECORD_KEY: "\n".join(lines) + "\n"}}
         try:
             api.replace_configmap(namespace, RECORD_CONFIGMAP, body)
-            return
+            return True
         except urllib.error.HTTPError as error:
             if error.code != 409 or attempt == attempts - 1:
                 print(f"aksgpu: could not update the record: {error}", file=sys.stderr)
-                return
+                return False
             time.sleep(min(2 ** attempt, 10) / 10)
         except (urllib.error.URLError, OSError, ValueError) as error:
             print(f"aksgpu: could not update the record: {error}", file=sys.stderr)
-            return
+            return False
+    return False
 
 
 def report(api: Api, policy: Policy, node: dict[str, Any], source: str, outcome: str, check: str | None,
            reason: str, now: datetime.datetime | None = None, record: bool = True) -> dict[str, Any]:
-    """Leave the three traces of a verdict: the log line, the Event and (unless `record` is off)
-    the record entry."""
-    labels = _labels(node)
-    entry = {"time": _stamp(_now(now)), "node": node.get("metadata", {}).get("name"),
-             "pool": labels.get(AGENT_POOL_LABEL), "vmSize": labels.get("node.kubernetes.io/instance-type"),
-             "source": source, "verdict": outcome, "check": check, "reason": reason[:512]}
+    """Leave the three traces of a verdict: the log line, the Event and (unless `record` is off:
+    already recorded, or not a verdict) the record entry."""
+    entry = verdict_entry(node, source, outcome, check, reason, now)
     log_verdict(entry)
     kind = "Normal" if outcome in ("passed", "released") else "Warning"
     event_reason = {"passed": "GpuCheckPassed", "failed": "GpuCheckFailed", "held": "GpuGateBreakerOpen",
@@ -367,6 +371,14 @@ def report(api: Api, policy: Policy, node: dict[str, Any], source: str, outcome:
     if record:
         append_record(api, policy.namespace, entry)
     return entry
+
+
+def verdict_entry(node: dict[str, Any], source: str, outcome: str, check: str | None, reason: str,
+                  now: datetime.datetime | None = None) -> dict[str, Any]:
+    labels = _labels(node)
+    return {"time": _stamp(_now(now)), "node": node.get("metadata", {}).get("name"),
+            "pool": labels.get(AGENT_POOL_LABEL), "vmSize": labels.get("node.kubernetes.io/instance-type"),
+            "source": source, "verdict": outcome, "check": check, "reason": reason[:512]}
 
 
 def breaker_open(entries: list[dict[str, Any]], pool: str | None, policy: Policy,
@@ -519,19 +531,28 @@ def fail_or_hold(api: Api, node_name: str, source: str, check: str, reason: str,
     """A check failed: fail the node, unless the pool's breaker is open, then hold it; "stale" when
     the node is no longer in the `expected` state."""
     node = api.get_node(node_name)
-    _, entries = read_record(api, policy.namespace)
-    is_open, figures = breaker_open(entries, _labels(node).get(AGENT_POOL_LABEL), policy, now)
-    if is_open:
-        held_reason = (f"circuit breaker open: {figures}, which points at the check's image, the driver or "
-                       f"the node image rather than this node's GPUs; held, not failed. The check said: {reason}")
-        if not hold_node(api, node_name, check, held_reason, annotations, expected):
-            return _stale(node_name, source, "held", api.get_node(node_name))
-        report(api, policy, node, source, "held", check, held_reason, now)
-        return "held"
-    if not fail_node(api, node_name, check, reason, annotations, keep=policy.keep_failed > 0, expected=expected):
-        return _stale(node_name, source, "failed", api.get_node(node_name))
-    report(api, policy, node, source, "failed", check, reason, now)
-    return "failed"
+    decision: dict[str, str] = {}
+
+    def decide(entries: list[dict[str, Any]]) -> dict[str, Any]:
+        # Made on the record it is added to: verdicts of a burst, landing together, each see the
+        # ones before them (a conflict makes append_record read again and decide again).
+        is_open, figures = breaker_open(entries, _labels(node).get(AGENT_POOL_LABEL), policy, now)
+        decision["outcome"] = "held" if is_open else "failed"
+        decision["reason"] = (f"circuit breaker open: {figures}, which points at the check's image, the driver or "
+                              f"the node image rather than this node's GPUs; held, not failed. The check said: "
+                              f"{reason}") if is_open else reason
+        return verdict_entry(node, source, decision["outcome"], check, decision["reason"], now)
+
+    recorded = append_record(api, policy.namespace, decide)
+    if not decision:
+        decide([])  # the record could not be read: decide without it
+    outcome, why = decision["outcome"], decision["reason"]
+    applied = (hold_node(api, node_name, check, why, annotations, expected) if outcome == "held" else
+               fail_node(api, node_name, check, why, annotations, keep=policy.keep_failed > 0, expected=expected))
+    if not applied:
+        return _stale(node_name, source, outcome, api.get_node(node_name))
+    report(api, policy, node, source, outcome, check, why, now, record=not recorded)
+    return outcome
 
 
 def _guarded(api: Api, node_name: str, expected: Callable[[dict[str, Any]], bool] | None,
