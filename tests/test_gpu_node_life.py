@@ -720,6 +720,11 @@ def test_the_gate_never_removes_an_operators_own_scale_down_protection(cluster: 
     assert done["released"] == [], "not the gate's to release, however old"
     node_gate.verdict(_api(url), "aks-h100-1", _results(tmp_path, 0), recheck=True, now=NOW, policy=POLICY)
     assert all(not autoscaler_may_scale_down(node) for node in state.nodes.values())
+    # A re-check that fails it, and the watchdog past the bound and age, leave the operator's own too.
+    node_gate.verdict(_api(url), "aks-h100-1", _results(tmp_path, 1), recheck=True,
+                      now=NOW - datetime.timedelta(days=3), policy=POLICY)
+    assert node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])["released"] == []
+    assert not autoscaler_may_scale_down(state.nodes["aks-h100-1"])
 
 
 def test_a_verdict_decided_on_an_older_view_is_not_applied(cluster: tuple[Cluster, str], tmp_path: Path) -> None:

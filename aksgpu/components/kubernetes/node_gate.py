@@ -211,7 +211,12 @@ def _now(now: datetime.datetime | None) -> datetime.datetime:
     return now or datetime.datetime.now(datetime.timezone.utc)
 
 
-def _kept() -> dict[str, str]:
+def _kept(node: dict[str, Any]) -> dict[str, str]:
+    """Annotations that keep a node from scale-down as the gate's own; none where an operator
+    already keeps it (theirs stays theirs, and the gate will never remove it)."""
+    annotations = _annotations(node)
+    if annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true" and KEPT_ANNOTATION not in annotations:
+        return {}
     return {SCALE_DOWN_DISABLED_ANNOTATION: "true", KEPT_ANNOTATION: "true"}
 
 
@@ -578,7 +583,7 @@ def fail_node(api: Api, node_name: str, label: str, reason: str, annotations: di
     from scaling. Kept from scale-down for diagnosis (the watchdog enforces the pool's bound)."""
     return _guarded(api, node_name, expected, lambda node: {
         "metadata": {"labels": {HEALTH_LABEL: "failed", FAILED_CHECK_LABEL: label},
-                     "annotations": {**annotations, **(_kept() if keep else {}), REASON_ANNOTATION: reason}},
+                     "annotations": {**annotations, **(_kept(node) if keep else {}), REASON_ANNOTATION: reason}},
         "spec": {"unschedulable": True, "taints": _taints_without_gate(node)}})
 
 
@@ -590,7 +595,7 @@ def hold_node(api: Api, node_name: str, label: str, reason: str, annotations: di
     same way. It does not stop the autoscaler from adding nodes while pods wait (README, "held")."""
     return _guarded(api, node_name, expected, lambda node: {
         "metadata": {"labels": {HEALTH_LABEL: "held", FAILED_CHECK_LABEL: label},
-                     "annotations": {**annotations, **_kept(), REASON_ANNOTATION: reason[:1024]}},
+                     "annotations": {**annotations, **_kept(node), REASON_ANNOTATION: reason[:1024]}},
         "spec": {"taints": _taints_without_gate(node) + [_gate_taint("held")]}})
 
 
