@@ -56,7 +56,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 GATE_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/aksgpu-gpu-check"
 HEALTH_LABEL = "aksgpu.io/gpu-health"
@@ -100,6 +100,7 @@ SKIP_FILE = "skip"  # in the results folder: the check must not run on this node
 EXIT_CODE_FILE = "exit-code"
 REPORT_FILE = "report.json"  # the check's JSON report ($AKSGPU_REPORT)
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+T = TypeVar("T")
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -469,11 +470,9 @@ def read_result(results: str) -> tuple[int | None, dict[str, Any]]:
 
 def failure_reason(code: int, check_report: dict[str, Any]) -> tuple[str, str]:
     """(label value naming the failed check, human-readable reason) of a failed check."""
-    check = check_report.get("failedCheck") if isinstance(check_report.get("failedCheck"), str) else None
-    if check is None:
-        check = {124: "timeout", 1: "check"}.get(code, "checker-error")
-    reason = (check_report.get("reason") if isinstance(check_report.get("reason"), str)
-              else f"the check exited with code {code}")
+    named, given = check_report.get("failedCheck"), check_report.get("reason")
+    check = named if isinstance(named, str) else {124: "timeout", 1: "check"}.get(code, "checker-error")
+    reason = given if isinstance(given, str) else f"the check exited with code {code}"
     return label_value(check), reason[:1024]
 
 
@@ -561,7 +560,7 @@ def fail_or_hold(api: Api, node_name: str, source: str, check: str, reason: str,
 
 
 def _guarded(api: Api, node_name: str, expected: Callable[[dict[str, Any]], bool] | None,
-             change: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
+             change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
     """update_node, unless the node has left the expected state; whether the change applied."""
     applied = True
 
@@ -661,9 +660,10 @@ def npd_findings(node: dict[str, Any], cordon_types: set[str]) -> list[str]:
             if c.get("type") in cordon_types and c.get("status") == "True"]
 
 
-def _per_node(name: str, action: Callable[[], Any]) -> Any | None:
-    """One node's step of the watchdog's pass. An API error (the node deleted meanwhile, a patch
-    refused) is printed and the pass goes on with the other nodes; the next pass tries again."""
+def _per_node(name: str, action: Callable[[], T]) -> T | None:
+    """One node's step of the watchdog's pass, run at once. An API error (the node deleted
+    meanwhile, a patch refused) is printed and the pass goes on with the other nodes; the next pass
+    tries again."""
     try:
         return action()
     except (OSError, ValueError) as error:  # urllib's HTTPError and URLError are OSErrors
@@ -692,8 +692,8 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
                 _timestamp(metadata.get("creationTimestamp"))
             if since is None or (now - since).total_seconds() / 60 <= max_pending_minutes:
                 continue
-            outcome = _per_node(metadata["name"], lambda name=metadata["name"]: fail_or_hold(
-                api, name, "watchdog", "gate-timeout",
+            outcome = _per_node(metadata["name"], lambda: fail_or_hold(
+                api, metadata["name"], "watchdog", "gate-timeout",
                 f"pending for more than {max_pending_minutes:g} minutes: the check never ran or never finished "
                 "(an image that cannot be pulled, a driver that never loads)",
                 {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None}, policy, now,
@@ -739,8 +739,7 @@ def restore_operands(api: Api, nodes: list[dict[str, Any]], operator_pools: set[
             switched = {label: "true" for label in HELD_OPERAND_LABELS if current_labels.get(label) == "false"}
             return {"metadata": {"labels": switched}} if switched else None
 
-        if _per_node(node["metadata"]["name"], lambda name=node["metadata"]["name"], change=change:
-                     update_node(api, name, change)) is None:
+        if _per_node(node["metadata"]["name"], lambda: update_node(api, node["metadata"]["name"], change)) is None:
             continue
         print(f"aksgpu: {node['metadata']['name']}: the GPU Operator's device plugin and exporter switched on again "
               "(its pool's labels were written onto it)", flush=True)
@@ -773,8 +772,7 @@ def release_gate(api: Api, nodes: list[dict[str, Any]], policy: Policy, operator
                                  if current_labels.get(HEALTH_LABEL) in ("pending", "held") else {}},
                     "spec": {"taints": _taints_without_gate(current)}}
 
-        if _per_node(node["metadata"]["name"], lambda name=node["metadata"]["name"], change=change:
-                     update_node(api, name, change)) is None:
+        if _per_node(node["metadata"]["name"], lambda: update_node(api, node["metadata"]["name"], change)) is None:
             continue
         report(api, policy, node, "watchdog", "untainted", None, "the gate is off: its taint and operand "
                "holds are removed; the node takes work unchecked", now)
@@ -802,8 +800,8 @@ def release_kept(api: Api, nodes: list[dict[str, Any]], policy: Policy, now: dat
                 continue
             name = node["metadata"]["name"]
             released_patch = {"metadata": {"annotations": {**_unkept(node), RELEASED_AT_ANNOTATION: _stamp(now)}}}
-            if _per_node(name, lambda name=name, patch=released_patch: update_node(
-                    api, name, lambda _node: copy.deepcopy(patch))) is None:
+            if _per_node(name, lambda: update_node(
+                    api, name, lambda _node: copy.deepcopy(released_patch))) is None:
                 continue
             why = (f"kept {policy.keep_failed_hours:g} hours" if too_old
                    else f"the pool keeps its newest {policy.keep_failed} failed nodes")
@@ -841,7 +839,7 @@ def passive_cordon(api: Api, nodes: list[dict[str, Any]], policy: Policy, cordon
             findings[name] = found
     if cordon:
         for namespace in exporter_namespaces:
-            pods = _per_node(namespace, lambda namespace=namespace: api.list_pods(
+            pods = _per_node(namespace, lambda: api.list_pods(
                 namespace, "app=nvidia-dcgm-exporter", "status.phase=Running")) or []
             for pod in pods:
                 node_name = pod.get("spec", {}).get("nodeName")
@@ -878,7 +876,7 @@ def passive_cordon(api: Api, nodes: list[dict[str, Any]], policy: Policy, cordon
                 last = _timestamp(_annotations(by_name[name]).get(SPARED_AT_ANNOTATION))
                 if last is not None and (now - last).total_seconds() < 3600:
                     continue
-                if _per_node(name, lambda name=name: update_node(api, name, lambda _node: {"metadata": {
+                if _per_node(name, lambda: update_node(api, name, lambda _node: {"metadata": {
                         "annotations": {SPARED_AT_ANNOTATION: _stamp(now)}}})) is None:
                     continue
                 report(api, policy, by_name[name], "passive", "spared", "passive",
@@ -887,7 +885,7 @@ def passive_cordon(api: Api, nodes: list[dict[str, Any]], policy: Policy, cordon
                        f"gone wrong: none is cordoned, the alerts still fire. This node: {reason}", now, record=False)
                 continue
             check = label_value("passive-" + findings[name][0].split("{")[0].split(":")[0])
-            if not _per_node(name, lambda name=name, check=check, reason=reason: fail_node(
+            if not _per_node(name, lambda: fail_node(
                     api, name, check, f"passive: {reason}", {CHECKED_AT_ANNOTATION: _stamp(now)},
                     keep=policy.keep_failed > 0, expected=_state_is_not("failed", "pending", "held"))):
                 continue
@@ -913,10 +911,10 @@ def regate_changed(api: Api, nodes: list[dict[str, Any]], policy: Policy, operat
             if current.keys() - recorded.keys():
                 patch = {"metadata": {"annotations": {
                     FINGERPRINT_ANNOTATION: json.dumps({**recorded, **current}, sort_keys=True)}}}
-                _per_node(name, lambda name=name, patch=patch: update_node(api, name, lambda _node: copy.deepcopy(patch)))
+                _per_node(name, lambda: update_node(api, name, lambda _node: copy.deepcopy(patch)))
             continue
         # Every pod bound to the node that has not finished: one still starting holds GPUs too.
-        pods = _per_node(name, lambda name=name: api.list_pods(
+        pods = _per_node(name, lambda: api.list_pods(
             field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"))
         if pods is None:
             continue
@@ -934,7 +932,7 @@ def regate_changed(api: Api, nodes: list[dict[str, Any]], policy: Policy, operat
             return {"metadata": {"labels": labels, "annotations": {PENDING_SINCE_ANNOTATION: _stamp(now)}},
                     "spec": {"taints": _taints_without_gate(current_node) + [_gate_taint("pending")]}}
 
-        if not _per_node(name, lambda name=name, change=change: _guarded(api, name, _state_is("passed"), change)):
+        if not _per_node(name, lambda: _guarded(api, name, _state_is("passed"), change)):
             continue
         detail = ", ".join(f"{key} {recorded[key]} -> {current[key]}" for key in changes)
         report(api, policy, node, "watchdog", "regated", None, f"changed since its check: {detail}", now)

@@ -142,7 +142,7 @@ def pattern_result(gpu: int, outcome: measure.PatternOutcome | BaseException, mi
         return CheckResult("memory-pattern", "fail", f"{outcome.mismatched_words} words read back wrong over {tested}",
                            gpu, outcome.mismatched_words, 0, "words", figures)
     memory = (f" ({outcome.free_bytes / gib:.2f} GiB of {outcome.total_bytes / gib:.2f} GiB free when it began)"
-              if "totalBytes" in figures else "")
+              if outcome.free_bytes is not None and outcome.total_bytes else "")
     stopped = f"; {outcome.stopped}" if outcome.stopped else ""
     coverage = outcome.bytes_tested / outcome.total_bytes if outcome.total_bytes else None
     if coverage is not None and coverage < min_coverage:
