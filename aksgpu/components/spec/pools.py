@@ -621,6 +621,7 @@ def _check_node_pool(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[I
         yield Issue(f"{path}.perZone", True, "expanding per zone needs at least two zones",
                     "list two or more zones, or set perZone: false", "warning")
     yield from _check_gpu(pool, path)
+    yield from _check_grace_blackwell(pool, path, spec)
     yield from _check_spot(pool, path)
     yield from _check_placement(pool, path, spec)
     yield from _check_taints_and_labels(pool, path)
@@ -674,6 +675,54 @@ def _check_gpu(pool: NodePool, path: str) -> Iterator[Issue]:
         yield Issue(f"{path}.gpu.driver", settings.driver,
                     "AKS installs no AMD GPU driver; AMD pools must be created with driver None",
                     "set gpu.driver: None and install the AMD GPU Operator")
+
+
+def _kubernetes_minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _check_grace_blackwell(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[Issue]:
+    """What AKS needs of a GB200 or GB300 pool (vm_sizes.yaml graceBlackwell, with the sources)."""
+    rules = data.load("vm_sizes")["graceBlackwell"]
+    size = pool.size
+    if pool.kind != "gpu" or size is None or size["series"] not in rules["series"]:
+        return
+    source, model = rules["source"], size["gpuModel"]
+    if pool.os_sku != rules["osSku"]:
+        yield Issue(f"{path}.osSku", pool.os_sku,
+                    f"{model} sizes have only NVMe disk controllers, and AKS pools of them need osSku "
+                    f"{rules['osSku']} ({source['osSku']})", f"set osSku: {rules['osSku']}")
+    settings = pool.gpu_settings
+    if settings is not None and settings.driver != rules["gpuDriver"]:
+        yield Issue(f"{path}.gpu.driver", settings.driver,
+                    f"{model} pools are created with gpu.driver None: the NVIDIA GPU Operator installs the driver, "
+                    f"with IMEX for the DRA driver's ComputeDomains ({source['gpuDriver']})",
+                    "set gpu.driver: None and install the GPU Operator with the NVIDIA DRA driver")
+    minimum = rules["minKubernetes"]
+    version = spec.control_plane.kubernetes_version
+    if version is None:
+        yield Issue("controlPlane.kubernetesVersion", None,
+                    f"{path} ({pool.vm_size}) needs Kubernetes {minimum} or newer, and with no version set the "
+                    f"cluster gets AKS's default, which may be older ({source['minKubernetes']})",
+                    f'set controlPlane.kubernetesVersion: "{minimum}" or newer',
+                    "warning")
+    elif _kubernetes_minor(version) < _kubernetes_minor(minimum):
+        yield Issue("controlPlane.kubernetesVersion", version,
+                    f"{path} ({pool.vm_size}) needs Kubernetes {minimum} or newer ({source['minKubernetes']})",
+                    f'set controlPlane.kubernetesVersion: "{minimum}" or newer (upgrades go one minor version at a '
+                    f"time), or move the {model} pool to a cluster on {minimum}+")
+    others = sorted({p.vm_size for p in spec.node_pools if p.size is not None and p.size.get("infiniband")
+                     and p.size["series"] not in rules["series"]})
+    conflict = (f"; this cluster also has InfiniBand pools of {', '.join(others)}, which want it Registered, so put "
+                "them in another subscription") if others else ""
+    yield Issue(f"{path}.vmSize", pool.vm_size,
+                f"the subscription's AKSInfinibandSupport feature must be {rules['infinibandFeature'].lower()} for "
+                f"{model} pools, and aksgpu cannot see its state ({source['infinibandFeature']}){conflict}",
+                "check `az feature show --namespace Microsoft.ContainerService --name AKSInfinibandSupport`; if it "
+                "is Registered, run `az feature unregister --namespace Microsoft.ContainerService --name "
+                "AKSInfinibandSupport` and `az provider register -n Microsoft.ContainerService` before `pulumi up`",
+                "warning")
 
 
 def _check_placement(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[Issue]:

@@ -1,0 +1,137 @@
+"""The Grace Blackwell sizes (ND GB200 v6, ND GB300 v6): GB300 in the catalog, and the rules AKS
+pools of these sizes have (vm_sizes.yaml graceBlackwell): osSku Ubuntu2404, gpu.driver None,
+Kubernetes 1.34+ for DRA, and the AKSInfinibandSupport feature unregistered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aksgpu.components import data
+from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.components.spec.base import Issue
+from tests.helpers import REMOVE, base_spec, edit, plan_spec
+
+GB300 = "Standard_ND128isr_GB300_v6"
+GB200 = "Standard_ND128isr_NDR_GB200_v6"
+POOL = "nodePools.0"
+
+
+def grace_spec(vm_size: str = GB300) -> dict[str, Any]:
+    """base_spec with its GPU pool on a Grace Blackwell size, set up the way AKS needs it (one zone:
+    InfiniBand connects one scale set)."""
+    pool = {"name": "gb", "kind": "gpu", "vmSize": vm_size, "zones": ["1"], "minCount": 0, "maxCount": 18,
+            "osSku": "Ubuntu2404", "gpu": {"driver": "None"}}
+    # eastus2: Azure sells GB200 there (azure_availability.yaml); the table has no GB300 row yet.
+    spec = edit(edit(base_spec(), POOL, pool), "controlPlane.kubernetesVersion", "1.34")
+    return edit(spec, "location", "eastus2")
+
+
+def errors(spec: dict[str, Any]) -> list[Issue]:
+    with pytest.raises(SpecError) as raised:
+        parse_cluster_spec(spec)
+    return raised.value.errors
+
+
+def warnings(spec: dict[str, Any]) -> list[Issue]:
+    return parse_cluster_spec(spec)[1]
+
+
+def test_gb300_is_in_the_catalog_with_the_microsoft_page_figures() -> None:
+    size = data.vm_size(GB300)
+    assert size is not None
+    assert (size["vcpus"], size["memoryGib"], size["gpus"], size["gpuMemoryGb"]) == (128, 864, 4, 288)
+    assert size["nvme"] == {"disks": 4, "diskGib": 4096} and size["tempDiskGib"] == 0
+    assert size["infiniband"] == "800 Gb/s" and size["cpuArchitecture"] == "Arm64"
+    assert size["quotaFamily"] == "standardNDISRGB300V6Family"
+    assert (size["vendor"], size["architecture"], size["mig"]) == ("nvidia", "Blackwell", False)
+    model = data.load("vm_sizes")["gpuModels"]["GB300"]
+    assert model["bf16DenseTflops"] is None and "not collected" in model["peakSource"], "no figure was invented"
+
+
+def test_the_rules_name_both_series_and_each_rule_has_a_source() -> None:
+    table = data.load("vm_sizes")
+    rules = table["graceBlackwell"]
+    assert {data.vm_size(GB200)["series"], data.vm_size(GB300)["series"]} == set(rules["series"])
+    assert set(rules["series"]) <= set(table["series"])
+    for rule in ("osSku", "gpuDriver", "minKubernetes", "infinibandFeature"):
+        assert rules[rule] and rules["source"][rule]
+
+
+@pytest.mark.parametrize("vm_size", [GB300, GB200])
+def test_a_correct_pool_validates_with_only_the_feature_warning(vm_size: str) -> None:
+    found = [w for w in warnings(grace_spec(vm_size)) if w.path.startswith(("nodePools[0].vmSize", "nodePools[0].os",
+                                                                          "nodePools[0].gpu.driver",
+                                                                          "controlPlane.kubernetesVersion"))]
+    assert [(w.path, w.value) for w in found] == [("nodePools[0].vmSize", vm_size)]
+    assert "AKSInfinibandSupport feature must be unregistered" in found[0].rule
+    assert "az feature unregister" in found[0].fix and "another subscription" not in found[0].rule
+
+
+@pytest.mark.parametrize("vm_size", [GB300, GB200])
+@pytest.mark.parametrize("os_sku", ["Ubuntu", "Ubuntu2204", "AzureLinux", "AzureLinux3"])
+def test_other_os_skus_are_refused(vm_size: str, os_sku: str) -> None:
+    found = [e for e in errors(edit(grace_spec(vm_size), f"{POOL}.osSku", os_sku)) if e.path == "nodePools[0].osSku"]
+    assert len(found) == 1 and found[0].value == os_sku
+    assert "only NVMe disk controllers" in found[0].rule and "ai-infrastructure-on-azure" in found[0].rule
+    assert found[0].fix == "set osSku: Ubuntu2404"
+
+
+def test_the_default_os_sku_is_refused_too() -> None:
+    found = errors(edit(grace_spec(), f"{POOL}.osSku", REMOVE))
+    assert [(e.path, e.value) for e in found if e.path.endswith("osSku")] == [("nodePools[0].osSku", "Ubuntu")]
+
+
+@pytest.mark.parametrize("gpu", [{"driver": "Install"}, REMOVE])
+def test_the_aks_installed_driver_is_refused(gpu: Any) -> None:
+    found = [e for e in errors(edit(grace_spec(), f"{POOL}.gpu", gpu)) if e.path == "nodePools[0].gpu.driver"]
+    assert len(found) == 1 and found[0].value == "Install"
+    assert "--gpu-driver None" in found[0].rule and "GB300" in found[0].rule
+    assert "gpu.driver: None" in found[0].fix and "DRA driver" in found[0].fix
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.33.9", "1.30.0"])
+def test_kubernetes_before_1_34_is_refused(version: str) -> None:
+    found = [e for e in errors(edit(grace_spec(), "controlPlane.kubernetesVersion", version))
+             if e.path == "controlPlane.kubernetesVersion"]
+    assert len(found) == 1 and found[0].value == version
+    assert "nodePools[0]" in found[0].rule and "1.34 or newer" in found[0].rule and "DRA" in found[0].rule
+    assert '"1.34"' in found[0].fix
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.34.2", "1.35", "2.0"])
+def test_kubernetes_1_34_and_later_pass(version: str) -> None:
+    spec = edit(grace_spec(), "controlPlane.kubernetesVersion", version)
+    assert not [w for w in warnings(spec) if w.path == "controlPlane.kubernetesVersion"]
+
+
+def test_no_kubernetes_version_is_a_warning_that_aks_default_may_be_older() -> None:
+    found = [w for w in warnings(edit(grace_spec(), "controlPlane.kubernetesVersion", REMOVE))
+             if w.path == "controlPlane.kubernetesVersion"]
+    assert len(found) == 1 and found[0].value is None and found[0].severity == "warning"
+    assert "AKS's default, which may be older" in found[0].rule
+
+
+def test_an_infiniband_pool_of_another_size_in_the_cluster_is_named_as_a_conflict() -> None:
+    h100 = {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,
+            "maxCount": 2}
+    found = [w for w in warnings(edit(grace_spec(), "nodePools.1", h100))
+             if "AKSInfinibandSupport" in w.rule]
+    assert len(found) == 1 and "Standard_ND96isr_H100_v5" in found[0].rule and "Registered" in found[0].rule
+
+
+def test_other_gpu_and_cpu_pools_get_none_of_these_rules() -> None:
+    spec = edit(base_spec(), "controlPlane.kubernetesVersion", "1.30")
+    spec = edit(spec, "nodePools.1", {"name": "cpu", "vmSize": "Standard_D8ds_v5", "count": 1})
+    found = parse_cluster_spec(spec)[1]
+    assert not [w for w in found if "AKSInfinibandSupport" in w.rule or w.path == "controlPlane.kubernetesVersion"]
+
+
+def test_a_correct_gb300_pool_plans_as_an_arm64_ubuntu2404_pool_without_the_aks_driver() -> None:
+    plan = plan_spec(grace_spec())
+    pools = {p.inputs["agentPoolName"]: p.inputs for p in plan.by_type("azure-native:containerservice:AgentPool")}
+    inputs = pools["gb"]
+    assert inputs["vmSize"] == GB300
+    assert inputs["osSKU"] == "Ubuntu2404" and inputs["gpuProfile"] == {"driver": "None"}
+    assert inputs["orchestratorVersion"] == "1.34" and inputs["availabilityZones"] == ["1"]
