@@ -160,12 +160,7 @@ def toleration_policy() -> tuple[dict[str, Any], dict[str, Any]]:
                         "node until its check has passed"},
         ],
     }}
-    binding = {"metadata": metadata(TOLERATION_POLICY), "spec": {
-        "policyName": TOLERATION_POLICY,
-        "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
-    }}
-    return policy, binding
+    return policy, team_namespaces_binding(TOLERATION_POLICY)
 
 
 # --- GPUs only through requests ----------------------------------------------------------------
@@ -308,12 +303,7 @@ def gpu_exposure_policy() -> tuple[dict[str, Any], dict[str, Any]]:
                         "the volume elsewhere"},
         ],
     }}
-    binding = {"metadata": metadata(GPU_POLICY), "spec": {
-        "policyName": GPU_POLICY,
-        "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
-    }}
-    return policy, binding
+    return policy, team_namespaces_binding(GPU_POLICY)
 
 
 def team_limit_range(team: Team) -> dict[str, Any]:
@@ -388,3 +378,13 @@ class TeamAccess(pulumi.ComponentResource):
                 k8s.rbac.v1.RoleBinding(f"{name}-{team.name}-edit", metadata=edit["metadata"],
                                         subjects=edit["subjects"], role_ref=edit["roleRef"], opts=inside)
         self.register_outputs({"teams": sorted(self.namespaces)})
+
+
+def team_namespaces_binding(policy_name: str) -> dict[str, Any]:
+    """A ValidatingAdmissionPolicyBinding that denies what `policy_name` refuses in every team
+    namespace (those labelled with aksgpu's team label)."""
+    return {"metadata": metadata(policy_name), "spec": {
+        "policyName": policy_name,
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+    }}
