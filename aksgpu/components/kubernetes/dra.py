@@ -120,20 +120,20 @@ def compute_domain_example(pool: NodePool, *, nodes: int = 2, name: str = "mnnvl
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": job_labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(job_labels)},
         "spec": {
             "completionMode": "Indexed",
             "completions": nodes,
             "parallelism": nodes,
             "template": {
-                "metadata": {"labels": job_labels},
+                "metadata": {"labels": dict(job_labels)},
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {data.limit("aksNode")["agentPoolLabel"]: pool.name},
                     "tolerations": tolerations(pool.node_taints),
                     # All pods in one NVLink domain: the first pod picks the clique, the rest follow it.
                     "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"labelSelector": {"matchLabels": job_labels}, "topologyKey": CLIQUE_LABEL}]}},
+                        {"labelSelector": {"matchLabels": dict(job_labels)}, "topologyKey": CLIQUE_LABEL}]}},
                     "resourceClaims": [{"name": "imex-channel", "resourceClaimTemplateName": channel}],
                     "containers": [{
                         "name": "worker",
