@@ -344,7 +344,7 @@ def test_each_image_aksgpu_runs_on_gpu_nodes_has_an_arm64_fact_with_a_source() -
 def test_kubelet_data_on_a_temp_disk_is_refused_where_there_is_none() -> None:
     [found] = [e for e in errors(edit(grace_spec(), f"{POOL}.kubeletDisk", "Temporary"))
                if e.path == "nodePools[0].kubeletDisk"]
-    assert found.value == "Temporary" and "no temp (resource) disk" in found.rule
+    assert found.value == "Temporary" and "no temp disk (resource disk)" in found.rule
     assert "NVMe (4 x 4096 GiB)" in found.rule and "kubeletDisk: OS" in found.fix
 
 
@@ -356,3 +356,10 @@ def test_an_ephemeral_os_disk_goes_on_nvme_without_a_warning() -> None:
     assert pool.inputs["osDiskType"] == "Ephemeral" and pool.inputs["osDiskSizeGB"] == 256
     rules = data.load("vm_sizes")["graceBlackwell"]["source"]["diskController"]
     assert "NVMe only" in rules and "Ephemeral OS Disk: Supported" in rules
+
+
+def test_without_the_in_cluster_layer_there_is_no_release_and_the_warning_names_the_dra_driver() -> None:
+    spec = edit(grace_spec(), "inCluster", {"enabled": False})
+    [found] = [w for w in _warnings(spec) if w.path == "inCluster.enabled"]
+    assert "NVIDIA DRA driver for ComputeDomains" in found.rule
+    assert _releases(spec, "dra-driver-nvidia-gpu") == []

@@ -128,10 +128,12 @@ def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
     gpus = gpu_pools(spec)
     if not spec.in_cluster.enabled:
         if gpus:
+            dra = (" (and GB200/GB300 pools the NVIDIA DRA driver for ComputeDomains)"
+                   if any(is_grace_blackwell(pool) for pool in gpus) else "")
             yield Issue("inCluster.enabled", False,
-                        "GPU pools need a device plugin (or the GPU Operator) before a pod can request a GPU, and "
-                        "with the in-cluster layer off aksgpu installs none", "install the NVIDIA device plugin or "
-                        "GPU Operator yourself, or set inCluster.enabled: true", "warning")
+                        f"GPU pools need a device plugin (or the GPU Operator){dra} before a pod can request a GPU, "
+                        "and with the in-cluster layer off aksgpu installs none", "install the NVIDIA device plugin "
+                        "or GPU Operator yourself, or set inCluster.enabled: true", "warning")
         return
     for index, pool in enumerate(spec.node_pools):
         if pool.gpu_vendor == "amd":

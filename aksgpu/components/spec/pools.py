@@ -577,7 +577,7 @@ def _check_disks(pool: PoolBase, path: str) -> Iterator[Issue]:
         local = (f"; its local disks are NVMe ({nvme['disks']} x {nvme['diskGib']} GiB), which kubeletDisk does not "
                  "select") if nvme else ""
         yield Issue(f"{path}.kubeletDisk", "Temporary",
-                    f"{pool.vm_size} has no temp (resource) disk for kubelet data{local}",
+                    f"{pool.vm_size} has no temp disk (resource disk) for kubelet data{local}",
                     "use kubeletDisk: OS (or auto)")
         return
     if pool.kubelet_disk == "Temporary" and pool.os_disk_type is None:
@@ -722,7 +722,7 @@ def _check_grace_blackwell(pool: NodePool, path: str, spec: ClusterSpec) -> Iter
         yield Issue(f"{path}.gpu.driver", settings.driver,
                     f"{model} pools are created with gpu.driver None: the NVIDIA GPU Operator installs the driver, "
                     f"with IMEX for the DRA driver's ComputeDomains ({source['gpuDriver']})",
-                    "set gpu.driver: None and install the GPU Operator with the NVIDIA DRA driver")
+                    "set gpu.driver: None (aksgpu then installs the GPU Operator and the NVIDIA DRA driver)")
     minimum = rules["minKubernetes"]
     version = spec.control_plane.kubernetes_version
     if version is None:
