@@ -363,3 +363,35 @@ def test_without_the_in_cluster_layer_there_is_no_release_and_the_warning_names_
     [found] = [w for w in _warnings(spec) if w.path == "inCluster.enabled"]
     assert "NVIDIA DRA driver for ComputeDomains" in found.rule
     assert _releases(spec, "dra-driver-nvidia-gpu") == []
+
+
+def test_aksgpu_team_policies_admit_the_example_pod_in_a_team_namespace() -> None:
+    """The pod the example Job creates in a team's namespace, on the team's Grace Blackwell pool, as
+    aksgpu's own admission policies (toleration and GPU exposure) see it, evaluated with cel-python.
+    A resource claim is not a way around them: the pod gets GPUs only by requesting nvidia.com/gpu."""
+    from aksgpu.components.kubernetes.team_access import gpu_exposure_policy, toleration_policy
+    from tests.oracles.cel import denials
+
+    spec = parsed(_spec_with_two_gb_pools_and_an_h100_pool())
+    _, job = compute_domain_example(spec.node_pools[1])
+    pod = {"metadata": {"name": "mnnvl-example-0-abcde", "namespace": "research",
+                        **job["spec"]["template"]["metadata"]},
+           "spec": job["spec"]["template"]["spec"]}
+    namespace = {"metadata": {"name": "research", "labels": {"aksgpu.io/team": "research"}}}
+    request = {"operation": "CREATE", "userInfo": {"username": "alice"}}
+    for make in (toleration_policy, gpu_exposure_policy):
+        policy, _ = make()
+        assert denials(policy, obj=pod, request=request, namespace=namespace) == [], policy["metadata"]["name"]
+    stolen = copy.deepcopy(pod)
+    stolen["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    del stolen["spec"]["containers"][0]["resources"]["limits"]
+    assert denials(gpu_exposure_policy()[0], obj=stolen, request=request, namespace=namespace), \
+        "the oracle refuses GPUs taken without a request"
+
+
+def test_every_kubernetes_object_of_a_grace_blackwell_plan_validates_strictly() -> None:
+    objects = kubernetes_manifests(plan_spec(grace_spec()))
+    assert {"Namespace", "ClusterRole"} <= {o["kind"] for o in objects}
+    for version in ("1.34", "1.35"):
+        for obj in objects:
+            assert validate_object(obj, version) == [], (obj["kind"], obj["metadata"]["name"], version)
