@@ -395,3 +395,22 @@ def test_every_kubernetes_object_of_a_grace_blackwell_plan_validates_strictly() 
     for version in ("1.34", "1.35"):
         for obj in objects:
             assert validate_object(obj, version) == [], (obj["kind"], obj["metadata"]["name"], version)
+
+
+@pytest.mark.parametrize(("version", "refused"), [("565.57.01", True), ("570.158.00", True), ("570.124.06", True),
+                                                  ("570.158.01", False), ("580.105.08", False)])
+def test_a_driver_older_than_the_compute_domain_floor_is_refused(version: str, refused: bool) -> None:
+    spec = edit(grace_spec(), "gpuSoftware", {"gpuOperator": {"driverVersion": version}})
+    if refused:
+        [found] = [e for e in errors(spec) if e.path == "gpuSoftware.gpuOperator.driverVersion"]
+        assert found.value == version and "570.158.01" in found.rule and "ComputeDomain" in found.rule
+    else:
+        assert not [w for w in _warnings(spec) if w.path == "gpuSoftware.gpuOperator.driverVersion"]
+    other = edit(edit(base_spec(), POOL, H100_POOL), "gpuSoftware", {"gpuOperator": {"driverVersion": version}})
+    assert not [w for w in _warnings(other) if w.path == "gpuSoftware.gpuOperator.driverVersion"], "H100: no floor"
+
+
+def test_the_driver_floor_is_the_plugins_own_and_the_operators_default_meets_it() -> None:
+    floor = data.load("in_cluster")["draDriver"]["minDriverVersion"]
+    operator_default = _yaml(DATA / "gpu-operator" / "values.yaml")["driver"]["version"]
+    assert tuple(map(int, operator_default.split("."))) >= tuple(map(int, floor.split(".")))

@@ -97,6 +97,27 @@ def arm64_image(component: str) -> tuple[bool | None, str]:
     return entry["arm64"], entry["source"]
 
 
+def _driver_version(text: str) -> tuple[int, ...] | None:
+    """An NVIDIA driver version as numbers ("580.105.08" -> (580, 105, 8)); None when it is not one."""
+    parts = text.split(".")
+    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else None
+
+
+def _check_compute_domain_driver(spec: ClusterSpec) -> Iterator[Issue]:
+    """The driver the GPU Operator installs is one the DRA driver's ComputeDomain plugin starts on."""
+    chosen = spec.gpu_software.gpu_operator.driver_version
+    if chosen is None or not any(is_grace_blackwell(pool) for pool in spec.node_pools):
+        return
+    minimum = str(data.load("in_cluster")["draDriver"]["minDriverVersion"])
+    found, floor = _driver_version(chosen), _driver_version(minimum)
+    if found is not None and floor is not None and found < floor:
+        yield Issue("gpuSoftware.gpuOperator.driverVersion", chosen,
+                    f"the NVIDIA DRA driver's ComputeDomain plugin, which GB200/GB300 pools need, does not start on "
+                    f"NVIDIA drivers older than {minimum} (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 "
+                    "docs/prerequisites.md and cmd/compute-domain-kubelet-plugin)",
+                    f'set driverVersion to "{minimum}" or newer, or leave it unset for the GPU Operator\'s default')
+
+
 def _check_arm64_images(spec: ClusterSpec) -> Iterator[Issue]:
     """Every image aksgpu runs on an Arm64 GPU pool must publish linux/arm64 (in_cluster.yaml arm64)."""
     arm = [f"nodePools[{index}]" for index, pool in enumerate(spec.node_pools)
@@ -142,6 +163,7 @@ def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
                         "does not deploy", "use an NVIDIA size, or set inCluster.enabled: false and install the AMD "
                         "GPU Operator yourself")
     yield from _check_arm64_images(spec)
+    yield from _check_compute_domain_driver(spec)
     api = spec.control_plane.api_server
     if api.access == "private":
         yield Issue("controlPlane.apiServer.access", "private",

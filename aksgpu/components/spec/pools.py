@@ -729,7 +729,8 @@ def _check_grace_blackwell(pool: NodePool, path: str, spec: ClusterSpec) -> Iter
         yield Issue("controlPlane.kubernetesVersion", None,
                     f"{path} ({pool.vm_size}) needs Kubernetes {minimum} or newer, and with no version set the "
                     f"cluster gets AKS's default, which may be older ({source['minKubernetes']})",
-                    f'set controlPlane.kubernetesVersion: "{minimum}" or newer',
+                    f'set controlPlane.kubernetesVersion: "{".".join(minimum.split(".")[:2])}" (AKS takes its latest '
+                    f'patch) or "{minimum}" and newer, up to "{rules["maxKubernetes"]}"',
                     "warning")
     elif _below(version, minimum):
         minor = ".".join(minimum.split(".")[:2])
