@@ -11,6 +11,10 @@ What aksgpu installs, and why (each beside its source):
   the GPU Operator's driver container puts the driver. The chart refuses GPU allocation beside a
   device plugin unless overridden (templates/validation.yaml@v0.4.1), and NVIDIA calls ComputeDomains
   "Officially supported", GPU allocation "not yet" (README.md@v0.4.1).
+- The GPU Operator's values stay as they are: NVIDIA's ComputeDomain install keeps its device plugin,
+  and the driver manager's eviction label (NODE_LABEL_FOR_GPU_POD_EVICTION) is a workaround for DRA GPU
+  allocation only (the same page, "Known Issues"); its GPU Feature Discovery puts the clique label
+  (`nvidia.com/gpu.clique`) the ComputeDomains need on each node (docs/prerequisites.md@v0.4.1).
 - Its ComputeDomain controller on the critical-system pool; its kubelet plugin only on the Grace
   Blackwell pools (the chart's default affinity would take every node NFD or the GPU Operator marks as
   having an NVIDIA GPU, values.yaml kubeletPlugin.affinity@v0.4.1).
