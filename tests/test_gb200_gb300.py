@@ -91,19 +91,39 @@ def test_the_aks_installed_driver_is_refused(gpu: Any) -> None:
     assert "gpu.driver: None" in found[0].fix and "DRA driver" in found[0].fix
 
 
-@pytest.mark.parametrize("version", ["1.33", "1.33.9", "1.30.0"])
-def test_kubernetes_before_1_34_is_refused(version: str) -> None:
+@pytest.mark.parametrize("version", ["1.33", "1.33.9", "1.30.0", "1.34.0", "1.34.1"])
+def test_kubernetes_before_1_34_2_is_refused(version: str) -> None:
+    """NVIDIA's DRA driver needs 1.34.2 or later (docs/prerequisites.md@v0.4.1), so an explicit
+    1.34.0 or 1.34.1 is refused as well as every older minor version."""
     found = [e for e in errors(edit(grace_spec(), "controlPlane.kubernetesVersion", version))
              if e.path == "controlPlane.kubernetesVersion"]
     assert len(found) == 1 and found[0].value == version
-    assert "nodePools[0]" in found[0].rule and "1.34 or newer" in found[0].rule and "DRA" in found[0].rule
-    assert '"1.34"' in found[0].fix
+    assert "nodePools[0]" in found[0].rule and "1.34.2 or newer" in found[0].rule and "DRA" in found[0].rule
+    assert "v1.34.2 or later" in found[0].rule, "the rule quotes its source"
+    assert '"1.34"' in found[0].fix and "latest 1.34 patch" in found[0].fix
 
 
-@pytest.mark.parametrize("version", ["1.34", "1.34.2", "1.35", "2.0"])
-def test_kubernetes_1_34_and_later_pass(version: str) -> None:
+@pytest.mark.parametrize("version", ["1.34", "1.34.2", "1.34.9", "1.35", "1.36.2", "1.38"])
+def test_kubernetes_1_34_2_to_1_38_pass(version: str) -> None:
+    """"1.34" is AKS's latest 1.34 patch (1.34.2 or later since AKS's 2026-02 release)."""
     spec = edit(grace_spec(), "controlPlane.kubernetesVersion", version)
     assert not [w for w in warnings(spec) if w.path == "controlPlane.kubernetesVersion"]
+
+
+@pytest.mark.parametrize("version", ["1.39", "1.40.1", "2.0"])
+def test_kubernetes_after_1_38_is_refused_for_want_of_ubuntu2404(version: str) -> None:
+    found = [e for e in errors(edit(grace_spec(), "controlPlane.kubernetesVersion", version))
+             if e.path == "controlPlane.kubernetesVersion"]
+    assert len(found) == 1 and found[0].value == version
+    assert "osSku Ubuntu2404" in found[0].rule and "up to Kubernetes 1.38" in found[0].rule
+    assert "upgrade-os-version.md" in found[0].rule and '"1.38"' in found[0].fix
+
+
+def test_the_version_bounds_come_from_the_table() -> None:
+    rules = data.load("vm_sizes")["graceBlackwell"]
+    assert (rules["minKubernetes"], rules["maxKubernetes"]) == ("1.34.2", "1.38")
+    assert "v1.34.2 or later" in rules["source"]["minKubernetes"]
+    assert "1.32 to 1.38" in rules["source"]["maxKubernetes"]
 
 
 def test_no_kubernetes_version_is_a_warning_that_aks_default_may_be_older() -> None:

@@ -8,6 +8,7 @@ from pulumi_azure_native import authorization, resources
 from aksgpu.components.access import Access, AccessArgs, aad_profile
 from aksgpu.components.cluster import Cluster, ClusterArgs
 from aksgpu.components.fleet import FleetJoin, FleetJoinArgs, FleetOutputs
+from aksgpu.components.kubernetes.dra import DraDriver, DraDriverArgs
 from aksgpu.components.kubernetes.gang_scheduling import (
     GangScheduling,
     GangSchedulingArgs,
@@ -30,6 +31,7 @@ from aksgpu.components.network import Network, NetworkArgs
 from aksgpu.components.node_pools import NodePools, NodePoolsArgs
 from aksgpu.components.registry import Registry, RegistryArgs
 from aksgpu.components.spec import ClusterSpec
+from aksgpu.components.spec.in_cluster import is_grace_blackwell
 
 
 class AksGpuCluster(pulumi.ComponentResource):
@@ -124,6 +126,11 @@ class AksGpuCluster(pulumi.ComponentResource):
         namespace_resource = self.kubernetes.namespace_resource
         self.gpu_software = GpuSoftware(f"{name}-gpu-software", GpuSoftwareArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)
+        # The NVIDIA DRA driver (ComputeDomains) only where multi-node NVLink exists: GB200/GB300 pools.
+        self.dra_driver: DraDriver | None = None
+        if any(is_grace_blackwell(pool) for pool in spec.node_pools):
+            self.dra_driver = DraDriver(f"{name}-dra-driver", DraDriverArgs(
+                spec=spec, provider=provider, gpu_operator=self.gpu_software.gpu_operator), child)
         self.team_access = TeamAccess(f"{name}-team-access", TeamAccessArgs(spec=spec, provider=provider), child)
         self.gpu_health = GpuHealth(f"{name}-gpu-health", GpuHealthArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource,

@@ -61,6 +61,13 @@ class GpuOperator(SpecModel):
     """NVIDIA driver the operator installs (its driver.version value), e.g. "580.105.08". None: the chart's default for chartVersion."""
 
 
+class DraDriver(SpecModel):
+    """The NVIDIA DRA driver for GPUs aksgpu installs (Helm) when the cluster has Grace Blackwell pools (ND GB200 v6, ND GB300 v6): ComputeDomains only, for multi-node NVLink; GPUs stay with the GPU Operator's device plugin."""
+
+    chart_version: Version = pinned("draDriver")
+    """Version of the dra-driver-nvidia-gpu chart from https://helm.ngc.nvidia.com/nvidia. aksgpu's tests check its values against the pinned default's values.yaml and templates."""
+
+
 class GpuSoftware(SpecModel):
     """What makes GPUs schedulable: exactly one component advertises nvidia.com/gpu on each GPU pool."""
 
@@ -68,20 +75,86 @@ class GpuSoftware(SpecModel):
     """The NVIDIA device plugin DaemonSet for pools with gpu.driver Install (AKS installs the driver and container runtime)."""
     gpu_operator: GpuOperator = GpuOperator()
     """The NVIDIA GPU Operator (driver, container toolkit, device plugin, DCGM exporter, MIG manager) for pools with gpu.driver None."""
+    dra_driver: DraDriver = DraDriver()
+    """The NVIDIA DRA driver (ComputeDomains), installed only when the cluster has GB200 or GB300 pools."""
 
 
 def gpu_pools(spec: ClusterSpec) -> list[NodePool]:
     return [pool for pool in spec.node_pools if pool.kind == "gpu"]
 
 
+def is_grace_blackwell(pool: NodePool) -> bool:
+    """A GPU pool of the GB200/GB300 sizes (vm_sizes.yaml graceBlackwell.series): Arm64 Grace CPUs,
+    multi-node NVLink through the NVIDIA DRA driver's ComputeDomains."""
+    size = pool.size
+    return (pool.kind == "gpu" and size is not None
+            and size["series"] in data.load("vm_sizes")["graceBlackwell"]["series"])
+
+
+def arm64_image(component: str) -> tuple[bool | None, str]:
+    """Whether the image of `component` publishes linux/arm64 (None: not verified), and the source."""
+    entry = data.load("in_cluster")["arm64"][component]
+    return entry["arm64"], entry["source"]
+
+
+def _driver_version(text: str) -> tuple[int, ...] | None:
+    """An NVIDIA driver version as numbers ("580.105.08" -> (580, 105, 8)); None when it is not one."""
+    parts = text.split(".")
+    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else None
+
+
+def _check_compute_domain_driver(spec: ClusterSpec) -> Iterator[Issue]:
+    """The driver the GPU Operator installs is one the DRA driver's ComputeDomain plugin starts on."""
+    chosen = spec.gpu_software.gpu_operator.driver_version
+    if chosen is None or not any(is_grace_blackwell(pool) for pool in spec.node_pools):
+        return
+    minimum = str(data.load("in_cluster")["draDriver"]["minDriverVersion"])
+    found, floor = _driver_version(chosen), _driver_version(minimum)
+    if found is not None and floor is not None and found < floor:
+        yield Issue("gpuSoftware.gpuOperator.driverVersion", chosen,
+                    f"the NVIDIA DRA driver's ComputeDomain plugin, which GB200/GB300 pools need, does not start on "
+                    f"NVIDIA drivers older than {minimum} (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 "
+                    "docs/prerequisites.md and cmd/compute-domain-kubelet-plugin)",
+                    f'set driverVersion to "{minimum}" or newer, or leave it unset for the GPU Operator\'s default')
+
+
+def _check_arm64_images(spec: ClusterSpec) -> Iterator[Issue]:
+    """Every image aksgpu runs on an Arm64 GPU pool must publish linux/arm64 (in_cluster.yaml arm64)."""
+    arm = [f"nodePools[{index}]" for index, pool in enumerate(spec.node_pools)
+           if pool.kind == "gpu" and pool.size is not None and pool.size.get("cpuArchitecture") == "Arm64"]
+    gate = spec.gpu_health.gate
+    if not arm or not gate.enabled:
+        return
+    pools = ", ".join(arm)
+    for field, image, component in (("gpuHealth.gate.image", gate.image, "dcgm"),
+                                    ("gpuHealth.gate.helperImage", gate.helper_image, "python")):
+        if image != pinned_image(component):
+            hint = ("; aksgpu's own check builds on pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime, whose arm64 "
+                    f"variant was not verified ({arm64_image('gpuCheck')[1]})") if field == "gpuHealth.gate.image" else ""
+            yield Issue(field, image, f"{pools} are Arm64 (NVIDIA Grace), and aksgpu cannot see whether this image "
+                        f"publishes linux/arm64{hint}", f"check that `docker manifest inspect {image}` lists linux/arm64, "
+                        "or build it with `docker buildx build --platform linux/amd64,linux/arm64`", "warning")
+            continue
+        arm64, source = arm64_image(component)
+        if arm64 is False:
+            yield Issue(field, image, f"{pools} are Arm64 (NVIDIA Grace), and this image has no linux/arm64 variant "
+                        f"({source})", "set an image that publishes linux/arm64")
+        elif arm64 is None:
+            yield Issue(field, image, f"{pools} are Arm64 (NVIDIA Grace), and that this image publishes linux/arm64 "
+                        f"is not verified ({source})", f"check that `docker manifest inspect {image}` lists linux/arm64, "
+                        "or set an image that does", "warning")
+
+
 def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
     gpus = gpu_pools(spec)
     if not spec.in_cluster.enabled:
         if gpus:
+            dra = (" (and GB200/GB300 pools the NVIDIA DRA driver for ComputeDomains)"
+                   if any(is_grace_blackwell(pool) for pool in gpus) else "")
             yield Issue("inCluster.enabled", False,
-                        "GPU pools need a device plugin (or the GPU Operator) before a pod can request a GPU, and "
-                        "with the in-cluster layer off aksgpu installs none", "install the NVIDIA device plugin or "
-                        "GPU Operator yourself, or set inCluster.enabled: true", "warning")
+                        f"GPU pools need a device plugin (or the GPU Operator){dra} before a pod can request a GPU, "
+                        "and with the in-cluster layer off aksgpu installs none", "install the NVIDIA device plugin "
+                        "or GPU Operator yourself, or set inCluster.enabled: true", "warning")
         return
     for index, pool in enumerate(spec.node_pools):
         if pool.gpu_vendor == "amd":
@@ -89,6 +162,8 @@ def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
                         "aksgpu installs NVIDIA GPU software only; AMD GPUs need the AMD GPU Operator, which aksgpu "
                         "does not deploy", "use an NVIDIA size, or set inCluster.enabled: false and install the AMD "
                         "GPU Operator yourself")
+    yield from _check_arm64_images(spec)
+    yield from _check_compute_domain_driver(spec)
     api = spec.control_plane.api_server
     if api.access == "private":
         yield Issue("controlPlane.apiServer.access", "private",

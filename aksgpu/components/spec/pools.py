@@ -570,11 +570,20 @@ def _check_counts(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
 
 
 def _check_disks(pool: PoolBase, path: str) -> Iterator[Issue]:
+    size = pool.size
+    if pool.kubelet_disk == "Temporary" and size is not None and size["tempDiskGib"] == 0:
+        # Sizes with local NVMe only (Ddsv6, ND GB200/GB300 v6) have no temp (resource) disk at all.
+        nvme = size.get("nvme")
+        local = (f"; its local disks are NVMe ({nvme['disks']} x {nvme['diskGib']} GiB), which kubeletDisk does not "
+                 "select") if nvme else ""
+        yield Issue(f"{path}.kubeletDisk", "Temporary",
+                    f"{pool.vm_size} has no temp disk (resource disk) for kubelet data{local}",
+                    "use kubeletDisk: OS (or auto)")
+        return
     if pool.kubelet_disk == "Temporary" and pool.os_disk_type is None:
         yield Issue(f"{path}.kubeletDisk", "Temporary", "with osDiskType unset, AKS may give an ephemeral OS disk "
                     "the VM's whole temp disk (pools created since March 2025), leaving none for kubelet data",
                     "set osDiskType: Ephemeral (with osDiskSizeGb) or Managed")
-    size = pool.size
     if size is None:
         return
     temp = size["tempDiskGib"]
@@ -682,6 +691,21 @@ def _kubernetes_minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def _kubernetes_patch(version: str) -> int | None:
+    """The patch number of "major.minor.patch"; None for "major.minor" (AKS then takes the latest GA patch)."""
+    parts = version.split(".")
+    return int(parts[2]) if len(parts) > 2 else None
+
+
+def _below(version: str, minimum: str) -> bool:
+    """Whether `version` is older than `minimum` (major.minor[.patch]). A version without a patch is the
+    latest GA patch AKS offers of its minor (AKS API kubernetesVersion), so it meets a patch floor."""
+    if _kubernetes_minor(version) != _kubernetes_minor(minimum):
+        return _kubernetes_minor(version) < _kubernetes_minor(minimum)
+    patch, floor = _kubernetes_patch(version), _kubernetes_patch(minimum)
+    return patch is not None and floor is not None and patch < floor
+
+
 def _check_grace_blackwell(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[Issue]:
     """What AKS needs of a GB200 or GB300 pool (vm_sizes.yaml graceBlackwell, with the sources)."""
     rules = data.load("vm_sizes")["graceBlackwell"]
@@ -698,20 +722,31 @@ def _check_grace_blackwell(pool: NodePool, path: str, spec: ClusterSpec) -> Iter
         yield Issue(f"{path}.gpu.driver", settings.driver,
                     f"{model} pools are created with gpu.driver None: the NVIDIA GPU Operator installs the driver, "
                     f"with IMEX for the DRA driver's ComputeDomains ({source['gpuDriver']})",
-                    "set gpu.driver: None and install the GPU Operator with the NVIDIA DRA driver")
+                    "set gpu.driver: None (aksgpu then installs the GPU Operator and the NVIDIA DRA driver)")
     minimum = rules["minKubernetes"]
     version = spec.control_plane.kubernetes_version
     if version is None:
         yield Issue("controlPlane.kubernetesVersion", None,
                     f"{path} ({pool.vm_size}) needs Kubernetes {minimum} or newer, and with no version set the "
                     f"cluster gets AKS's default, which may be older ({source['minKubernetes']})",
-                    f'set controlPlane.kubernetesVersion: "{minimum}" or newer',
+                    f'set controlPlane.kubernetesVersion: "{".".join(minimum.split(".")[:2])}" (AKS takes its latest '
+                    f'patch) or "{minimum}" and newer, up to "{rules["maxKubernetes"]}"',
                     "warning")
-    elif _kubernetes_minor(version) < _kubernetes_minor(minimum):
+    elif _below(version, minimum):
+        minor = ".".join(minimum.split(".")[:2])
         yield Issue("controlPlane.kubernetesVersion", version,
-                    f"{path} ({pool.vm_size}) needs Kubernetes {minimum} or newer ({source['minKubernetes']})",
-                    f'set controlPlane.kubernetesVersion: "{minimum}" or newer (upgrades go one minor version at a '
-                    f"time), or move the {model} pool to a cluster on {minimum}+")
+                    f"{path} ({pool.vm_size}) needs Kubernetes {minimum} or newer for the NVIDIA DRA driver's "
+                    f"ComputeDomains ({source['minKubernetes']})",
+                    f'set controlPlane.kubernetesVersion: "{minor}" (AKS takes its latest {minor} patch) or "{minimum}" '
+                    f"or newer (upgrades go one minor version at a time), or move the {model} pool to a cluster on "
+                    f"{minimum}+")
+    elif _kubernetes_minor(version) > _kubernetes_minor(rules["maxKubernetes"]):
+        maximum = rules["maxKubernetes"]
+        yield Issue("controlPlane.kubernetesVersion", version,
+                    f"{path} ({pool.vm_size}) needs osSku {rules['osSku']}, which AKS supports up to Kubernetes "
+                    f"{maximum} ({source['maxKubernetes']})",
+                    f'keep controlPlane.kubernetesVersion at "{maximum}" or older until AKS supports {model} sizes on '
+                    "a newer OS SKU")
     others = sorted({p.vm_size for p in spec.node_pools if p.size is not None and p.size.get("infiniband")
                      and p.size["series"] not in rules["series"]})
     conflict = (f"; this cluster also has InfiniBand pools of {', '.join(others)}, which want it Registered, so put "
