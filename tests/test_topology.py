@@ -429,3 +429,20 @@ def test_the_prod_example_keeps_its_autoscaled_h100_pool_out_of_topology_aware_s
     spec, _ = parse_cluster_spec(stack["config"]["aksgpu:cluster"])
     assert [target.name for target in labeller_targets(spec)] == ["h100"]
     assert not [flavor for flavor in gpu_flavors(spec) if topology_aware(spec, flavor)]
+
+
+def test_what_kueue_will_not_change_in_place_makes_a_new_flavor() -> None:
+    """A topology-aware flavor's topologyName, node labels and tolerations are immutable (the CRD's
+    rules, evaluated above): turning topology on or off, or changing the pool's taints, must give
+    the flavor a new name (the queues switch to it, the old one is deleted once unused), never an
+    update the API server refuses."""
+    def names(pool: dict[str, Any], mode: str = "auto") -> set[str]:
+        spec, _ = parse_cluster_spec(_spec(pool, topology=mode))
+        return {flavor.name for flavor in gpu_flavors(spec)}
+
+    aware, plain = names(H100), names(H100, "off")
+    tainted = names({**H100, "taints": ["example.com/maintenance=true:NoSchedule"]})
+    assert len({*aware, *plain, *tainted}) == 3
+    assert names(H100) == aware, "the same spec keeps its name"
+    assert names({**H100, "taints": ["example.com/maintenance=true:NoSchedule"]}, "off") == names(
+        {**H100, "taints": ["example.com/other=true:NoSchedule"]}, "off"), "flavors without a topology keep theirs"

@@ -3,6 +3,9 @@ scheduling (Kueue), and the InfiniBand rules that keep one job inside one fabric
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -106,10 +109,17 @@ def gpu_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
                    tuple(sorted(pool.taints)))
             grouped.setdefault(key, []).append((zone_pool.name, pool))
     flavors = []
-    for (vm_size, spot, team, infiniband_pool, _), members in grouped.items():
+    for (vm_size, spot, team, infiniband_pool, taints), members in grouped.items():
         parts = [vm_size.lower().removeprefix("standard_").replace("_", "-"), "spot" if spot else "ondemand",
                  *([team] if team else []), *([infiniband_pool] if infiniband_pool else [])]
-        flavors.append(GpuFlavor("-".join(parts), vm_size, spot, team, infiniband_pool, tuple(members)))
+        flavor = GpuFlavor("-".join(parts), vm_size, spot, team, infiniband_pool, tuple(members))
+        if topology_aware(spec, flavor):
+            # Kueue makes a topology-aware flavor's topologyName, node labels and tolerations
+            # immutable (its ResourceFlavor CRD's rules, v0.19.2): a name of its own, carrying what
+            # cannot change, makes a change a new flavor the queues switch to, never a refused update.
+            digest = hashlib.sha256(json.dumps([nvlink_domains(flavor), list(taints)]).encode()).hexdigest()[:6]
+            flavor = dataclasses.replace(flavor, name=f"{flavor.name}-tas-{digest}")
+        flavors.append(flavor)
     return flavors
 
 
