@@ -446,3 +446,23 @@ def test_what_kueue_will_not_change_in_place_makes_a_new_flavor() -> None:
     assert names(H100) == aware, "the same spec keeps its name"
     assert names({**H100, "taints": ["example.com/maintenance=true:NoSchedule"]}, "off") == names(
         {**H100, "taints": ["example.com/other=true:NoSchedule"]}, "off"), "flavors without a topology keep theirs"
+
+
+def test_the_script_configmap_is_node_topology_py_and_needs_only_the_standard_library(
+        manifests: list[dict[str, Any]]) -> None:
+    import ast
+    import sys
+
+    configmap = next(o for o in manifests if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "aksgpu-node-topology")
+    source = Path(node_topology.__file__).read_text()
+    assert configmap["data"]["node_topology.py"] == source
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names), "it runs in the gate's bare python image"
+    daemonset = _of(manifests, "DaemonSet")[LABELLER]
+    [container] = daemonset["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python3", "/opt/aksgpu/node_topology.py"]
