@@ -466,3 +466,19 @@ def test_the_script_configmap_is_node_topology_py_and_needs_only_the_standard_li
     daemonset = _of(manifests, "DaemonSet")[LABELLER]
     [container] = daemonset["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["python3", "/opt/aksgpu/node_topology.py"]
+
+
+def test_a_queue_mixing_topology_aware_and_other_flavors_is_warned() -> None:
+    """Kueue gives a podset without a topology request no topology-aware flavor in a queue that also
+    has others, and one with a request only topology-aware ones (tas_flavorassigner.go at v0.19.2:
+    "supports only TopologyAwareScheduling"): a team's 8-GPU queue mixing them splits its jobs."""
+    source = (KUEUE / "tas_flavorassigner.go").read_text()
+    assert re.search(r"// PodSet doesn't require TAS, but the flavor supports it.\n\tif flavor.Spec.TopologyName != nil \{\n"
+                     r"\t\treturn new\(fmt.Sprintf\(\"Flavor %q supports only TopologyAwareScheduling\"", source)
+    assert "return !workload.IsExplicitlyRequestingTAS(*ps) && cq.IsTASOnly()" in source, "implied only in TAS-only queues"
+    autoscaled = {k: v for k, v in H100.items() if k != "count"} | {
+        "name": "h100b", "zones": ["2"], "minCount": 0, "maxCount": 8, "labels": {"aksgpu.io/ib-domain": "h100b"}}
+    mixed = [i for i in _issues(_spec(H100, autoscaled)) if i.path == "access.teams[0]" and "mixes" in i.rule]
+    assert len(mixed) == 1 and "h100" in mixed[0].rule and mixed[0].severity == "warning"
+    for mode in ("on", "off"):
+        assert not [i for i in _issues(_spec(H100, autoscaled, topology=mode)) if "mixes" in i.rule], mode

@@ -252,6 +252,21 @@ def _check_topology(spec: ClusterSpec, flavors: list[GpuFlavor]) -> Iterator[Iss
                             "makes the pool grow", f"give {grows[0]} a fixed size (count), or set topology: auto",
                             "warning")
     for index, team in enumerate(spec.access.teams):
+        queues: dict[int, list[GpuFlavor]] = {}
+        for flavor in flavors:
+            if flavor.team in (None, team.name):
+                queues.setdefault(flavor.gpus_per_node, []).append(flavor)
+        for gpus, queue in sorted(queues.items()):
+            aware = sorted(str(f.infiniband_pool) for f in queue if topology_aware(spec, f))
+            if aware and len(aware) < len(queue):
+                others = sorted(f.name for f in queue if not topology_aware(spec, f))
+                yield Issue(f"access.teams[{index}]", team.name,
+                            f"the team's queue of {gpus}-GPU nodes mixes topology-aware flavors (pools "
+                            f"{', '.join(aware)}) with others ({', '.join(others)}): Kueue gives a job with a "
+                            "topology annotation only the first and a job without one only the others "
+                            "(kueue v0.19.2 tas_flavorassigner.go)", "make the pools of one node shape alike "
+                            "(all fixed-size for topology: auto, or topology: on or off), or annotate every job "
+                            "that should use the topology-aware pools", "warning")
         shapes: dict[int, list[GpuFlavor]] = {}
         for flavor in flavors:
             if flavor.infiniband_pool is not None and flavor.team in (None, team.name):
