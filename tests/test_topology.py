@@ -342,8 +342,9 @@ def test_kueue_is_configured_with_the_node_replacement_gates_as_its_source_names
 def _taints_after_failure() -> list[dict[str, Any]]:
     """The gate fails a running node (the watchdog's passive cordon): node_gate.fail_node's patch,
     then Kubernetes' node lifecycle controller, which taints every node with spec.unschedulable
-    node.kubernetes.io/unschedulable:NoSchedule (kubernetes pkg/controller/nodelifecycle,
-    TaintNodesByCondition, GA since 1.17)."""
+    node.kubernetes.io/unschedulable:NoSchedule (kubernetes pkg/controller/nodelifecycle
+    node_lifecycle_controller.go doNoScheduleTaintingPass; kubernetes.io "Taints and Tolerations",
+    "Taint Nodes by Condition"; TaintNodesByCondition, GA since 1.17)."""
     node = _aks_node()
     node["spec"]["taints"] = node["spec"]["taints"][:1]  # admitted: the gate's taint gone
 
