@@ -483,3 +483,18 @@ def test_a_queue_mixing_topology_aware_and_other_flavors_is_warned() -> None:
     assert len(mixed) == 1 and "h100" in mixed[0].rule and mixed[0].severity == "warning"
     for mode in ("on", "off"):
         assert not [i for i in _issues(_spec(H100, autoscaled, topology=mode)) if "mixes" in i.rule], mode
+
+
+def test_the_clique_level_is_the_label_gpu_feature_discovery_writes(manifests: list[dict[str, Any]]) -> None:
+    """NVIDIA k8s-device-plugin v0.20.0 internal/lm/imex.go: GFD labels nvidia.com/gpu.clique with
+    <clusterUUID>.<cliqueID> when the node's GPUs share one NVLink fabric, and nothing otherwise;
+    the GPU Operator runs GFD unless its values turn it off, and aksgpu's do not."""
+    source = (DATA / "device-plugin" / "imex.go").read_text()
+    assert f'"{CLIQUE_LABEL}": strings.Join([]string{{clusterUUID, cliqueID}}, "."),' in source
+    assert 'if clusterUUID == "" || cliqueID == "" {\n\t\treturn empty{}, nil' in source, "no fabric: no label"
+    chart_values = yaml.safe_load((DATA / "gpu-operator" / "values.yaml").read_text())
+    assert chart_values["gfd"]["enabled"] is True
+    spec, _ = parse_cluster_spec(_spec(GB300))
+    from aksgpu.components.kubernetes.gpu_software import gpu_operator_values
+
+    assert gpu_operator_values(spec).get("gfd", {}).get("enabled", True) is True
