@@ -147,6 +147,8 @@ def test_kueue_values_and_configuration_use_its_own_keys(specs_and_plans: dict[s
         assert unknown_value_paths(release["values"], chart_values, set()) == []
         config = yaml.safe_load(release["values"]["managerConfig"]["controllerManagerConfigYaml"])
         concurrency = config["controller"].pop("groupKindConcurrency")  # keys there are kinds, not fields
+        # Keys there are feature names (tests/test_topology.py checks them against kube_features.go).
+        assert set(config.pop("featureGates")) and "featureGates" in fields
         # A metav1.LabelSelector (configuration_types.go): its own fields, not the Configuration's.
         selector = config.pop("managedJobsNamespaceSelector")
         assert set(selector) <= {"matchLabels", "matchExpressions"} and "managedJobsNamespaceSelector" in fields

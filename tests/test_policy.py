@@ -350,7 +350,7 @@ def test_every_exception_of_the_gpu_stack_is_listed_in_the_readme(example_plans:
     found = documented_exceptions([PolicyResource(r.urn, r.type, r.name, r.inputs)
                                    for r in example_plans["prod"].resources])
     assert {rule for _, rule, _ in found} == {"k8s-non-root", "k8s-capabilities", "k8s-host-path",
-                                               "k8s-read-only-root-fs"}
+                                               "k8s-read-only-root-fs", "k8s-host-namespaces"}
     for name, rule, reason in found:
         assert f"| `{name}` | `{rule}` | {reason} |" in readme, (name, rule)
 

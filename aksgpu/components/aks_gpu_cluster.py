@@ -21,6 +21,7 @@ from aksgpu.components.kubernetes.provider import (
     ClusterKubernetesArgs,
 )
 from aksgpu.components.kubernetes.team_access import TeamAccess, TeamAccessArgs
+from aksgpu.components.kubernetes.topology import NodeTopology, NodeTopologyArgs, labeller_targets
 from aksgpu.components.monitoring import (
     ClusterMonitoring,
     ClusterMonitoringArgs,
@@ -139,6 +140,11 @@ class AksGpuCluster(pulumi.ComponentResource):
             child)
         self.headroom = Headroom(f"{name}-headroom", HeadroomArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)
+        if labeller_targets(spec):
+            # Placement-group labels on the InfiniBand nodes: Kueue's topology levels, and for anyone's affinity.
+            self.node_topology = NodeTopology(f"{name}-node-topology", NodeTopologyArgs(
+                spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource),
+                child)
         if spec.gang_scheduling.enabled:
             self.gang_scheduling = GangScheduling(f"{name}-gang-scheduling", GangSchedulingArgs(
                 spec=spec, provider=provider, namespaces=dict(self.team_access.namespaces)), child)

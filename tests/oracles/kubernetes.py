@@ -29,6 +29,7 @@ CRD_FILES = {
     ("kueue.x-k8s.io", "ResourceFlavor"): DATA / "kueue" / "kueue.x-k8s.io_resourceflavors.yaml",
     ("kueue.x-k8s.io", "ClusterQueue"): DATA / "kueue" / "kueue.x-k8s.io_clusterqueues.yaml",
     ("kueue.x-k8s.io", "LocalQueue"): DATA / "kueue" / "kueue.x-k8s.io_localqueues.yaml",
+    ("kueue.x-k8s.io", "Topology"): DATA / "kueue" / "kueue.x-k8s.io_topologies.yaml",
     ("azmonitoring.coreos.com", "PodMonitor"): DATA / "azmonitoring" / "podmonitors.azmonitoring.coreos.com.yaml",
     ("resource.nvidia.com", "ComputeDomain"):
         DATA / "dra-driver-nvidia-gpu" / "crds" / "resource.nvidia.com_computedomains.yaml",

@@ -19,6 +19,12 @@
   idle, and reclaimed from it when they need it (reclaimWithinCohort: Any).
 - Per team a RoleBinding of its groups to Kueue's batch-user role in its namespace, in both
   authorization modes: submit the job kinds Kueue manages, see their Workloads and LocalQueues.
+- Topology-aware InfiniBand flavors (gangScheduling.topology): a Kueue Topology of placement group
+  (the InfiniBand domain, labelled from IMDS by node_topology.py), NVLink clique on Grace Blackwell
+  pools (GPU Feature Discovery's label) and node, named by the flavor's topologyName; Kueue then
+  assigns each pod a node inside the domain a gang asks for, and replaces a node that fails (the
+  gate cordons it: an untolerated NoSchedule taint) inside it too. The feature gates for that are
+  set explicitly.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from aksgpu.components import data
+from aksgpu.components.kubernetes.node_topology import PLACEMENT_GROUP_LABEL
 from aksgpu.components.kubernetes.objects import (
     AGENT_POOL_LABEL,
     INSTANCE_TYPE_LABEL,
@@ -43,7 +50,7 @@ from aksgpu.components.kubernetes.objects import (
 from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
 from aksgpu.components.spec.base import quantity
 from aksgpu.components.spec.pools import SPOT_TAINT_KEY, TEAM_KEY
-from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors
+from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors, nvlink_domains, topology_aware
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE_RELEASE = "kueue"
@@ -65,6 +72,22 @@ FRAMEWORKS = ["batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayse
               "pod", "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"]
 
 
+# Topology levels, broadest first; Kueue wants kubernetes.io/hostname last, and only there (the
+# Topology CRD's rule), and assigns pods to nodes (needed for failed-node replacement) only when the
+# lowest level is the node (site/content/en/docs/concepts/topology_aware_scheduling.md, "Hot swap").
+# Who writes each label: aksgpu's labeller (node_topology.py), GPU Feature Discovery (NVIDIA
+# k8s-device-plugin v0.20.0 internal/lm/imex.go: <clusterUUID>.<cliqueID> of the node's NVLink
+# fabric), the kubelet.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+INFINIBAND_TOPOLOGY = "aksgpu-infiniband"
+NVLINK_TOPOLOGY = "aksgpu-infiniband-nvlink"
+TOPOLOGY_LEVELS = {
+    INFINIBAND_TOPOLOGY: (PLACEMENT_GROUP_LABEL, HOSTNAME_LABEL),
+    NVLINK_TOPOLOGY: (PLACEMENT_GROUP_LABEL, CLIQUE_LABEL, HOSTNAME_LABEL),
+}
+
+
 @dataclass
 class GangSchedulingArgs:
     spec: ClusterSpec
@@ -73,7 +96,26 @@ class GangSchedulingArgs:
     namespaces: dict[str, pulumi.Resource]
 
 
-def resource_flavor(flavor: GpuFlavor) -> dict[str, Any]:
+def topology_name(spec: ClusterSpec, flavor: GpuFlavor) -> str | None:
+    """The Kueue Topology of a topology-aware flavor (None: the flavor is not one)."""
+    if not topology_aware(spec, flavor):
+        return None
+    return NVLINK_TOPOLOGY if nvlink_domains(flavor) else INFINIBAND_TOPOLOGY
+
+
+def topology(name: str) -> dict[str, Any]:
+    """A Kueue Topology (v1beta2): its levels are immutable once created (the CRD's rule)."""
+    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": metadata(name),
+            "spec": {"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS[name]]}}
+
+
+def topologies(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """The Topologies the spec's flavors use."""
+    used = {topology_name(spec, flavor) for flavor in gpu_flavors(spec)} - {None}
+    return [topology(name) for name in TOPOLOGY_LEVELS if name in used]
+
+
+def resource_flavor(flavor: GpuFlavor, topology_ref: str | None = None) -> dict[str, Any]:
     node_labels = {INSTANCE_TYPE_LABEL: flavor.vm_size}
     if flavor.spot:
         node_labels[SPOT_TAINT_KEY] = "spot"
@@ -82,8 +124,10 @@ def resource_flavor(flavor: GpuFlavor) -> dict[str, Any]:
     if flavor.infiniband_pool:
         node_labels[AGENT_POOL_LABEL] = flavor.infiniband_pool
     taints = [taint for pool in flavor.pools for taint in pool.node_taints]  # a spot pool's include the spot taint
-    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": metadata(flavor.name),
-            "spec": {"nodeLabels": node_labels, "tolerations": tolerations(taints)}}
+    spec: dict[str, Any] = {"nodeLabels": node_labels, "tolerations": tolerations(taints)}
+    if topology_ref is not None:
+        spec["topologyName"] = topology_ref
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": metadata(flavor.name), "spec": spec}
 
 
 def team_flavors(spec: ClusterSpec, team: str) -> list[GpuFlavor]:
@@ -265,6 +309,13 @@ def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
             "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
         },
         "integrations": {"frameworks": list(FRAMEWORKS)},
+        # Replace a failed node of a running topology-aware gang inside its domain: the node is
+        # deleted, not Ready, or (TASReplaceNodeOnNodeTaints) carries a NoSchedule/NoExecute taint
+        # the gang does not tolerate, as the gate's cordon leaves (node.kubernetes.io/unschedulable),
+        # once the gang's pods there stopped; evict and requeue when no replacement fits at once.
+        # All default to true at v0.19.2; set here so a chart with other defaults keeps them
+        # (aksgpu/components/data/topology.yaml, kueueFeatureGates).
+        "featureGates": {gate: True for gate in data.load("topology")["kueueFeatureGates"]},
     }
 
 
@@ -291,12 +342,21 @@ class GangScheduling(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]))
         # Kueue's CRDs come with the chart: its objects wait for the release.
         after_kueue = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[kueue])
+        topology_resources: list[pulumi.Resource] = []
+        for manifest in topologies(spec):
+            # Its levels cannot change in place (the CRD's rule): a new set replaces the object.
+            topology_resources.append(k8s.apiextensions.CustomResource(
+                f"{name}-topology-{manifest['metadata']['name']}", api_version=manifest["apiVersion"],
+                kind=manifest["kind"], metadata=manifest["metadata"], spec=manifest["spec"],
+                opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(
+                    replace_on_changes=["spec"], delete_before_replace=True))))
         flavor_resources = []
         for flavor in gpu_flavors(spec):
-            manifest = resource_flavor(flavor)
+            manifest = resource_flavor(flavor, topology_name(spec, flavor))
             flavor_resources.append(k8s.apiextensions.CustomResource(
                 f"{name}-flavor-{flavor.name}", api_version=manifest["apiVersion"], kind=manifest["kind"],
-                metadata=manifest["metadata"], spec=manifest["spec"], opts=after_kueue))
+                metadata=manifest["metadata"], spec=manifest["spec"],
+                opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=topology_resources))))
         quotas = cohort_quotas(spec)
         for team in spec.access.teams:
             queues = []

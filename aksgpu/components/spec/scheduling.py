@@ -3,12 +3,17 @@ scheduling (Kueue), and the InfiniBand rules that keep one job inside one fabric
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
+
+from aksgpu.components import data
 
 from .base import Issue, SpecModel
 from .in_cluster import Version, pinned
@@ -27,6 +32,8 @@ class GangScheduling(SpecModel):
     """Version of the Kueue chart (oci://registry.k8s.io/kueue/charts/kueue). aksgpu's tests check its values and CRDs at the pinned default."""
     pods_ready_timeout_minutes: int = Field(default=30, ge=1, le=1440)
     """Minutes (1-1440) an admitted job's pods have to all become ready before Kueue evicts the whole job and requeues it (waitForPodsReady), so two half-started gangs cannot deadlock. Leave room for new nodes: provisioning, the GPU Operator's driver and the node check (Kueue's own default is 30)."""
+    topology: Literal["auto", "on", "off"] = "auto"
+    """Which InfiniBand pools get a topology-aware Kueue flavor (a Topology of placement group, NVLink clique on GB200/GB300, and node), so a gang can ask for one InfiniBand domain and a failed node is replaced inside it. auto: pools of a fixed size (Kueue places such gangs only on nodes that exist, and AKS's cluster autoscaler cannot be asked for more ahead of them); on: every InfiniBand pool (an autoscaled one then never grows for a gang); off: none."""
 
 
 # Kueue's ClusterQueue CRD (v0.19.2) takes at most 16 flavors per resource group.
@@ -66,6 +73,30 @@ class GpuFlavor:
         return {"cpu": Decimal(cpus), "memory": Decimal(memory) * 2**30, "nvidia.com/gpu": Decimal(gpus)}
 
 
+def nvlink_domains(flavor: GpuFlavor) -> bool:
+    """Whether the flavor's VMs are Grace Blackwell ones, whose GPUs span VMs over NVLink (an
+    NVL72 rack): GPU Feature Discovery labels each node with its NVLink clique."""
+    size = flavor.members[0][1].size or {}
+    return size.get("series") in data.load("vm_sizes")["graceBlackwell"]["series"]
+
+
+def topology_aware(spec: ClusterSpec, flavor: GpuFlavor) -> bool:
+    """Whether the flavor is one of Kueue's topology-aware ones (gangScheduling.topology): an
+    InfiniBand pool's, when the mode says so. auto: only pools whose nodes all exist (a fixed size),
+    because Kueue admits a topology-aware gang only onto running nodes and AKS's autoscaler takes
+    no ProvisioningRequest (aksgpu/components/data/topology.yaml, noProvisioningRequest)."""
+    mode = spec.gang_scheduling.topology
+    if flavor.infiniband_pool is None or mode == "off":
+        return False
+    return mode == "on" or all(pool.min_nodes == pool.max_nodes for pool in flavor.pools)
+
+
+def infiniband_domain_nodes(pool: NodePool) -> int:
+    """Nodes one InfiniBand domain of the pool can hold: the pool's size, at most one placement
+    group's default cap (aksgpu/components/data/topology.yaml, placementGroups)."""
+    return min(pool.max_nodes, int(data.load("topology")["infiniband"]["placementGroupVms"]))
+
+
 def gpu_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
     """The GPU flavors of the spec's NVIDIA GPU pools, in pool order."""
     grouped: dict[tuple, list[tuple[str, NodePool]]] = {}
@@ -78,10 +109,17 @@ def gpu_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
                    tuple(sorted(pool.taints)))
             grouped.setdefault(key, []).append((zone_pool.name, pool))
     flavors = []
-    for (vm_size, spot, team, infiniband_pool, _), members in grouped.items():
+    for (vm_size, spot, team, infiniband_pool, taints), members in grouped.items():
         parts = [vm_size.lower().removeprefix("standard_").replace("_", "-"), "spot" if spot else "ondemand",
                  *([team] if team else []), *([infiniband_pool] if infiniband_pool else [])]
-        flavors.append(GpuFlavor("-".join(parts), vm_size, spot, team, infiniband_pool, tuple(members)))
+        flavor = GpuFlavor("-".join(parts), vm_size, spot, team, infiniband_pool, tuple(members))
+        if topology_aware(spec, flavor):
+            # Kueue makes a topology-aware flavor's topologyName, node labels and tolerations
+            # immutable (its ResourceFlavor CRD's rules, v0.19.2): a name of its own, carrying what
+            # cannot change, makes a change a new flavor the queues switch to, never a refused update.
+            digest = hashlib.sha256(json.dumps([nvlink_domains(flavor), list(taints)]).encode()).hexdigest()[:6]
+            flavor = dataclasses.replace(flavor, name=f"{flavor.name}-tas-{digest}")
+        flavors.append(flavor)
     return flavors
 
 
@@ -111,6 +149,7 @@ def check_scheduling(spec: ClusterSpec) -> Iterator[Issue]:
                             f"the team may use {len(usable)} GPU flavors (pools that differ in size, capacity, "
                             f"team or InfiniBand domain), and a Kueue ClusterQueue takes at most "
                             f"{MAX_FLAVORS_PER_QUEUE}", "merge pools, or give some of them to other teams")
+        yield from _check_topology(spec, flavors)
 
 
 def spot_fallbacks(spec: ClusterSpec) -> list[tuple[NodePool, NodePool]]:
@@ -159,7 +198,19 @@ def _check_infiniband(spec: ClusterSpec) -> Iterator[Issue]:
     come from one pool, and the autoscaler must not spread a scale-up over look-alike pools."""
     infiniband = [(index, pool) for index, pool in enumerate(spec.node_pools)
                   if pool.size is not None and pool.size.get("infiniband")]
+    cap = data.load("topology")["infiniband"]
     for index, pool in infiniband:
+        if pool.max_nodes > cap["placementGroupVms"]:
+            field = "maxCount" if pool.autoscale else "count"
+            yield Issue(f"nodePools[{index}].{field}", pool.max_nodes,
+                        f"InfiniBand connects one scale-set placement group, and AKS creates {pool.vm_size} pools as "
+                        f"a single placement group, which holds {cap['placementGroupVms']} VMs "
+                        f"({cap['placementGroupVmsOnRequest']} after an Azure support request): beyond that the pool "
+                        "either stops growing or spans placement groups that InfiniBand does not connect",
+                        f"declare pools of at most {cap['placementGroupVms']} nodes (each its own InfiniBand domain), "
+                        f"or ask Azure support to raise the cap (up to {cap['placementGroupVmsOnRequest']}); gangs on "
+                        "topology-aware pools can ask for one placement group (aksgpu.io/placement-group)",
+                        "warning")
         if len(pool.zones) > 1 and not pool.per_zone:
             yield Issue(f"nodePools[{index}].zones", list(pool.zones),
                         f"{pool.vm_size} nodes talk over InfiniBand only inside one scale set, and a pool over "
@@ -182,3 +233,56 @@ def _check_infiniband(spec: ClusterSpec) -> Iterator[Issue]:
                             "both, across fabrics InfiniBand does not connect",
                             f"{fix}, or set controlPlane.autoscaler.balanceSimilarNodeGroups: false")
                 break
+
+
+def _check_topology(spec: ClusterSpec, flavors: list[GpuFlavor]) -> Iterator[Issue]:
+    """What gangs on InfiniBand pools need of Kueue: a topology-aware flavor admits only onto nodes
+    that exist, and a team that may use several InfiniBand domains of one node shape can have a
+    multi-podset job placed across them."""
+    from .access import team_gpu_quota
+
+    if spec.gang_scheduling.topology == "on":
+        for flavor in flavors:
+            grows = [pool.name for pool in flavor.pools if pool.min_nodes != pool.max_nodes]
+            if topology_aware(spec, flavor) and grows:
+                yield Issue("gangScheduling.topology", "on",
+                            f"pool {grows[0]} is autoscaled, and Kueue admits a topology-aware gang only onto nodes "
+                            "that exist, and AKS's cluster autoscaler takes no ProvisioningRequest (Azure/AKS#5492) to "
+                            "add nodes ahead of pods, so a gang larger than its running nodes waits and never "
+                            "makes the pool grow", f"give {grows[0]} a fixed size (count), or set topology: auto",
+                            "warning")
+    for index, team in enumerate(spec.access.teams):
+        queues: dict[int, list[GpuFlavor]] = {}
+        for flavor in flavors:
+            if flavor.team in (None, team.name):
+                queues.setdefault(flavor.gpus_per_node, []).append(flavor)
+        for gpus, queue in sorted(queues.items()):
+            aware = sorted(str(f.infiniband_pool) for f in queue if topology_aware(spec, f))
+            if aware and len(aware) < len(queue):
+                others = sorted(f.name for f in queue if not topology_aware(spec, f))
+                yield Issue(f"access.teams[{index}]", team.name,
+                            f"the team's queue of {gpus}-GPU nodes mixes topology-aware flavors (pools "
+                            f"{', '.join(aware)}) with others ({', '.join(others)}): Kueue gives a job with a "
+                            "topology annotation only the first and a job without one only the others "
+                            "(kueue v0.19.2 tas_flavorassigner.go)", "make the pools of one node shape alike "
+                            "(all fixed-size for topology: auto, or topology: on or off), or annotate every job "
+                            "that should use the topology-aware pools", "warning")
+        shapes: dict[int, list[GpuFlavor]] = {}
+        for flavor in flavors:
+            if flavor.infiniband_pool is not None and flavor.team in (None, team.name):
+                shapes.setdefault(flavor.gpus_per_node, []).append(flavor)
+        quota = team_gpu_quota(spec, team)
+        for gpus, domains in sorted(shapes.items()):
+            if len(domains) < 2:
+                continue
+            sizes = {flavor.infiniband_pool: infiniband_domain_nodes(flavor.pools[0]) * gpus for flavor in domains}
+            largest = max(sizes.values())
+            if min(quota, sum(sizes.values())) > largest:
+                yield Issue(f"access.teams[{index}].quota.gpus", quota,
+                            f"the team may use {len(domains)} InfiniBand domains of {gpus}-GPU nodes "
+                            f"({', '.join(sorted(str(d) for d in sizes))}), the largest {largest} GPUs, and its quota "
+                            f"is larger: Kueue keeps each podset in one flavor (one domain), but a job of several "
+                            "podsets (a JobSet's replicated jobs) can be admitted across domains that InfiniBand "
+                            "does not connect", f"keep each multi-node job within {largest} GPUs, or give its "
+                            "podsets one kueue.x-k8s.io/podset-group-name on topology-aware pools "
+                            "(gangScheduling.topology), which places the group in one domain", "warning")

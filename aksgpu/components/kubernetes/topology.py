@@ -1,0 +1,193 @@
+"""NodeTopology: labels every InfiniBand GPU node with its Azure placement group.
+
+Azure puts no topology labels on AKS nodes. node_topology.py (shipped as a ConfigMap, run by the
+gate's Python image) reads the VM's placement group from IMDS and writes
+aksgpu.io/placement-group on its own node: the InfiniBand domain Kueue's Topology uses
+(gang_scheduling.py). A DaemonSet runs it on the InfiniBand pools' nodes that lack the label; once
+labelled, the node leaves the DaemonSet's node affinity and its pod goes away.
+
+- On the host network: IMDS answers the VM's primary IP, and AKS's IMDS restriction (preview)
+  blocks only pods off the host network (aksgpu/components/data/topology.yaml, imdsFromPods).
+- It tolerates the gate's startup taint and the pools' taints: the label is written while the node
+  is still under check, so it is there when the gate admits the node.
+- Least privilege: its service account may get and patch nodes (RBAC cannot say less), and the
+  admission policy aksgpu-topology-node-labels narrows a patch to the labeller's label keys on the
+  node its pod runs on (Kubernetes 1.32+ puts that node in the pod-bound token, as for the gate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from aksgpu.components.kubernetes import node_topology
+from aksgpu.components.kubernetes.objects import (
+    PoolTarget,
+    daemonset,
+    metadata,
+    pool_affinity,
+    pool_targets,
+    pool_tolerations,
+)
+from aksgpu.components.spec import ClusterSpec
+
+LABELLER = "aksgpu-topology-labeller"
+SCRIPT_CONFIG = "aksgpu-node-topology"
+SCRIPT_DIR = "/opt/aksgpu"
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+NODE_POLICY = "aksgpu-topology-node-labels"
+HOST_NETWORK_EXCEPTION = {
+    "k8s-host-namespaces": "hostNetwork: the labeller reads the VM's placement group from Azure's Instance Metadata "
+                           "Service, which answers the VM's primary IP and which AKS's IMDS restriction closes to "
+                           "pods off the host network (learn.microsoft.com/azure/aks/imds-restriction). It serves "
+                           "nothing and binds no port.",
+}
+
+
+@dataclass
+class NodeTopologyArgs:
+    spec: ClusterSpec
+    provider: k8s.Provider
+    system_namespace: str
+    namespace_resource: pulumi.Resource
+
+
+def labeller_targets(spec: ClusterSpec) -> list[PoolTarget]:
+    """The agent pools whose nodes get topology labels: every NVIDIA GPU pool with InfiniBand
+    (ND H100/H200 v5, the GB200/GB300 v6 sizes, the A100 'r' sizes)."""
+    return pool_targets(spec, lambda pool: pool.gpu_vendor == "nvidia" and bool((pool.size or {}).get("infiniband")))
+
+
+def labeller_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+    targets = labeller_targets(spec)
+    unlabelled = {"key": node_topology.PLACEMENT_GROUP_LABEL, "operator": "DoesNotExist"}
+    pod = {
+        "serviceAccountName": LABELLER,
+        "automountServiceAccountToken": False,
+        "hostNetwork": True,
+        # The API server's Service address resolves through cluster DNS from the host network too.
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "affinity": pool_affinity(targets, unlabelled),
+        # Under the gate's startup taint as well: labelled before the node is admitted.
+        "tolerations": pool_tolerations(targets, gate=True),
+        "priorityClassName": "system-node-critical",
+        "containers": [{
+            "name": "labeller",
+            "image": spec.gpu_health.gate.helper_image,
+            "command": ["python3", f"{SCRIPT_DIR}/node_topology.py"],
+            "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+            "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
+                             {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}],
+        }],
+        "volumes": [
+            {"name": "script", "configMap": {"name": SCRIPT_CONFIG}},
+            {"name": "api-token", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+            ]}},
+        ],
+    }
+    found = daemonset(LABELLER, namespace, pod, exceptions=HOST_NETWORK_EXCEPTION)
+    # It serves nothing: a new version reaches every unlabelled node at once.
+    found["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}
+    return found
+
+
+def labeller_rbac(namespace: str) -> list[dict[str, Any]]:
+    """The labeller's service account, and get and patch on nodes (the policy below narrows patch)."""
+    return [
+        {"kind": "ServiceAccount", "metadata": metadata(LABELLER, namespace), "automountServiceAccountToken": False},
+        {"kind": "ClusterRole", "metadata": metadata(LABELLER),
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]},
+        {"kind": "ClusterRoleBinding", "metadata": metadata(LABELLER),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LABELLER},
+         "subjects": [{"kind": "ServiceAccount", "name": LABELLER, "namespace": namespace}]},
+    ]
+
+
+def node_label_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy that lets the labeller's service account change only its label
+    keys (set or changed, never removed) on the node its pod runs on: no other label, annotation,
+    taint or field. A token without the node-name claim (Kubernetes before 1.32) is refused: the
+    labeller must not be able to label another node."""
+    user = f"system:serviceaccount:{namespace}:{LABELLER}"
+    keys = ", ".join(f"'{key}'" for key in node_topology.LABEL_KEYS)
+    node_name = "'authentication.kubernetes.io/node-name'"
+    variables = [
+        {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+        {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+        {"name": "oldAnnotations",
+         "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+        {"name": "newAnnotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+    ]
+    policy = {"metadata": metadata(NODE_POLICY), "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                "resources": ["nodes"]}]},
+        "matchConditions": [{"name": "topology-labeller", "expression": f"request.userInfo.username == '{user}'"}],
+        "variables": variables,
+        "validations": [
+            {"expression": f"variables.newLabels.all(k, k in [{keys}] || (k in variables.oldLabels && "
+                           "variables.oldLabels[k] == variables.newLabels[k])) && "
+                           "variables.oldLabels.all(k, k in variables.newLabels)",
+             "message": "the topology labeller may only set its own labels (" + ", ".join(node_topology.LABEL_KEYS)
+                        + ")"},
+            {"expression": "variables.newAnnotations == variables.oldAnnotations",
+             "message": "the topology labeller may not change annotations"},
+            {"expression": "object.spec == oldObject.spec",
+             "message": "the topology labeller may not change a node's spec (taints, cordon)"},
+            {"expression": f"has(request.userInfo.extra) && {node_name} in request.userInfo.extra && "
+                           f"request.userInfo.extra[{node_name}][0] == object.metadata.name",
+             "message": "the topology labeller may change only the node its pod runs on"},
+        ],
+    }}
+    binding = {"metadata": metadata(NODE_POLICY), "spec": {"policyName": NODE_POLICY, "validationActions": ["Deny"]}}
+    return policy, binding
+
+
+def node_topology_script() -> str:
+    with open(node_topology.__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+class NodeTopology(pulumi.ComponentResource):
+    """The placement-group labeller on the InfiniBand pools, its rights and its admission policy."""
+
+    def __init__(self, name: str, args: NodeTopologyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("aksgpu:index:NodeTopology", name, None, opts)
+        spec, ns = args.spec, args.system_namespace
+        base = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
+        created: list[pulumi.Resource] = []
+        for obj in labeller_rbac(ns):
+            kind, meta = obj["kind"], obj["metadata"]
+            resource_name = f"{name}-labeller-{kind.lower()}"
+            opts_ = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=list(created)))
+            if kind == "ServiceAccount":
+                created.append(k8s.core.v1.ServiceAccount(resource_name, metadata=meta,
+                                                          automount_service_account_token=False, opts=opts_))
+            elif kind == "ClusterRole":
+                created.append(k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=obj["rules"], opts=opts_))
+            else:
+                created.append(k8s.rbac.v1.ClusterRoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
+                                                              subjects=obj["subjects"], opts=opts_))
+        policy, binding = node_label_policy(ns)
+        admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-node-policy", metadata=policy["metadata"], spec=policy["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
+        created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
+        script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata(SCRIPT_CONFIG, ns),
+                                       data={"node_topology.py": node_topology_script()}, opts=base)
+        manifest = labeller_daemonset(spec, ns)
+        k8s.apps.v1.DaemonSet(f"{name}-labeller", metadata=manifest["metadata"], spec=manifest["spec"],
+                              opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
+                                  depends_on=[*created, script])))
+        self.register_outputs({})
