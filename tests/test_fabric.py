@@ -332,3 +332,56 @@ def test_the_chart_version_is_a_spec_field() -> None:
     assert release["version"] == "v26.1.2"
     with pytest.raises(Exception):
         parse_cluster_spec(edit(infiniband_spec(), "gpuSoftware.networkOperator.chartVersion", "not a version!"))
+
+
+# --- the README's gang example -------------------------------------------------------------------
+
+
+def readme_gang_example() -> list[dict[str, Any]]:
+    text = (REPO / "README.md").read_text()
+    section = text.split("### How a user submits a gang job")[1].split("\n### ")[0]
+    [block] = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    return list(yaml.safe_load_all(block))
+
+
+def test_the_readme_gang_example_runs_nccl_over_infiniband_as_aksgpu_sets_it_up() -> None:
+    """The example asks for what aksgpu's fabric provides on the prod example's H100 pool, by the
+    names the table gives: the RDMA resource, the NCCL ConfigMaps, the topology mount, IPC_LOCK, /dev/shm."""
+    objects_ = readme_gang_example()
+    for obj in objects_:
+        assert validate_object(obj, "1.33") == [], obj["kind"]
+    job = next(o for o in objects_ if o["kind"] == "Job")
+    profile = fabric_profile("Standard_ND96isr_H100_v5")
+    pod = job["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    limits = container["resources"]["limits"]
+    assert limits[profile.rdma_resource] == profile.rdma_per_node
+    assert limits["nvidia.com/gpu"] == data.vm_size(profile.vm_size)["gpus"]
+    assert {"configMapRef": {"name": profile.nccl_config_map}} in container["envFrom"]
+    assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == fabric_table()["pod"]["shm"]["medium"]
+    topology = volumes[mounts[topology_mount_path()]]
+    assert topology["configMap"]["name"] == profile.topology_config_map
+    assert profile.nccl_env["NCCL_TOPO_FILE"].startswith(topology_mount_path() + "/")
+    # The pods find each other through the headless Service the Job's subdomain names.
+    service = next(o for o in objects_ if o["kind"] == "Service")
+    assert pod["subdomain"] == service["metadata"]["name"] and service["spec"]["clusterIP"] == "None"
+
+
+def test_the_readme_example_objects_are_declared_in_the_prod_example(example_plans: dict[str, Plan]) -> None:
+    """The ConfigMaps the README's example reads exist in its namespace in the prod plan, and Kueue
+    does not hold the RDMA resource against quota there."""
+    plan = example_plans["prod"]
+    job = next(o for o in readme_gang_example() if o["kind"] == "Job")
+    namespace = job["metadata"]["namespace"]
+    pod = job["spec"]["template"]["spec"]
+    wanted = {ref["configMapRef"]["name"] for ref in pod["containers"][0]["envFrom"]} | \
+        {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
+    declared = {c["metadata"]["name"] for c in objects(plan, "ConfigMap") if c["metadata"].get("namespace") == namespace}
+    assert wanted <= declared
+    [kueue] = releases(plan, "oci://registry.k8s.io/kueue/charts/kueue")
+    config = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    rdma = fabric_profile("Standard_ND96isr_H100_v5").rdma_resource
+    assert any(rdma.startswith(prefix) for prefix in config["resources"]["excludeResourcePrefixes"])
