@@ -96,6 +96,9 @@ def network_operator_values(spec: ClusterSpec) -> dict[str, Any]:
     placement = system_pool_placement()
     targets = nfd_targets(spec)
     values: dict[str, Any] = {
+        # The operator, and the chart's pre-install/upgrade hook Jobs, which take the same placement
+        # (templates/operator.yaml, upgrade-crd-hook.yaml, keep-ncp-hook.yaml): a hook that cannot be
+        # scheduled would hold the install.
         "operator": {"nodeSelector": placement["nodeSelector"], "tolerations": placement["tolerations"]},
         # aksgpu's NFD workers label the InfiniBand nodes; the chart's rule would match the
         # Ethernet VF of every node (templates/nodefeaturerules.yaml: vendor 15b3, class 0200 or 0207).
