@@ -153,6 +153,9 @@ def test_no_infiniband_pool_declares_nothing() -> None:
     assert objects(plan, "NicClusterPolicy") == []
     assert not [c for c in objects(plan, "ConfigMap") if c["metadata"]["name"].startswith("aksgpu-nccl")]
     assert not [n for n in objects(plan, "Namespace") if n["metadata"]["name"] == "network-operator"]
+    gang = plan_spec(edit(edit(base_spec(), "access.teams", [{"name": "research"}]), "gangScheduling.enabled", True))
+    [kueue] = [r.inputs for r in gang.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"].endswith("kueue")]
+    assert "resources" not in yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
 
 
 def test_the_nic_cluster_policy_validates_against_the_upstream_crd(mixed_plan: Plan) -> None:
