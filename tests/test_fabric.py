@@ -121,6 +121,9 @@ def test_the_nccl_environment_is_variables_nccl_reads_each_with_a_source() -> No
     for profile in fabric_profiles().values():
         assert set(profile.nccl_env) <= NCCL_NAMES
         assert set(profile.nccl_env) == set(profile.nccl_env_sources)
+        # No fixed HCA list or exclusion: names follow enumeration order on AKS nodes, and the device
+        # plugin hands pods the InfiniBand-link HCAs only (fabric.yaml ncclIbHca, and the NicClusterPolicy test).
+        assert "NCCL_IB_HCA" not in profile.nccl_env
     assert "NCCL_IB_HCAS" not in NCCL_NAMES and "NCCL_TOPOFILE" not in NCCL_NAMES, "the list catches a misspelling"
 
 
