@@ -25,6 +25,7 @@ from aksgpu.components.spec.fabric import (
     fabric_profile,
     fabric_profiles,
     fabric_table,
+    pod_requirements,
     topology_mount_path,
 )
 from tests.helpers import REPO, base_spec, edit, kubernetes_manifests, plan_spec
@@ -364,10 +365,11 @@ def test_the_readme_gang_example_runs_nccl_over_infiniband_as_aksgpu_sets_it_up(
     assert limits[profile.rdma_resource] == profile.rdma_per_node
     assert limits["nvidia.com/gpu"] == data.vm_size(profile.vm_size)["gpus"]
     assert {"configMapRef": {"name": profile.nccl_config_map}} in container["envFrom"]
-    assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
+    needs = pod_requirements()
+    assert set(needs.capabilities) <= set(container["securityContext"]["capabilities"]["add"])
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == fabric_table()["pod"]["shm"]["medium"]
+    assert volumes[mounts[needs.shm_mount_path]]["emptyDir"]["medium"] == needs.shm_medium == "Memory"
     topology = volumes[mounts[topology_mount_path()]]
     assert topology["configMap"]["name"] == profile.topology_config_map
     assert profile.nccl_env["NCCL_TOPO_FILE"].startswith(topology_mount_path() + "/")
