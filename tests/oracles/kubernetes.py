@@ -33,6 +33,7 @@ CRD_FILES = {
     ("azmonitoring.coreos.com", "PodMonitor"): DATA / "azmonitoring" / "podmonitors.azmonitoring.coreos.com.yaml",
     ("resource.nvidia.com", "ComputeDomain"):
         DATA / "dra-driver-nvidia-gpu" / "crds" / "resource.nvidia.com_computedomains.yaml",
+    ("mellanox.com", "NicClusterPolicy"): DATA / "network-operator" / "mellanox.com_nicclusterpolicies.yaml",
 }
 
 

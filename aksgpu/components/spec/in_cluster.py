@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from aksgpu.components import data
 
 from .base import Issue, SpecModel, checked
+from .fabric import check_fabric
 
 if TYPE_CHECKING:
     from . import ClusterSpec
@@ -68,6 +69,13 @@ class DraDriver(SpecModel):
     """Version of the dra-driver-nvidia-gpu chart from https://helm.ngc.nvidia.com/nvidia. aksgpu's tests check its values against the pinned default's values.yaml and templates."""
 
 
+class NetworkOperator(SpecModel):
+    """The NVIDIA Network Operator aksgpu installs (Helm) when the cluster has InfiniBand GPU pools: the DOCA-OFED driver and the RDMA shared device plugin on those pools, as Azure's AKS guide does."""
+
+    chart_version: Version = pinned("networkOperator")
+    """Version of the network-operator chart from https://helm.ngc.nvidia.com/nvidia. aksgpu's tests check its values and NicClusterPolicy against the pinned default's values.yaml and CRD."""
+
+
 class GpuSoftware(SpecModel):
     """What makes GPUs schedulable: exactly one component advertises nvidia.com/gpu on each GPU pool."""
 
@@ -77,6 +85,8 @@ class GpuSoftware(SpecModel):
     """The NVIDIA GPU Operator (driver, container toolkit, device plugin, DCGM exporter, MIG manager) for pools with gpu.driver None."""
     dra_driver: DraDriver = DraDriver()
     """The NVIDIA DRA driver (ComputeDomains), installed only when the cluster has GB200 or GB300 pools."""
+    network_operator: NetworkOperator = NetworkOperator()
+    """The NVIDIA Network Operator (DOCA-OFED driver, RDMA shared device plugin) for InfiniBand GPU pools (ND sizes with an r); nothing is installed without such pools."""
 
 
 def gpu_pools(spec: ClusterSpec) -> list[NodePool]:
@@ -164,6 +174,7 @@ def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
                         "GPU Operator yourself")
     yield from _check_arm64_images(spec)
     yield from _check_compute_domain_driver(spec)
+    yield from check_fabric(spec)
     api = spec.control_plane.api_server
     if api.access == "private":
         yield Issue("controlPlane.apiServer.access", "private",
