@@ -37,6 +37,11 @@ from aksgpu.components.kubernetes.objects import (
     pool_targets,
     pool_tolerations,
 )
+from aksgpu.components.kubernetes.pod_security import (
+    infiniband_baseline_policy,
+    infiniband_teams,
+    namespace_pod_security_labels,
+)
 from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
 from aksgpu.components.spec.access import DEFAULT_PRIORITY_CLASS
 from aksgpu.components.spec.pools import CRITICAL_ADDONS_TAINT
@@ -102,12 +107,11 @@ def cluster_bindings(spec: ClusterSpec) -> list[dict[str, Any]]:
     return bindings
 
 
-def team_namespace(team: Team) -> dict[str, Any]:
+def team_namespace(team: Team, infiniband: bool = False) -> dict[str, Any]:
+    """The team's namespace; `infiniband`: the team gets the InfiniBand exception (pod_security.py),
+    so Pod Security Admission only warns and audits and aksgpu's policy enforces baseline."""
     return {"metadata": metadata(team.name, extra_labels={
-        TEAM_LABEL: team.name,
-        "pod-security.kubernetes.io/enforce": team.pod_security,
-        "pod-security.kubernetes.io/warn": team.pod_security,
-    })}
+        TEAM_LABEL: team.name, **namespace_pod_security_labels(team, infiniband)})}
 
 
 def team_quota(spec: ClusterSpec, team: Team) -> dict[str, Any]:
@@ -356,9 +360,24 @@ class TeamAccess(pulumi.ComponentResource):
                 k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
                     f"{name}-{label}-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
                     opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission]))
+        # Teams that may use InfiniBand pools: baseline is enforced by aksgpu's policy, not by Pod Security
+        # Admission, so their namespaces wait for the policy's binding (no window without either).
+        infiniband = infiniband_teams(spec)
+        baseline_binding: list[pulumi.Resource] = []
+        if infiniband:
+            policy, policy_binding = infiniband_baseline_policy(infiniband)
+            admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-infiniband-baseline-policy", metadata=policy["metadata"], spec=policy["spec"], opts=base)
+            baseline_binding.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-infiniband-baseline-policy-binding", metadata=policy_binding["metadata"],
+                spec=policy_binding["spec"],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
         for team in spec.access.teams:
-            manifest = team_namespace(team)
-            namespace = k8s.core.v1.Namespace(f"{name}-{team.name}", metadata=manifest["metadata"], opts=base)
+            manifest = team_namespace(team, team.name in infiniband)
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-{team.name}", metadata=manifest["metadata"],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                            depends_on=baseline_binding if team.name in infiniband else []))
             self.namespaces[team.name] = namespace
             inside = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
             quota = team_quota(spec, team)
