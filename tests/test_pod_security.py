@@ -380,3 +380,55 @@ def test_the_capabilities_are_psas_default_set() -> None:
     """The thirteen Docker defaults PSA allows (check_capabilities_baseline.go); IPC_LOCK is not one."""
     assert len(ALLOWED_CAPABILITIES) == 13 and "IPC_LOCK" not in ALLOWED_CAPABILITIES
     assert "NET_RAW" not in ALLOWED_CAPABILITIES and "SYS_ADMIN" not in ALLOWED_CAPABILITIES
+
+
+def _readme_job_under_each_flavor(plan: Any) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    """The README's Job, the pods the Job controller creates from the template Kueue merged under each
+    flavor of the queue it names (prod example), and the team's namespace."""
+    from tests.test_fabric import readme_gang_example
+
+    job = next(o for o in readme_gang_example() if o["kind"] == "Job")
+    team = job["metadata"]["namespace"]
+    manifests = kubernetes_manifests(plan)
+    [namespace] = [m for m in manifests if m["kind"] == "Namespace" and m["metadata"]["name"] == team]
+    [local_queue] = [m for m in manifests if m["kind"] == "LocalQueue" and m["metadata"]["namespace"] == team
+                     and m["metadata"]["name"] == job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]]
+    cluster_queue = find_object(plan, "ClusterQueue", local_queue["spec"]["clusterQueue"])
+    pods = []
+    for group in cluster_queue["spec"]["resourceGroups"]:
+        for entry in group["flavors"]:
+            pod = kueue_placement.job_pod(job["spec"]["template"]["spec"], find_object(plan, "ResourceFlavor", entry["name"]))
+            pod["metadata"]["namespace"] = team
+            pods.append((entry["name"], pod))
+    assert pods
+    return job, pods, namespace
+
+
+def test_the_readme_gang_job_passes_pod_security_where_kueue_places_it(example_plans: dict[str, Any]) -> None:
+    """The README's 4 x 8 H100 Job (IPC_LOCK, the RDMA resource) in the prod example: under every
+    flavor of its queue, the pods pass the baseline policy and the toleration policy as the prod plan
+    declares them; the same template run without Kueue (no pin) is refused."""
+    plan = example_plans["prod"]
+    job, pods, namespace = _readme_job_under_each_flavor(plan)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    policies = [find_object(plan, "ValidatingAdmissionPolicy", name)
+                for name in (INFINIBAND_BASELINE_POLICY, "aksgpu-team-tolerations")]
+    for flavor, pod in pods:
+        for policy in policies:
+            assert denials(policy, obj=pod, request=CREATE, namespace=namespace) == [], (flavor, policy["metadata"]["name"])
+    unplaced = {"metadata": {"name": "train-llm-0", "namespace": namespace["metadata"]["name"]},
+                "spec": job["spec"]["template"]["spec"]}
+    assert denials(policies[0], obj=unplaced, request=CREATE, namespace=namespace)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the README's gang example (FABRIC's) takes the NCCL ConfigMap through envFrom without a prefix, which "
+    "aksgpu-team-gpus refuses for a container with a GPU request (a team may edit that ConfigMap and add "
+    "NVIDIA_VISIBLE_DEVICES); the example needs env entries with valueFrom.configMapKeyRef, or the policy a "
+    "reasoned exception"))
+def test_the_readme_gang_job_passes_the_gpu_policy(example_plans: dict[str, Any]) -> None:
+    plan = example_plans["prod"]
+    _, pods, namespace = _readme_job_under_each_flavor(plan)
+    policy = find_object(plan, "ValidatingAdmissionPolicy", "aksgpu-team-gpus")
+    for flavor, pod in pods:
+        assert denials(policy, obj=pod, request=CREATE, namespace=namespace) == [], flavor

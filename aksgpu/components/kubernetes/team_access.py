@@ -14,6 +14,9 @@
   aksgpu-team-gpus: a pod that may run on GPU nodes gets GPUs only through nvidia.com/gpu requests,
   never through the NVIDIA runtime's own device selection (gpu_exposure_policy; every path and its
   source in aksgpu/components/data/gpu_visibility.yaml).
+  On InfiniBand pools (pod_security.py): the namespaces of baseline teams that may use one are at
+  enforce privileged (warn and audit baseline), and aksgpu-team-baseline-infiniband enforces
+  baseline there plus IPC_LOCK for pods pinned to the team's InfiniBand pools.
 - kubernetes-rbac: ClusterRoleBindings of the admin groups (cluster-admin) and the read-only
   groups (view), and per team a RoleBinding of its groups to edit in its namespace.
 - azure-rbac: the same rights are Azure role assignments (aksgpu/components/access.py), so no bindings.

@@ -72,7 +72,7 @@ class Team(SpecModel):
     quota: TeamQuota = TeamQuota()
     """Caps on what the team's namespace may request at once: GPUs, CPU, memory."""
     pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
-    """Pod Security Standard enforced in the team's namespace. baseline blocks host access and privileged pods; jobs that need extra capabilities (IPC_LOCK for InfiniBand RDMA) need privileged. Pods that may run on GPU nodes stay unprivileged and without SYS_ADMIN at every level (aksgpu's admission policy)."""
+    """Pod Security Standard enforced in the team's namespace. baseline blocks host access and privileged pods; with baseline, a team that may use an InfiniBand pool also gets IPC_LOCK (for RDMA) on pods pinned to that pool and nothing else (aksgpu's admission policy aksgpu-team-baseline-infiniband enforces baseline there). restricted admits no IPC_LOCK. Pods that may run on GPU nodes stay unprivileged and without SYS_ADMIN at every level (aksgpu's admission policy)."""
     priority_classes: list[str] = Field(default_factory=list)
     """PriorityClasses the team's pods may use besides aksgpu-default (the cluster default), e.g. [aksgpu-gpu-job]: a ResourceQuota refuses pods of every other class. A higher class lets the team's pods preempt lower ones, other teams' included, on the pools they share."""
 
