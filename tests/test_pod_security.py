@@ -42,7 +42,7 @@ DEBUG = {"operation": "UPDATE", "subResource": "ephemeralcontainers", "userInfo"
 VISION = {"metadata": {"name": "vision", "labels": {"aksgpu.io/team": "vision"}}}
 RESEARCH = {"metadata": {"name": "research", "labels": {"aksgpu.io/team": "research"}}}
 TEAMS = {"vision": ["h100v"], "research": ["h100r"]}
-POLICY, BINDING = infiniband_baseline_policy(TEAMS)
+POLICY = infiniband_baseline_policy(TEAMS)
 # The PSA check each fixture family exercises (the fixture's file name, policy/check_*.go) and the
 # word of aksgpu's message that names the same check.
 CHECK_OF_FIXTURE = {

@@ -201,9 +201,10 @@ def _team_pools_variable(teams: dict[str, list[str]]) -> str:
     return f"variables.team in {pools} ? {pools}[variables.team] : []"
 
 
-def infiniband_baseline_policy(teams: dict[str, list[str]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The ValidatingAdmissionPolicy that enforces baseline plus the InfiniBand exception, and its
-    binding to the namespaces of `teams` (team -> its InfiniBand agent pools)."""
+def infiniband_baseline_policy(teams: dict[str, list[str]]) -> dict[str, Any]:
+    """The ValidatingAdmissionPolicy that enforces baseline plus the InfiniBand exception for the pods
+    of `teams` (team -> its InfiniBand agent pools). Its binding to those teams' namespaces is
+    team_access.infiniband_baseline's (the helper that binds every team policy)."""
     level = f"Pod Security {LEVEL} ({VERSION})"
     validations = [
         (HOST_NAMESPACES, f"host namespaces: hostNetwork, hostPID and hostIPC must be unset or false ({level})"),
@@ -242,10 +243,4 @@ def infiniband_baseline_policy(teams: dict[str, list[str]]) -> tuple[dict[str, A
         ],
         "validations": [{"expression": expression, "message": message} for expression, message in validations],
     }}
-    binding = {"metadata": metadata(INFINIBAND_BASELINE_POLICY), "spec": {
-        "policyName": INFINIBAND_BASELINE_POLICY,
-        "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": {"matchExpressions": [
-            {"key": TEAM_LABEL, "operator": "In", "values": sorted(teams)}]}},
-    }}
-    return policy, binding
+    return policy

@@ -41,6 +41,7 @@ from aksgpu.components.kubernetes.objects import (
     pool_tolerations,
 )
 from aksgpu.components.kubernetes.pod_security import (
+    INFINIBAND_BASELINE_POLICY,
     infiniband_baseline_policy,
     infiniband_teams,
     namespace_pod_security_labels,
@@ -366,9 +367,10 @@ class TeamAccess(pulumi.ComponentResource):
         # Teams that may use InfiniBand pools: baseline is enforced by aksgpu's policy, not by Pod Security
         # Admission, so their namespaces wait for the policy's binding (no window without either).
         infiniband = infiniband_teams(spec)
+        baseline = infiniband_baseline(spec)
         baseline_binding: list[pulumi.Resource] = []
-        if infiniband:
-            policy, policy_binding = infiniband_baseline_policy(infiniband)
+        if baseline is not None:
+            policy, policy_binding = baseline
             admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
                 f"{name}-infiniband-baseline-policy", metadata=policy["metadata"], spec=policy["spec"], opts=base)
             baseline_binding.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
@@ -402,11 +404,22 @@ class TeamAccess(pulumi.ComponentResource):
         self.register_outputs({"teams": sorted(self.namespaces)})
 
 
-def team_namespaces_binding(policy_name: str) -> dict[str, Any]:
+def team_namespaces_binding(policy_name: str, teams: list[str] | None = None) -> dict[str, Any]:
     """A ValidatingAdmissionPolicyBinding that denies what `policy_name` refuses in every team
-    namespace (those labelled with aksgpu's team label)."""
+    namespace (those labelled with aksgpu's team label), or only in those of `teams`."""
+    selector = ({"key": TEAM_LABEL, "operator": "In", "values": sorted(teams)} if teams is not None
+                else {"key": TEAM_LABEL, "operator": "Exists"})
     return {"metadata": metadata(policy_name), "spec": {
         "policyName": policy_name,
         "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+        "matchResources": {"namespaceSelector": {"matchExpressions": [selector]}},
     }}
+
+
+def infiniband_baseline(spec: ClusterSpec) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The policy that enforces baseline plus IPC_LOCK on InfiniBand pools (pod_security.py) and its
+    binding to the namespaces of the teams that get it; None when no team does."""
+    teams = infiniband_teams(spec)
+    if not teams:
+        return None
+    return infiniband_baseline_policy(teams), team_namespaces_binding(INFINIBAND_BASELINE_POLICY, list(teams))
