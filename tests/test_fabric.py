@@ -25,6 +25,7 @@ from aksgpu.components.spec.fabric import (
     fabric_profile,
     fabric_profiles,
     fabric_table,
+    pod_requirements,
     topology_mount_path,
 )
 from tests.helpers import REPO, base_spec, edit, kubernetes_manifests, plan_spec
@@ -121,6 +122,9 @@ def test_the_nccl_environment_is_variables_nccl_reads_each_with_a_source() -> No
     for profile in fabric_profiles().values():
         assert set(profile.nccl_env) <= NCCL_NAMES
         assert set(profile.nccl_env) == set(profile.nccl_env_sources)
+        # No fixed HCA list or exclusion: names follow enumeration order on AKS nodes, and the device
+        # plugin hands pods the InfiniBand-link HCAs only (fabric.yaml ncclIbHca, and the NicClusterPolicy test).
+        assert "NCCL_IB_HCA" not in profile.nccl_env
     assert "NCCL_IB_HCAS" not in NCCL_NAMES and "NCCL_TOPOFILE" not in NCCL_NAMES, "the list catches a misspelling"
 
 
@@ -153,6 +157,9 @@ def test_no_infiniband_pool_declares_nothing() -> None:
     assert objects(plan, "NicClusterPolicy") == []
     assert not [c for c in objects(plan, "ConfigMap") if c["metadata"]["name"].startswith("aksgpu-nccl")]
     assert not [n for n in objects(plan, "Namespace") if n["metadata"]["name"] == "network-operator"]
+    gang = plan_spec(edit(edit(base_spec(), "access.teams", [{"name": "research"}]), "gangScheduling.enabled", True))
+    [kueue] = [r.inputs for r in gang.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"].endswith("kueue")]
+    assert "resources" not in yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
 
 
 def test_the_nic_cluster_policy_validates_against_the_upstream_crd(mixed_plan: Plan) -> None:
@@ -358,10 +365,11 @@ def test_the_readme_gang_example_runs_nccl_over_infiniband_as_aksgpu_sets_it_up(
     assert limits[profile.rdma_resource] == profile.rdma_per_node
     assert limits["nvidia.com/gpu"] == data.vm_size(profile.vm_size)["gpus"]
     assert {"configMapRef": {"name": profile.nccl_config_map}} in container["envFrom"]
-    assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
+    needs = pod_requirements()
+    assert set(needs.capabilities) <= set(container["securityContext"]["capabilities"]["add"])
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == fabric_table()["pod"]["shm"]["medium"]
+    assert volumes[mounts[needs.shm_mount_path]]["emptyDir"]["medium"] == needs.shm_medium == "Memory"
     topology = volumes[mounts[topology_mount_path()]]
     assert topology["configMap"]["name"] == profile.topology_config_map
     assert profile.nccl_env["NCCL_TOPO_FILE"].startswith(topology_mount_path() + "/")

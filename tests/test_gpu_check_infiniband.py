@@ -5,7 +5,8 @@ The fake sysfs trees are written in the kernel's own formats (drivers/infiniband
 state "%d: %s", phys_state "%u: %s", rate "%d%s Gb/sec (%dX%s)", link_layer "InfiniBand" or
 "Ethernet"; Documentation/ABI/stable/sysfs-class-infiniband), laid out as an ND H100 v5 node on AKS
 shows them: mlx5_0..mlx5_7 on InfiniBand and the accelerated-networking VF, mlx5_8, on Ethernet
-(aksgpu/components/data/fabric.yaml, NCCL_IB_HCA=^mlx5_8). The expected figures are the fabric
+(aksgpu/components/data/fabric.yaml ncclIbHca: Azure's AKS RDMA test names it mlx5_8; the check goes by
+link layer, not by name, and one test puts the VF first). The expected figures are the fabric
 table's (aksgpu.components.spec.fabric.fabric_profile)."""
 
 from __future__ import annotations
@@ -99,6 +100,17 @@ def test_a_healthy_nd_h100_node_passes_and_its_ethernet_vf_is_not_judged(tmp_pat
     assert found[0].check == "infiniband-hcas" and found[0].value == 8
     assert "mlx5_8" not in {r.details.get("port", "").split("/")[0] for r in found}
     assert found[1].reason == "mlx5_0/1: ACTIVE, LinkUp, 400 Gb/sec (4X NDR)"
+
+
+def test_the_ethernet_vf_may_enumerate_first(tmp_path: Path) -> None:
+    """Names follow enumeration order: with the VF as mlx5_0 the HCAs are mlx5_1..mlx5_8, all judged."""
+    sysfs = tmp_path / "ib"
+    write_port(sysfs, "mlx5_0", speed="HDR", layer="Ethernet")
+    for index in range(1, 9):
+        write_port(sysfs, f"mlx5_{index}")
+    found = interconnect.infiniband_checks(sysfs, 400.0, 8)
+    assert [r.verdict for r in found] == ["pass"] * 9
+    assert {r.details["port"] for r in found[1:]} == {f"mlx5_{index}/1" for index in range(1, 9)}
 
 
 @pytest.mark.parametrize(("state", "physical", "speed", "reason"), [

@@ -81,6 +81,25 @@ def fabric_table() -> dict[str, Any]:
     return data.load(FABRIC_TABLE)
 
 
+@dataclass(frozen=True)
+class PodRequirements:
+    """What a pod that uses RDMA needs besides the resource (fabric.yaml `pod`, with sources)."""
+
+    capabilities: tuple[str, ...]
+    """Linux capabilities to add: IPC_LOCK, so RDMA can pin the memory it registers."""
+    shm_mount_path: str
+    """Where a memory-backed emptyDir goes: /dev/shm (the container default is 64 MiB)."""
+    shm_medium: str
+    topology_mount_path: str
+    """Where the topology ConfigMap is mounted; NCCL_TOPO_FILE points into it."""
+
+
+def pod_requirements() -> PodRequirements:
+    pod = fabric_table()["pod"]
+    return PodRequirements(capabilities=tuple(pod["capabilities"]), shm_mount_path=str(pod["shm"]["mountPath"]),
+                           shm_medium=str(pod["shm"]["medium"]), topology_mount_path=str(pod["topologyMountPath"]))
+
+
 def topology_mount_path() -> str:
     """Directory where the pod mounts the topology ConfigMap (NCCL_TOPO_FILE points into it)."""
     return str(fabric_table()["pod"]["topologyMountPath"])

@@ -135,7 +135,8 @@ def _rate_gbps(text: str) -> float | None:
 def infiniband_hcas(sysfs: Path) -> dict[str, list[Path]]:
     """Device -> its InfiniBand ports, for the devices of /sys/class/infiniband with at least one port
     whose link layer is InfiniBand. Azure's accelerated-networking VF is an mlx5 device too, with an
-    Ethernet port (the mlx5_8 NCCL_IB_HCA leaves out on ND v4/v5): it is not an InfiniBand HCA. A port
+    Ethernet port (mlx5_8 in Azure's AKS RDMA test; names follow enumeration order, so the link layer
+    decides, not the name; data/fabric.yaml ncclIbHca): it is not an InfiniBand HCA. A port
     without a link_layer file (kernels before 2.6.37) counts as InfiniBand."""
     hcas: dict[str, list[Path]] = {}
     for port in sorted(sysfs.glob("*/ports/*")) if sysfs.is_dir() else []:
