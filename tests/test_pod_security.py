@@ -432,3 +432,10 @@ def test_the_readme_gang_job_passes_the_gpu_policy(example_plans: dict[str, Any]
     policy = find_object(plan, "ValidatingAdmissionPolicy", "aksgpu-team-gpus")
     for flavor, pod in pods:
         assert denials(policy, obj=pod, request=CREATE, namespace=namespace) == [], flavor
+
+
+def test_a_restricted_team_on_an_infiniband_pool_is_warned() -> None:
+    _, issues = parse_cluster_spec(_ib_spec([{"name": "vision", "podSecurity": "restricted"}, {"name": "research"}]))
+    [warning] = [issue for issue in issues if issue.path == "access.teams[0].podSecurity"]
+    assert warning.severity == "warning" and "h100v" in warning.rule and "IPC_LOCK" in warning.rule
+    assert not [issue for issue in issues if issue.path == "access.teams[1].podSecurity"]

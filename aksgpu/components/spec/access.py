@@ -127,6 +127,7 @@ def check_access(spec: ClusterSpec) -> Iterator[Issue]:
                         "AKS or aksgpu uses itself", f'rename the team, e.g. "team-{name}"')
     yield from _check_priority_classes(spec)
     yield from _check_gpu_taints(spec)
+    yield from _check_infiniband_pod_security(spec)
     for index, team in enumerate(access.teams):
         if team.quota.gpus is None and spec.in_cluster.enabled and not team_gpu_capacity(spec, team.name):
             yield Issue(f"access.teams[{index}].quota.gpus", None,
@@ -183,3 +184,21 @@ def team_gpu_capacity(spec: ClusterSpec, team: str) -> int:
 
 def team_gpu_quota(spec: ClusterSpec, team: Team) -> int:
     return team.quota.gpus if team.quota.gpus is not None else team_gpu_capacity(spec, team.name)
+
+
+def _check_infiniband_pod_security(spec: ClusterSpec) -> Iterator[Issue]:
+    """A team at restricted keeps that level on InfiniBand pools (aksgpu's exception is to baseline,
+    aksgpu/components/kubernetes/pod_security.py): restricted lets a container add back only
+    NET_BIND_SERVICE (Pod Security Standards, "Capabilities"), so not IPC_LOCK."""
+    for index, team in enumerate(spec.access.teams):
+        if team.pod_security != "restricted":
+            continue
+        pools = [pool.name for pool in spec.node_pools
+                 if pool.size is not None and pool.size.get("infiniband") and pool.team in (None, team.name)]
+        if pools:
+            yield Issue(f"access.teams[{index}].podSecurity", team.pod_security,
+                        f"team {team.name} may use the InfiniBand pools {', '.join(pools)}, but restricted refuses "
+                        "IPC_LOCK, which NCCL needs to register its buffers with InfiniBand verbs",
+                        "set podSecurity: baseline (aksgpu then allows IPC_LOCK on pods pinned to those pools and "
+                        "nothing else beyond baseline), or accept that the team's jobs do not use the fabric",
+                        "warning")
