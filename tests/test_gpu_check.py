@@ -723,7 +723,8 @@ def test_the_image_carries_everything_the_check_imports() -> None:
     copied_modules |= {f"aksgpu.components.kubernetes.gpu_check.{m.stem}" for m in package.glob("*.py")}
     assert {"aksgpu/components/kubernetes/gpu_check/*.py", "aksgpu/components/kubernetes/gpu_check/*.yaml",
             "aksgpu/components/kubernetes/node_gate.py", "aksgpu/components/data/vm_sizes.yaml",
-            "aksgpu/components/data/gpu_alerts.yaml", "aksgpu/components/data/__init__.py"} <= copied
+            "aksgpu/components/data/gpu_alerts.yaml", "aksgpu/components/data/fabric.yaml",
+            "aksgpu/components/data/__init__.py"} <= copied
     for module in [*package.glob("*.py"), package.parent / "node_gate.py",
                    package.parent.parent / "data" / "__init__.py"]:
         for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
@@ -744,5 +745,5 @@ def test_the_image_carries_everything_the_check_imports() -> None:
     source = (package / "thresholds.py").read_text(encoding="utf-8")
     read = set(re.findall(r'"([a-z_]+\.yaml)"', source)) | {f"{name}.yaml" for name in
                                                            re.findall(r'data\.load\("([a-z_]+)"\)', source)}
-    assert read == {"thresholds.yaml", "vm_sizes.yaml", "gpu_alerts.yaml"}
+    assert read == {"thresholds.yaml", "vm_sizes.yaml", "gpu_alerts.yaml", "fabric.yaml"}
     assert "nvidia-ml-py" in dockerfile and "pyyaml" in dockerfile

@@ -128,7 +128,11 @@ def test_each_gpu_shape_gets_a_gate_sized_for_its_gpus(manifests: list[dict[str,
     operator = _named(manifests, "DaemonSet", "aksgpu-gpu-gate-operator-8gpu")
     assert _pools(one) == ["a100"] and _pools(eight) == ["h100aks"] and _pools(operator) == ["h100"]
     for obj, gpus in ((one, 1), (eight, 8), (operator, 8)):
-        assert _check(obj)["resources"] == check_resources(gpus, 24 if gpus == 1 else 96)
+        resources = _check(obj)["resources"]
+        # The H100 pools are InfiniBand pools: their check also requests the RDMA resource (gpu_health.rdma_request).
+        assert {part: {k: v for k, v in values.items() if not k.startswith("rdma/")}
+                for part, values in resources.items()} == check_resources(gpus, 24 if gpus == 1 else 96)
+        assert ("rdma/shared_ib" in resources["limits"]) == (gpus == 8)
     recheck = _named(manifests, "CronJob", "aksgpu-gpu-recheck-8gpu")
     assert _gib(_check(recheck)["resources"]["limits"]["memory"]) >= _measured_peak_gib(8)
     assert _check(recheck)["resources"]["requests"]["nvidia.com/gpu"] == "8"

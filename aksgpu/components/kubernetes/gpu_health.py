@@ -52,6 +52,7 @@ from aksgpu.components.kubernetes.objects import (
     system_pool_placement,
 )
 from aksgpu.components.spec import ClusterSpec
+from aksgpu.components.spec.fabric import fabric_profile
 from aksgpu.components.spec.gpu_startup import gate_startup_minutes
 
 GATE = "aksgpu-gpu-gate"
@@ -355,9 +356,11 @@ def _gate_container(spec: ClusterSpec, name: str, step_args: list[str], token: b
 
 
 def _check_container(spec: ClusterSpec, mode: str, gpus: int, vcpus: int | None,
-                     request_gpus: bool, physical: int | None = None) -> dict[str, Any]:
+                     request_gpus: bool, physical: int | None = None,
+                     rdma: dict[str, str] | None = None) -> dict[str, Any]:
     """The check's container: sized for the node's `physical` GPUs (default `gpus`); a re-check
-    requests `gpus` nvidia.com/gpu (MIG instances where the pool splits its GPUs)."""
+    requests `gpus` nvidia.com/gpu (MIG instances where the pool splits its GPUs); on InfiniBand pools
+    it requests the RDMA resource `rdma` too (rdma_request)."""
     gate = spec.gpu_health.gate
     env = [
         {"name": "AKSGPU_RESULTS", "value": RESULTS},
@@ -388,7 +391,33 @@ def _check_container(spec: ClusterSpec, mode: str, gpus: int, vcpus: int | None,
         # The gate runs before any GPU is advertised: all GPUs, without a request.
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
         container["resources"] = resources
+    if rdma:
+        container["resources"] = {kind: {**values, **rdma} for kind, values in container["resources"].items()}
     return container
+
+
+def rdma_request(targets: list[PoolTarget]) -> dict[str, str]:
+    """The RDMA resource a check pod on these pools requests, as a workload does ({} without
+    InfiniBand): its device plugin then mounts /dev/infiniband/uverbs* and rdma_cm, which the check's
+    rdma-devices step looks for (the RDMA shared device plugin runs on gated nodes: fabric.py
+    tolerates the gate's taint). The pools of one group share their fabric (_by_fabric)."""
+    profile = fabric_profile(targets[0].pool.vm_size) if targets else None
+    return {profile.rdma_resource: str(profile.rdma_per_node)} if profile else {}
+
+
+def _by_fabric(targets: list[PoolTarget]) -> dict[str, list[PoolTarget]]:
+    """Name suffix -> pools, one group per RDMA resource (none: ""). The check pods of InfiniBand pools
+    request the RDMA resource, so they cannot share a DaemonSet or CronJob with pools without it; a
+    group keeps the plain name unless pools of the same GPU count need both (then "-rdma")."""
+    groups: dict[tuple[int, str], list[PoolTarget]] = {}
+    for target in targets:
+        rdma = ",".join(rdma_request([target]))
+        groups.setdefault((physical_gpus(target)[0], rdma), []).append(target)
+    mixed = {gpus for gpus, rdma in groups if not rdma} & {gpus for gpus, rdma in groups if rdma}
+    named: dict[str, list[PoolTarget]] = {}
+    for (gpus, rdma), found in groups.items():
+        named.setdefault("-rdma" if rdma and gpus in mixed else "", []).extend(found)
+    return named
 
 
 def _pod_volumes(extra: list[dict[str, Any]] | None = None, check: bool = False) -> list[dict[str, Any]]:
@@ -441,13 +470,15 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
     """
     gate_name = f"{namespace}/{{name}}"
     daemonsets = []
-    for gpus, (targets, vcpus) in check_shapes(device_plugin_targets(spec)).items():
-        # One DaemonSet per GPU count: its check container is sized for the node's GPUs.
-        name = f"{GATE}-aks-driver-{gpus}gpu"
+    for gpus, (targets, vcpus), suffix in _shapes(device_plugin_targets(spec)):
+        # One DaemonSet per GPU count (and RDMA resource): its check container is sized for the node's
+        # GPUs. On InfiniBand pools the pod waits for the RDMA device plugin before its pending step.
+        name = f"{GATE}-aks-driver-{gpus}gpu{suffix}"
         pending = _gate_container(spec, "pending", ["pending", "--results", RESULTS,
                                                     "--gate-daemonset", gate_name.format(name=name)])
         pod = _gate_pod(spec, targets, SERVICE_ACCOUNT, health=UNDECIDED, op="NotIn",
-                        init=[pending, _check_container(spec, "gate", gpus, vcpus, request_gpus=False)],
+                        init=[pending, _check_container(spec, "gate", gpus, vcpus, request_gpus=False,
+                                                        rdma=rdma_request(targets))],
                         main=_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
                                                                *verdict_args(spec, namespace)]))
         daemonsets.append(daemonset(name, namespace, pod, exceptions=merged_exceptions(CHECK_EXCEPTIONS,
@@ -464,7 +495,7 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
         # rolls it too: its pending step then puts a node the breaker held under the new check.
         held["spec"]["template"]["metadata"]["annotations"] = {"aksgpu.io/check": check_digest(spec)}
         daemonsets.append(held)
-        for gpus, (targets, vcpus) in check_shapes(operator).items():
+        for gpus, (targets, vcpus), suffix in _shapes(operator):
             wait = _gate_container(spec, "wait-for-driver", ["wait-for-driver", "--timeout-seconds", "600"],
                                    token=False)
             wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations",
@@ -472,11 +503,12 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
             verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
                                                         "--release-operands", *verdict_args(spec, namespace)])
             pod = _gate_pod(spec, targets, SERVICE_ACCOUNT, health="pending", op="In",
-                            init=[wait, _check_container(spec, "gate", gpus, vcpus, request_gpus=False)], main=verdict,
+                            init=[wait, _check_container(spec, "gate", gpus, vcpus, request_gpus=False,
+                                                         rdma=rdma_request(targets))], main=verdict,
                             extra_volumes=[{"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
                                                                                  "type": "DirectoryOrCreate"}}])
             pod["runtimeClassName"] = "nvidia"  # the GPU Operator's runtime class gives the check the GPUs
-            daemonsets.append(daemonset(f"{GATE}-operator-{gpus}gpu", namespace, pod,
+            daemonsets.append(daemonset(f"{GATE}-operator-{gpus}gpu{suffix}", namespace, pod,
                                         exceptions=merged_exceptions(CHECK_EXCEPTIONS, VALIDATIONS_EXCEPTION,
                                                                      HOST_LOG_EXCEPTION)))
     for found in daemonsets:
@@ -514,6 +546,12 @@ def check_shapes(targets: list[PoolTarget]) -> dict[int, tuple[list[PoolTarget],
         pools.append(target)
         shapes[gpus] = (pools, vcpus if fewest is None else min(fewest, vcpus or fewest))
     return dict(sorted(shapes.items()))
+
+
+def _shapes(targets: list[PoolTarget]) -> list[tuple[int, tuple[list[PoolTarget], int | None], str]]:
+    """check_shapes of each fabric group (_by_fabric), with the group's name suffix."""
+    return sorted(((gpus, shape, suffix) for suffix, group in _by_fabric(targets).items()
+                   for gpus, shape in check_shapes(group).items()), key=lambda found: (found[0], found[2]))
 
 
 def verdict_args(spec: ClusterSpec, namespace: str) -> list[str]:
@@ -590,13 +628,14 @@ def recheck_groups(spec: ClusterSpec) -> dict[str, tuple[list[PoolTarget], int, 
     advertise as many GPUs and share a driver mode share one CronJob (a pod takes a whole node)."""
     groups: dict[str, tuple[list[PoolTarget], int, bool]] = {}
     operator = operator_targets(spec)
-    for target in [*device_plugin_targets(spec), *operator]:
-        gpus = target.pool.gpus_per_node
-        if not gpus:
-            continue
-        is_operator = target in operator
-        name = f"{RECHECK}-{gpus}gpu" + ("-operator" if is_operator else "")
-        groups.setdefault(name, ([], gpus, is_operator))[0].append(target)
+    for suffix, group in _by_fabric([*device_plugin_targets(spec), *operator]).items():
+        for target in group:
+            gpus = target.pool.gpus_per_node
+            if not gpus:
+                continue
+            is_operator = target in operator
+            name = f"{RECHECK}-{gpus}gpu" + ("-operator" if is_operator else "") + suffix
+            groups.setdefault(name, ([], gpus, is_operator))[0].append(target)
     return groups
 
 
@@ -629,7 +668,7 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
         },
         "tolerations": pool_tolerations(targets),
         "initContainers": [_check_container(spec, "recheck", gpus, vcpus, request_gpus=True,
-                                            physical=physical)],
+                                            physical=physical, rdma=rdma_request(targets))],
         "containers": [_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--recheck",
                                                          *verdict_args(spec, namespace)])],
         "volumes": _pod_volumes(check=True),

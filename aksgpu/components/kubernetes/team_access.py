@@ -14,6 +14,9 @@
   aksgpu-team-gpus: a pod that may run on GPU nodes gets GPUs only through nvidia.com/gpu requests,
   never through the NVIDIA runtime's own device selection (gpu_exposure_policy; every path and its
   source in aksgpu/components/data/gpu_visibility.yaml).
+  On InfiniBand pools (pod_security.py): the namespaces of baseline teams that may use one are at
+  enforce privileged (warn and audit baseline), and aksgpu-team-baseline-infiniband enforces
+  baseline there plus IPC_LOCK for pods pinned to the team's InfiniBand pools.
 - kubernetes-rbac: ClusterRoleBindings of the admin groups (cluster-admin) and the read-only
   groups (view), and per team a RoleBinding of its groups to edit in its namespace.
 - azure-rbac: the same rights are Azure role assignments (aksgpu/components/access.py), so no bindings.
@@ -36,6 +39,12 @@ from aksgpu.components.kubernetes.objects import (
     metadata,
     pool_targets,
     pool_tolerations,
+)
+from aksgpu.components.kubernetes.pod_security import (
+    INFINIBAND_BASELINE_POLICY,
+    infiniband_baseline_policy,
+    infiniband_teams,
+    namespace_pod_security_labels,
 )
 from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
 from aksgpu.components.spec.access import DEFAULT_PRIORITY_CLASS
@@ -102,12 +111,11 @@ def cluster_bindings(spec: ClusterSpec) -> list[dict[str, Any]]:
     return bindings
 
 
-def team_namespace(team: Team) -> dict[str, Any]:
+def team_namespace(team: Team, infiniband: bool = False) -> dict[str, Any]:
+    """The team's namespace; `infiniband`: the team gets the InfiniBand exception (pod_security.py),
+    so Pod Security Admission only warns and audits and aksgpu's policy enforces baseline."""
     return {"metadata": metadata(team.name, extra_labels={
-        TEAM_LABEL: team.name,
-        "pod-security.kubernetes.io/enforce": team.pod_security,
-        "pod-security.kubernetes.io/warn": team.pod_security,
-    })}
+        TEAM_LABEL: team.name, **namespace_pod_security_labels(team, infiniband)})}
 
 
 def team_quota(spec: ClusterSpec, team: Team) -> dict[str, Any]:
@@ -356,9 +364,25 @@ class TeamAccess(pulumi.ComponentResource):
                 k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
                     f"{name}-{label}-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
                     opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission]))
+        # Teams that may use InfiniBand pools: baseline is enforced by aksgpu's policy, not by Pod Security
+        # Admission, so their namespaces wait for the policy's binding (no window without either).
+        infiniband = infiniband_teams(spec)
+        baseline = infiniband_baseline(spec)
+        baseline_binding: list[pulumi.Resource] = []
+        if baseline is not None:
+            policy, policy_binding = baseline
+            admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-infiniband-baseline-policy", metadata=policy["metadata"], spec=policy["spec"], opts=base)
+            baseline_binding.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-infiniband-baseline-policy-binding", metadata=policy_binding["metadata"],
+                spec=policy_binding["spec"],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
         for team in spec.access.teams:
-            manifest = team_namespace(team)
-            namespace = k8s.core.v1.Namespace(f"{name}-{team.name}", metadata=manifest["metadata"], opts=base)
+            manifest = team_namespace(team, team.name in infiniband)
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-{team.name}", metadata=manifest["metadata"],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                            depends_on=baseline_binding if team.name in infiniband else []))
             self.namespaces[team.name] = namespace
             inside = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
             quota = team_quota(spec, team)
@@ -380,11 +404,22 @@ class TeamAccess(pulumi.ComponentResource):
         self.register_outputs({"teams": sorted(self.namespaces)})
 
 
-def team_namespaces_binding(policy_name: str) -> dict[str, Any]:
+def team_namespaces_binding(policy_name: str, teams: list[str] | None = None) -> dict[str, Any]:
     """A ValidatingAdmissionPolicyBinding that denies what `policy_name` refuses in every team
-    namespace (those labelled with aksgpu's team label)."""
+    namespace (those labelled with aksgpu's team label), or only in those of `teams`."""
+    selector = ({"key": TEAM_LABEL, "operator": "In", "values": sorted(teams)} if teams is not None
+                else {"key": TEAM_LABEL, "operator": "Exists"})
     return {"metadata": metadata(policy_name), "spec": {
         "policyName": policy_name,
         "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+        "matchResources": {"namespaceSelector": {"matchExpressions": [selector]}},
     }}
+
+
+def infiniband_baseline(spec: ClusterSpec) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The policy that enforces baseline plus IPC_LOCK on InfiniBand pools (pod_security.py) and its
+    binding to the namespaces of the teams that get it; None when no team does."""
+    teams = infiniband_teams(spec)
+    if not teams:
+        return None
+    return infiniband_baseline_policy(teams), team_namespaces_binding(INFINIBAND_BASELINE_POLICY, list(teams))

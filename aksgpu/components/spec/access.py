@@ -72,7 +72,7 @@ class Team(SpecModel):
     quota: TeamQuota = TeamQuota()
     """Caps on what the team's namespace may request at once: GPUs, CPU, memory."""
     pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
-    """Pod Security Standard enforced in the team's namespace. baseline blocks host access and privileged pods; jobs that need extra capabilities (IPC_LOCK for InfiniBand RDMA) need privileged. Pods that may run on GPU nodes stay unprivileged and without SYS_ADMIN at every level (aksgpu's admission policy)."""
+    """Pod Security Standard enforced in the team's namespace. baseline blocks host access and privileged pods; with baseline, a team that may use an InfiniBand pool also gets IPC_LOCK (for RDMA) on pods pinned to that pool and nothing else (aksgpu's admission policy aksgpu-team-baseline-infiniband enforces baseline there). restricted admits no IPC_LOCK. Pods that may run on GPU nodes stay unprivileged and without SYS_ADMIN at every level (aksgpu's admission policy)."""
     priority_classes: list[str] = Field(default_factory=list)
     """PriorityClasses the team's pods may use besides aksgpu-default (the cluster default), e.g. [aksgpu-gpu-job]: a ResourceQuota refuses pods of every other class. A higher class lets the team's pods preempt lower ones, other teams' included, on the pools they share."""
 
@@ -127,6 +127,7 @@ def check_access(spec: ClusterSpec) -> Iterator[Issue]:
                         "AKS or aksgpu uses itself", f'rename the team, e.g. "team-{name}"')
     yield from _check_priority_classes(spec)
     yield from _check_gpu_taints(spec)
+    yield from _check_infiniband_pod_security(spec)
     for index, team in enumerate(access.teams):
         if team.quota.gpus is None and spec.in_cluster.enabled and not team_gpu_capacity(spec, team.name):
             yield Issue(f"access.teams[{index}].quota.gpus", None,
@@ -183,3 +184,21 @@ def team_gpu_capacity(spec: ClusterSpec, team: str) -> int:
 
 def team_gpu_quota(spec: ClusterSpec, team: Team) -> int:
     return team.quota.gpus if team.quota.gpus is not None else team_gpu_capacity(spec, team.name)
+
+
+def _check_infiniband_pod_security(spec: ClusterSpec) -> Iterator[Issue]:
+    """A team at restricted keeps that level on InfiniBand pools (aksgpu's exception is to baseline,
+    aksgpu/components/kubernetes/pod_security.py): restricted lets a container add back only
+    NET_BIND_SERVICE (Pod Security Standards, "Capabilities"), so not IPC_LOCK."""
+    for index, team in enumerate(spec.access.teams):
+        if team.pod_security != "restricted":
+            continue
+        pools = [pool.name for pool in spec.node_pools
+                 if pool.size is not None and pool.size.get("infiniband") and pool.team in (None, team.name)]
+        if pools:
+            yield Issue(f"access.teams[{index}].podSecurity", team.pod_security,
+                        f"team {team.name} may use the InfiniBand pools {', '.join(pools)}, but restricted refuses "
+                        "IPC_LOCK, which NCCL needs to register its buffers with InfiniBand verbs",
+                        "set podSecurity: baseline (aksgpu then allows IPC_LOCK on pods pinned to those pools and "
+                        "nothing else beyond baseline), or accept that the team's jobs do not use the fabric",
+                        "warning")

@@ -107,36 +107,113 @@ def peer_checks(torch: Any, devices: list[Any]) -> list[CheckResult]:
     return results
 
 
-def infiniband_checks(sysfs: Path, expected_gbps: float | None) -> list[CheckResult]:
-    """Each InfiniBand port is ACTIVE with its physical link up, at the rate the VM size promises
-    (/sys/class/infiniband/<device>/ports/<n>/{state,phys_state,rate})."""
-    ports = sorted(sysfs.glob("*/ports/*")) if sysfs.is_dir() else []
-    if not ports:
-        if expected_gbps:
+# What the kernel writes in /sys/class/infiniband/<device>/ports/<n>/ (Documentation/ABI/stable/
+# sysfs-class-infiniband; the formats are drivers/infiniband/core/sysfs.c's): state "%d: %s" (4: ACTIVE),
+# phys_state "%u: %s" (5: LinkUp), rate "%d%s Gb/sec (%dX%s)" ("400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)"),
+# link_layer "InfiniBand", "Ethernet" or "Unknown".
+PORT_ACTIVE = 4
+PHYS_LINK_UP = 5
+INFINIBAND_LINK_LAYER = "InfiniBand"
+
+
+def _numbered(text: str) -> tuple[int | None, str]:
+    """A sysfs "N: NAME" value as (N, NAME); (None, text) when it is not one."""
+    number, _, name = text.partition(":")
+    try:
+        return int(number.strip()), name.strip()
+    except ValueError:
+        return None, text
+
+
+def _rate_gbps(text: str) -> float | None:
+    try:
+        return float(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def infiniband_hcas(sysfs: Path) -> dict[str, list[Path]]:
+    """Device -> its InfiniBand ports, for the devices of /sys/class/infiniband with at least one port
+    whose link layer is InfiniBand. Azure's accelerated-networking VF is an mlx5 device too, with an
+    Ethernet port (mlx5_8 in Azure's AKS RDMA test; names follow enumeration order, so the link layer
+    decides, not the name; data/fabric.yaml ncclIbHca): it is not an InfiniBand HCA. A port
+    without a link_layer file (kernels before 2.6.37) counts as InfiniBand."""
+    hcas: dict[str, list[Path]] = {}
+    for port in sorted(sysfs.glob("*/ports/*")) if sysfs.is_dir() else []:
+        layer = _read(port / "link_layer")
+        if layer in ("", INFINIBAND_LINK_LAYER):
+            hcas.setdefault(port.parent.parent.name, []).append(port)
+    return hcas
+
+
+def infiniband_checks(sysfs: Path, expected_gbps: float | None, expected_hcas: int | None = None) -> list[CheckResult]:
+    """Each InfiniBand port is ACTIVE (state 4) with its physical link up (phys_state 5, LinkUp), at
+    least at the rate the VM size promises, and the node has the VM size's number of InfiniBand HCAs
+    (/sys/class/infiniband/<device>/ports/<n>/{link_layer,state,phys_state,rate})."""
+    hcas = infiniband_hcas(sysfs)
+    infiniband_size = bool(expected_gbps or expected_hcas)
+    if not hcas:
+        if infiniband_size:
             return [CheckResult("infiniband", "fail", f"no InfiniBand ports under {sysfs}, and the VM size has "
-                                f"{expected_gbps:g} Gb/s InfiniBand")]
+                                + (f"{expected_gbps:g} Gb/s " if expected_gbps else "") + "InfiniBand",
+                                value=0, threshold=expected_hcas)]
         return [CheckResult("infiniband", "skip", "no InfiniBand on this node")]
     results = []
-    for port in ports:
-        name = f"{port.parent.parent.name}/{port.name}"
-        state = _read(port / "state")
-        physical = _read(port / "phys_state")
-        rate_text = _read(port / "rate")
-        try:
-            rate = float(rate_text.split()[0])
-        except (ValueError, IndexError):
-            rate = 0.0
-        problems = []
-        if not state.endswith("ACTIVE"):
-            problems.append(f"state {state or 'unknown'}")
-        if not physical.endswith("LinkUp"):
-            problems.append(f"physical state {physical or 'unknown'}")
-        if expected_gbps and rate < expected_gbps:
-            problems.append(f"rate {rate_text or 'unknown'} below {expected_gbps:g} Gb/s")
-        results.append(CheckResult("infiniband", "fail" if problems else "pass",
-                                   f"{name}: " + ("; ".join(problems) if problems else f"ACTIVE, {rate_text}"),
-                                   value=rate, threshold=expected_gbps, unit="Gb/s", details={"port": name}))
+    if expected_hcas is not None:
+        found = len(hcas)
+        verdict = "fail" if found < expected_hcas else "warn" if found > expected_hcas else "pass"
+        results.append(CheckResult("infiniband-hcas", verdict,
+                                   f"{found} InfiniBand HCAs ({', '.join(sorted(hcas))}); the VM size has {expected_hcas}",
+                                   value=found, threshold=expected_hcas, unit="HCAs"))
+    for device, ports in sorted(hcas.items()):
+        for port in ports:
+            name = f"{device}/{port.name}"
+            state_text, physical_text, rate_text = (_read(port / "state"), _read(port / "phys_state"),
+                                                    _read(port / "rate"))
+            state, physical, rate = _numbered(state_text)[0], _numbered(physical_text)[0], _rate_gbps(rate_text)
+            problems = []
+            if state != PORT_ACTIVE:
+                problems.append(f"state {state_text or 'unknown'}, not 4: ACTIVE")
+            if physical != PHYS_LINK_UP:
+                problems.append(f"physical state {physical_text or 'unknown'}, not 5: LinkUp")
+            if expected_gbps and (rate is None or rate < expected_gbps):
+                problems.append(f"rate {rate_text or 'unknown'} below {expected_gbps:g} Gb/s")
+            results.append(CheckResult("infiniband", "fail" if problems else "pass",
+                                       f"{name}: " + ("; ".join(problems) if problems else f"ACTIVE, LinkUp, {rate_text}"),
+                                       value=rate or 0.0, threshold=expected_gbps, unit="Gb/s", details={"port": name}))
     return results
+
+
+def rdma_device_checks(sysfs: Path, dev_dir: Path, verbs_sysfs: Path, expected_hcas: int | None) -> list[CheckResult]:
+    """On an InfiniBand size, the RDMA devices are visible to this pod: a verbs device
+    (/dev/infiniband/uverbsN) for every InfiniBand HCA and /dev/infiniband/rdma_cm. The RDMA shared
+    device plugin mounts them into a container that requests its resource: per HCA its uverbs, umad
+    and issm devices, and rdma_cm (Mellanox/k8s-rdma-shared-dev-plugin pkg/utils GetRdmaDevices,
+    Mellanox/rdmamap GetRdmaCharDevices; requiredRdmaDevices rdma_cm, umad, uverbs). Which HCA a
+    uverbsN serves is /sys/class/infiniband_verbs/uverbsN/ibdev (sysfs-class-infiniband)."""
+    if expected_hcas is None:
+        return []
+    hcas = set(infiniband_hcas(sysfs))
+    verbs = sorted(dev_dir.glob("uverbs*")) if dev_dir.is_dir() else []
+    owners = {device.name: _read(verbs_sysfs / device.name / "ibdev") for device in verbs}
+    missing: list[str] = []
+    if hcas and owners and all(owners.values()):
+        served = {owner for owner in owners.values() if owner in hcas}
+        missing = sorted(hcas - served)
+        visible = len(served)
+    else:  # which HCA a device serves is unknown: count them
+        visible = len(verbs)
+    problems = []
+    if visible < expected_hcas:
+        problems.append(f"{visible} verbs devices under {dev_dir} for {expected_hcas} InfiniBand HCAs"
+                        + (f" (none for {', '.join(missing)})" if missing else ""))
+    if not (dev_dir / "rdma_cm").exists():
+        problems.append(f"no {dev_dir / 'rdma_cm'}")
+    reason = ("; ".join(problems) + ": the pod does not get the RDMA devices (is the RDMA shared device plugin "
+              "running on the node, and does the pod request its resource?)") if problems else (
+        f"{visible} verbs devices and rdma_cm under {dev_dir}")
+    return [CheckResult("rdma-devices", "fail" if problems else "pass", reason, value=visible,
+                        threshold=expected_hcas, unit="devices")]
 
 
 def _read(path: Path) -> str:

@@ -44,6 +44,9 @@ class Node:
     devices: list[Any] = field(default_factory=list)
     kernel_log: xids.KernelLog = field(default_factory=lambda: xids.KernelLog.of(""))
     infiniband_sysfs: Path = Path("/sys/class/infiniband")
+    # Where the RDMA shared device plugin puts the verbs devices, and which HCA each serves.
+    rdma_dev: Path = Path("/dev/infiniband")
+    verbs_sysfs: Path = Path("/sys/class/infiniband_verbs")
     vm_size: str | None = None
     expected_gpus: int | None = None
     expected_model: str | None = None
@@ -77,7 +80,9 @@ def check_node(node: Node, level: str, sizes: measure.Sizes | None = None,
             sizes = sizes or (measure.FULL if level == "full" else measure.STANDARD)
             found += _performance(node, limits, sizes, phases or thresholds.phase_limits(
                 "full" if level == "full" else "standard"))
-    found += interconnect.infiniband_checks(node.infiniband_sysfs, limits.infiniband_gbps)
+    found += interconnect.infiniband_checks(node.infiniband_sysfs, limits.infiniband_gbps, limits.infiniband_hcas)
+    found += interconnect.rdma_device_checks(node.infiniband_sysfs, node.rdma_dev, node.verbs_sysfs,
+                                             limits.infiniband_hcas)
     facts = {"vmSize": node.vm_size, "gpuModel": model, "driver": driver, "gpus": len(states),
              "gpuNames": sorted({s.name for s in states})}
     return NodeReport(level, found, time.monotonic() - begin, facts)
@@ -201,7 +206,8 @@ def _real_node(args: argparse.Namespace) -> Node:
     torch = None if args.quick else measure.torch_module()
     return Node(real, torch, measure.gpu_devices(torch) if torch is not None else [],
                 xids.read_kernel_log(args.kmsg, Path(args.host_log_dir)), Path(args.infiniband_sysfs),
-                args.vm_size or imds_vm_size(), args.expect_gpus, args.expect_model,
+                vm_size=args.vm_size or imds_vm_size(), expected_gpus=args.expect_gpus,
+                expected_model=args.expect_model, rdma_dev=Path(args.rdma_dev), verbs_sysfs=Path(args.verbs_sysfs),
                 kernel_log_required=args.mode in xids.MODES_THAT_NEED_THE_LOG)
 
 
@@ -241,6 +247,10 @@ def parser() -> argparse.ArgumentParser:
                      help="gate or recheck (default: $AKSGPU_MODE, which the gate sets): a kernel log that cannot be "
                      "read then fails the xid check instead of skipping it")
     cli.add_argument("--infiniband-sysfs", default="/sys/class/infiniband")
+    cli.add_argument("--rdma-dev", default="/dev/infiniband",
+                     help="where the RDMA devices appear in this container (InfiniBand sizes: the pod requests the "
+                     "RDMA resource, and its device plugin mounts them here)")
+    cli.add_argument("--verbs-sysfs", default="/sys/class/infiniband_verbs")
     cli.add_argument("--apply-verdict", action="store_true",
                      help="apply the gate's verdict to $NODE_NAME with the pod's service account")
     return cli

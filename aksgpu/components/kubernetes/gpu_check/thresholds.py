@@ -1,6 +1,6 @@
-"""The limits of the GPU health check: thresholds.yaml beside this file, and the peaks and the
-alert rules' fatal Xids from aksgpu's data tables (components/data, read through its loader; the
-image copies both)."""
+"""The limits of the GPU health check: thresholds.yaml beside this file, and the peaks, the alert
+rules' fatal Xids and the InfiniBand HCAs from aksgpu's data tables (components/data, read through
+its loader; the image copies them)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,17 @@ def table() -> dict[str, Any]:
 def catalog() -> dict[str, Any]:
     """aksgpu's VM catalog (data/vm_sizes.yaml)."""
     return data.load("vm_sizes")
+
+
+def infiniband_hcas(vm_size: str | None) -> int | None:
+    """How many InfiniBand HCAs the VM size has (data/fabric.yaml, the table behind
+    aksgpu.components.spec.fabric.fabric_profile, whose hcas the RDMA shared device plugin hands a pod),
+    or None for a size without InfiniBand or not in the table. Read from the table itself: the image
+    carries the data tables, not the spec package."""
+    for family in data.load("fabric")["families"].values():
+        if vm_size in family["sizes"]:
+            return len(family["hcas"])
+    return None
 
 
 def alert_xids() -> frozenset[int]:
@@ -69,6 +80,7 @@ class Limits:
     critical_xids: frozenset[int]
     expected_gpus: int | None
     infiniband_gbps: float | None
+    infiniband_hcas: int | None = None
     pattern_headroom_bytes: int = 1 << 30
     pattern_min_coverage: float = 0.5
 
@@ -102,6 +114,7 @@ def limits(model: str | None, vm_size: str | None) -> Limits:
         critical_xids=alert_xids() | frozenset(thresholds["extraCriticalXids"]["values"]),
         expected_gpus=size.get("gpus"),
         infiniband_gbps=float(ib.split()[0]) if ib else None,
+        infiniband_hcas=infiniband_hcas(vm_size),
         pattern_headroom_bytes=int(thresholds["memoryPattern"]["headroomGib"]["value"] * 2**30),
         pattern_min_coverage=thresholds["memoryPattern"]["minCoverage"]["value"],
     )
