@@ -96,6 +96,11 @@ NODE_EVENT_NAMESPACE = "default"
 # The GPU Operator's per-node switches for the operands that must wait for the verdict; it keeps
 # a value it finds (controllers/state_manager.go, v26.7.0) and sets "true" where there is none.
 HELD_OPERAND_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm-exporter")
+# The state between the local check and the cross-node acceptance on InfiniBand pools
+# (fabric_acceptance.py): the gate's taint stays (value "accepting"), the GPUs are advertised for the
+# acceptance job alone.
+ACCEPTING = "accepting"
+ACCEPTANCE_SINCE_ANNOTATION = "aksgpu.io/gpu-health-acceptance-since"
 SKIP_FILE = "skip"  # in the results folder: the check must not run on this node
 EXIT_CODE_FILE = "exit-code"
 REPORT_FILE = "report.json"  # the check's JSON report ($AKSGPU_REPORT)
@@ -395,7 +400,10 @@ def breaker_open(entries: list[dict[str, Any]], pool: str | None, policy: Policy
     if not policy.breaker:
         return False, ""
     since = now - datetime.timedelta(minutes=policy.breaker_window_minutes)
-    recent = [e for e in entries if e.get("pool") == pool and e.get("source") in ("gate", "recheck", "watchdog")
+    # "acceptance": the cross-node acceptance's verdicts (fabric_acceptance.py): a broken NCCL setting
+    # fails every pairing of a pool, which is systemic too.
+    recent = [e for e in entries if e.get("pool") == pool
+              and e.get("source") in ("gate", "recheck", "watchdog", "acceptance")
               and e.get("verdict") in ("passed", "failed", "held")
               and (_timestamp(e.get("time")) or since) > since]
     failures = sum(1 for e in recent if e.get("verdict") in ("failed", "held")) + 1
@@ -419,7 +427,7 @@ def pending(api: Api, node_name: str, results: str, gate_since: datetime.datetim
         nonlocal outcome
         labels = _labels(node)
         annotations = _annotations(node)
-        if labels.get(HEALTH_LABEL) in ("passed", "failed", "unchecked"):
+        if labels.get(HEALTH_LABEL) in ("passed", "failed", "unchecked", ACCEPTING):
             outcome = "kept"
             return None
         created = _timestamp(node["metadata"].get("creationTimestamp"))
@@ -482,8 +490,9 @@ def label_value(text: str) -> str:
 
 def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
             release_operands: bool = False, now: datetime.datetime | None = None,
-            policy: Policy | None = None) -> str:
-    """Apply the check's result to the node: passed, failed, held or skipped."""
+            policy: Policy | None = None, acceptance_pools: frozenset[str] = frozenset()) -> str:
+    """Apply the check's result to the node: passed (or accepting, on a pool in `acceptance_pools`:
+    the cross-node acceptance decides), failed, held or skipped."""
     policy = policy or Policy()
     now = _now(now)
     code, check_report = read_result(results)
@@ -496,13 +505,16 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
     expected = _state_is_not("failed", "pending", "held") if recheck else _state_is("pending")
     if code == 0:
         applied = True
+        state = "passed"
 
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
-            nonlocal applied
+            nonlocal applied, state
             if not expected(node):
                 applied = False
                 return None
-            labels: dict[str, Any] = {HEALTH_LABEL: "passed", FAILED_CHECK_LABEL: None}
+            accepting = not recheck and _labels(node).get(AGENT_POOL_LABEL) in acceptance_pools
+            state = ACCEPTING if accepting else "passed"
+            labels: dict[str, Any] = {HEALTH_LABEL: state, FAILED_CHECK_LABEL: None}
             if release_operands:
                 # "true", the operator's own value: it only relabels a node on other events, so a
                 # label left out would keep the operands off until the next node joins.
@@ -510,15 +522,21 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
             patch: dict[str, Any] = {"metadata": {"labels": labels, "annotations": {
                 **annotations, REASON_ANNOTATION: None, **_unkept(node),
                 FINGERPRINT_ANNOTATION: json.dumps(fingerprint(node), sort_keys=True)}}}
-            if not recheck:
+            if accepting:
+                # Held for the acceptance: the taint stays with a value of its own, the device plugin
+                # starts (its affinity takes "accepting"), only the acceptance job tolerates the taint.
+                patch["metadata"]["annotations"][ACCEPTANCE_SINCE_ANNOTATION] = _stamp(now)
+                patch["spec"] = {"taints": _taints_without_gate(node) + [_gate_taint(ACCEPTING)]}
+            elif not recheck:
                 patch["spec"] = {"taints": _taints_without_gate(node)}
             return patch
 
         node = update_node(api, node_name, change)
         if not applied:
             return _stale(node_name, source, "passed", node)
-        report(api, policy, node, source, "passed", None, "", now)
-        return "passed"
+        report(api, policy, node, source, "passed", None,
+               "held for the cross-node acceptance on this InfiniBand pool" if state == ACCEPTING else "", now)
+        return state
     check, reason = failure_reason(code, check_report)
     return fail_or_hold(api, node_name, source, check, reason, annotations, policy, now, expected)
 
@@ -756,20 +774,20 @@ def release_gate(api: Api, nodes: list[dict[str, Any]], policy: Policy, operator
         tainted = any(t.get("key") == GATE_TAINT_KEY for t in node.get("spec", {}).get("taints") or [])
         held_operands = labels.get(AGENT_POOL_LABEL) in operator_pools and any(
             labels.get(label) == "false" for label in HELD_OPERAND_LABELS)
-        if not tainted and labels.get(HEALTH_LABEL) not in ("pending", "held") and not held_operands:
+        if not tainted and labels.get(HEALTH_LABEL) not in ("pending", "held", ACCEPTING) and not held_operands:
             continue
 
         def change(current: dict[str, Any]) -> dict[str, Any] | None:
             current_labels = _labels(current)
             new_labels: dict[str, Any] = {}
-            if current_labels.get(HEALTH_LABEL) in ("pending", "held"):
+            if current_labels.get(HEALTH_LABEL) in ("pending", "held", ACCEPTING):
                 new_labels[HEALTH_LABEL] = "unchecked"
             if current_labels.get(AGENT_POOL_LABEL) in operator_pools:
                 new_labels.update({label: "true" for label in HELD_OPERAND_LABELS
                                    if current_labels.get(label) == "false"})
             return {"metadata": {"labels": new_labels,
                                  "annotations": {PENDING_SINCE_ANNOTATION: None, **_unkept(current)}
-                                 if current_labels.get(HEALTH_LABEL) in ("pending", "held") else {}},
+                                 if current_labels.get(HEALTH_LABEL) in ("pending", "held", ACCEPTING) else {}},
                     "spec": {"taints": _taints_without_gate(current)}}
 
         if _per_node(node["metadata"]["name"], lambda: update_node(api, node["metadata"]["name"], change)) is None:
@@ -988,6 +1006,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--breaker-share", type=float, default=0.5)
     parser.add_argument("--breaker-window-minutes", type=float, default=120.0)
     parser.add_argument("--breaker-min-nodes", type=int, default=3)
+    parser.add_argument("--acceptance-pools", help="verdict: agent pools whose passed nodes wait for the "
+                                                   "cross-node acceptance (InfiniBand), comma-separated")
     parser.add_argument("--pools", help="watchdog: the GPU agent pools, comma-separated")
     parser.add_argument("--operator-pools", help="watchdog: the GPU Operator pools among them")
     parser.add_argument("--gate-off", action="store_true", help="watchdog: the gate is off; release its nodes")
@@ -1023,7 +1043,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{node_name}: {pending(api, node_name, args.results, gate_since, args.hold_operands)}")
         return 0
     outcome = verdict(api, node_name, args.results, recheck=args.recheck,
-                      release_operands=args.release_operands, policy=policy)
+                      release_operands=args.release_operands, policy=policy,
+                      acceptance_pools=frozenset(_names(args.acceptance_pools)))
     print(f"{node_name}: {outcome}", flush=True)
     if args.hold:
         hold_forever()
