@@ -44,8 +44,7 @@ def measure(nbytes: int, iterations: int, warmup: int, backend: str, timeout_sec
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
         if cuda:
             torch.cuda.set_device(device)
-        nodes: list[object] = [None] * world
-        dist.all_gather_object(nodes, os.environ.get("NODE_NAME") or os.uname().nodename)
+        nodes = _gather_names(torch, dist, os.environ.get("NODE_NAME") or os.uname().nodename, world, device)
         # Zeros: repeated in-place sums stay exact and never overflow.
         tensor = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32, device=device)
         for _ in range(warmup):
@@ -73,6 +72,19 @@ def measure(nbytes: int, iterations: int, warmup: int, backend: str, timeout_sec
                 "nodes": list(dict.fromkeys(str(node) for node in nodes))}
     finally:
         dist.destroy_process_group()
+
+
+NAME_BYTES = 256  # a Kubernetes node name is at most 253 characters
+
+
+def _gather_names(torch: object, dist: object, name: str, world: int, device: object) -> list[str]:
+    """Every rank's node name, in rank order (as fixed-size byte tensors: all_gather_object needs NumPy)."""
+    encoded = list(name.encode()[:NAME_BYTES].ljust(NAME_BYTES, b"\0"))
+    mine = torch.tensor(encoded, dtype=torch.uint8, device=device)  # type: ignore[attr-defined]
+    gathered = [torch.zeros(NAME_BYTES, dtype=torch.uint8, device=device)  # type: ignore[attr-defined]
+                for _ in range(world)]
+    dist.all_gather(gathered, mine)  # type: ignore[attr-defined]
+    return [bytes(tensor.cpu().tolist()).rstrip(b"\0").decode() for tensor in gathered]
 
 
 def main(argv: list[str] | None = None) -> int:

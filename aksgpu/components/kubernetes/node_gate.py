@@ -373,8 +373,9 @@ def report(api: Api, policy: Policy, node: dict[str, Any], source: str, outcome:
     already recorded, or not a verdict) the record entry."""
     entry = verdict_entry(node, source, outcome, check, reason, now)
     log_verdict(entry)
-    kind = "Normal" if outcome in ("passed", "released") else "Warning"
-    event_reason = {"passed": "GpuCheckPassed", "failed": "GpuCheckFailed", "held": "GpuGateBreakerOpen",
+    kind = "Normal" if outcome in ("passed", "released", ACCEPTING) else "Warning"
+    event_reason = {"passed": "GpuCheckPassed", ACCEPTING: "GpuCheckPassed", "failed": "GpuCheckFailed",
+                    "held": "GpuGateBreakerOpen",
                     "released": "GpuNodeReleased", "regated": "GpuNodeRegated",
                     "spared": "GpuPassiveBreakerOpen", "untainted": "GpuGateOff"}.get(outcome, "GpuHealth")
     text = f"{source}: {outcome}" + (f" ({check})" if check else "") + (f": {reason}" if reason else "")
@@ -534,8 +535,11 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
         node = update_node(api, node_name, change)
         if not applied:
             return _stale(node_name, source, "passed", node)
-        report(api, policy, node, source, "passed", None,
-               "held for the cross-node acceptance on this InfiniBand pool" if state == ACCEPTING else "", now)
+        # "accepting" in the record, not "passed": the breaker counts the acceptance's own verdict of
+        # the node, and a pass of the local check beside it would halve any systemic failure share.
+        report(api, policy, node, source, state, None,
+               "passed its check; held for the cross-node acceptance on this InfiniBand pool"
+               if state == ACCEPTING else "", now)
         return state
     check, reason = failure_reason(code, check_report)
     return fail_or_hold(api, node_name, source, check, reason, annotations, policy, now, expected)
