@@ -686,3 +686,40 @@ def test_systemic_acceptance_failures_open_the_gates_breaker(cluster: tuple[Serv
     outcomes = {name: _state(state, name) for name in ("aks-h100-0", "aks-h100-1", "aks-h100-2")}
     assert sorted(outcomes.values()) == ["failed", "failed", "held"], (done, outcomes)
     assert state.denied == []
+
+
+def test_the_watchdog_never_strands_a_node_held_for_acceptance(cluster: tuple[Server, str], tmp_path: Path) -> None:
+    """The acceptance pass stopped (its image cannot be pulled), or the spec turned the acceptance
+    off: the gate's watchdog releases the held nodes with a warning."""
+    state, url = cluster
+    _checked(state, url, "aks-h100-0", tmp_path)
+    _checked(state, url, "aks-h100-1", tmp_path, NOW + datetime.timedelta(minutes=100))
+    watchdog = _api(url, "watchdog")
+    later = NOW + datetime.timedelta(minutes=151)
+    done = node_gate.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
+                              acceptance_pools={"h100"}, max_accepting_minutes=150)
+    assert done["unaccepted"] == ["aks-h100-0"], "the newer one is within the bound"
+    assert _state(state, "aks-h100-0") == "passed" and _gate_taint(state, "aks-h100-0") is None
+    assert state.events[-1]["reason"] == "GpuFabricUnaccepted" and "not deciding" in state.events[-1]["message"]
+    done = node_gate.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
+                              acceptance_pools=set(), max_accepting_minutes=150)
+    assert done["unaccepted"] == ["aks-h100-1"] and "no longer has" in state.events[-1]["message"]
+    assert state.denied == []
+
+
+def test_the_watchdog_carries_the_acceptance_bound() -> None:
+    from aksgpu.components.kubernetes.gpu_health import gate_watchdog
+
+    command = gate_watchdog(_spec(), NAMESPACE)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0][
+        "command"]
+    assert command[command.index("--acceptance-pools") + 1] == "h100"
+    assert float(command[command.index("--max-accepting-minutes") + 1]) > _spec().gpu_health.acceptance.hold_minutes
+
+
+def test_an_unchecked_or_unconfirmed_node_is_not_a_known_good_peer() -> None:
+    def node(state: str, **annotations: str) -> dict[str, Any]:
+        return {"metadata": {"labels": {node_gate.HEALTH_LABEL: state}, "annotations": annotations}, "spec": {}}
+
+    assert fa.known_good(node("passed"))
+    assert not fa.known_good(node("unchecked")), "older than the gate: never checked"
+    assert not fa.known_good(node("passed", **{fa.OUTCOME_ANNOTATION: "released-unconfirmed"}))

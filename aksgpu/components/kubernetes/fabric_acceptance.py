@@ -367,6 +367,15 @@ class Settings:
     hold_minutes: float = 120.0
 
 
+def known_good(node: dict[str, Any]) -> bool:
+    """A peer whose pairing convicts the other node: passed (the gate's check, and on these pools
+    the acceptance), in service, not released unaccepted. An "unchecked" node (older than the gate)
+    or one released without a decision is not known good."""
+    return (node_gate._labels(node).get(node_gate.HEALTH_LABEL) == "passed"
+            and not node.get("spec", {}).get("unschedulable")
+            and not str(node_gate._annotations(node).get(OUTCOME_ANNOTATION, "")).startswith("released"))
+
+
 def _finished(job: dict[str, Any]) -> bool:
     return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
                for c in job.get("status", {}).get("conditions") or [])
@@ -462,8 +471,7 @@ def acceptance_pass(api: Api, settings: Settings, policy: node_gate.Policy,
         by_pool.setdefault(node_gate._labels(node).get(node_gate.AGENT_POOL_LABEL, ""), []).append(node)
     running = {name for job in api.list_jobs(settings.namespace, f"{RUN_LABEL}=true")
                for name in ((job["metadata"].get("annotations") or {}).get(NODES_ANNOTATION, "").split(","))}
-    good = {node["metadata"]["name"] for node in nodes if node_gate._labels(node).get(node_gate.HEALTH_LABEL)
-            in ("passed", "unchecked") and not node.get("spec", {}).get("unschedulable")}
+    good = {node["metadata"]["name"] for node in nodes if known_good(node)}
     for pool, members in sorted(by_pool.items()):
         waiting, results = [], {}
         for node in sorted(members, key=lambda n: n["metadata"]["name"]):
@@ -486,9 +494,9 @@ def acceptance_pass(api: Api, settings: Settings, policy: node_gate.Policy,
         idle = sorted(_idle_gpu_nodes(api, sorted(n["metadata"]["name"] for n in members
                                                   if n["metadata"]["name"] in good and n["metadata"]["name"] not in running)))
         for pairing in plan_pairings(waiting, results, idle):
-            known_good = tuple(n for n in pairing if n in good)
+            good_peers = tuple(n for n in pairing if n in good)
             name = run_name(pool, pairing, now)
-            job = job_manifest(template, name, pool, pairing, known_good)
+            job = job_manifest(template, name, pool, pairing, good_peers)
             if node_gate._per_node(name, lambda: api.create_job(settings.namespace, job)) is not None:
                 done["started"].append(name)
                 running |= set(pairing)

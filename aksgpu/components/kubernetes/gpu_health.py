@@ -563,6 +563,10 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
         step += ["--operator-pools", ",".join(sorted({target.name for target in operator}))]
     if not health.gate.enabled:
         step.append("--gate-off")
+    else:
+        # The acceptance's backstop: its hold bound and a margin of two passes and a run.
+        step += [*acceptance_args(spec, [*install, *operator]), "--max-accepting-minutes",
+                 str(health.acceptance.hold_minutes + health.acceptance.run_timeout_minutes + 10)]
     if health.passive.cordon:
         if health.metrics.enabled:
             step += ["--cordon-conditions", json.dumps(cordon_conditions(), separators=(",", ":")),

@@ -701,12 +701,14 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
              policy: Policy | None = None, pools: list[str] | None = None, gate_enabled: bool = True,
              operator_pools: list[str] | None = None, cordon: list[CordonCondition] | None = None,
              npd_cordon: set[str] | None = None, exporter_namespaces: list[str] | None = None,
-             exporter_port: int = 9400, fetch: Callable[[str], str] = get_text) -> dict[str, list[str]]:
+             exporter_port: int = 9400, fetch: Callable[[str], str] = get_text,
+             acceptance_pools: set[str] | None = None,
+             max_accepting_minutes: float | None = None) -> dict[str, list[str]]:
     """One pass over the GPU nodes of `pools`; returns the node names per action taken."""
     policy = policy or Policy()
     now = _now(now)
     done: dict[str, list[str]] = {"failed": [], "held": [], "released": [], "cordoned": [], "spared": [],
-                                  "regated": [], "untainted": [], "operands": [], "stale": []}
+                                  "regated": [], "untainted": [], "operands": [], "stale": [], "unaccepted": []}
     if gate_enabled:
         for node in api.list_nodes(f"{HEALTH_LABEL}=pending"):
             metadata = node["metadata"]
@@ -729,6 +731,9 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
     if not gate_enabled:
         done["untainted"] = release_gate(api, nodes, policy, set(operator_pools or ()), now)
     done["released"] = release_kept(api, nodes, policy, now)
+    if gate_enabled and max_accepting_minutes is not None:
+        done["unaccepted"] = release_unaccepted(api, nodes, policy, acceptance_pools or set(),
+                                                max_accepting_minutes, now)
     if gate_enabled:
         done["operands"] = restore_operands(api, nodes, set(operator_pools or ()))
         done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
@@ -737,6 +742,40 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
                                           exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
         done["cordoned"], done["spared"] = cordoned, spared
     return done
+
+
+def release_unaccepted(api: Api, nodes: list[dict[str, Any]], policy: Policy, acceptance_pools: set[str],
+                       max_minutes: float, now: datetime.datetime) -> list[str]:
+    """The backstop of the cross-node acceptance (fabric_acceptance.py decides within its hold
+    bound): a node still "accepting" past `max_minutes` (the acceptance pass stopped running), or on
+    a pool that no longer has the acceptance (turned off in the spec), takes work with a Warning:
+    the gate never strands a node."""
+    released = []
+    for node in nodes:
+        if _labels(node).get(HEALTH_LABEL) != ACCEPTING:
+            continue
+        name = node["metadata"]["name"]
+        since = _timestamp(_annotations(node).get(ACCEPTANCE_SINCE_ANNOTATION)) or now
+        waited = (now - since).total_seconds() / 60
+        if _labels(node).get(AGENT_POOL_LABEL) in acceptance_pools and waited <= max_minutes:
+            continue
+        why = (f"waited {waited:.0f} minutes for the cross-node acceptance, past its bound ({max_minutes:g}): the "
+               "acceptance pass is not deciding" if _labels(node).get(AGENT_POOL_LABEL) in acceptance_pools else
+               "its pool no longer has the cross-node acceptance")
+
+        def change(current: dict[str, Any]) -> dict[str, Any] | None:
+            return {"metadata": {"labels": {HEALTH_LABEL: "passed"}, "annotations": {
+                ACCEPTANCE_SINCE_ANNOTATION: None, "aksgpu.io/gpu-health-acceptance": "released-unmeasured",
+                REASON_ANNOTATION: why}}, "spec": {"taints": _taints_without_gate(current)}}
+
+        if not _per_node(name, lambda: _guarded(api, name, _state_is(ACCEPTING), change)):
+            continue
+        entry = verdict_entry(node, "watchdog", "passed", "fabric-acceptance", f"released unaccepted: {why}", now)
+        log_verdict(entry)
+        emit_event(api, node, "Warning", "GpuFabricUnaccepted", f"watchdog: released: {why}", now)
+        append_record(api, policy.namespace, entry)
+        released.append(name)
+    return released
 
 
 def restore_operands(api: Api, nodes: list[dict[str, Any]], operator_pools: set[str]) -> list[str]:
@@ -1012,6 +1051,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--breaker-min-nodes", type=int, default=3)
     parser.add_argument("--acceptance-pools", help="verdict: agent pools whose passed nodes wait for the "
                                                    "cross-node acceptance (InfiniBand), comma-separated")
+    parser.add_argument("--max-accepting-minutes", type=float,
+                        help="watchdog: release nodes held for the cross-node acceptance longer than this")
     parser.add_argument("--pools", help="watchdog: the GPU agent pools, comma-separated")
     parser.add_argument("--operator-pools", help="watchdog: the GPU Operator pools among them")
     parser.add_argument("--gate-off", action="store_true", help="watchdog: the gate is off; release its nodes")
@@ -1029,7 +1070,9 @@ def main(argv: list[str] | None = None) -> int:
         done = watchdog(Api.in_cluster(), args.max_pending_minutes, policy=policy, pools=_names(args.pools),
                         gate_enabled=not args.gate_off, operator_pools=_names(args.operator_pools),
                         cordon=conditions, npd_cordon=set(_names(args.npd_conditions)),
-                        exporter_namespaces=_names(args.exporter_namespaces), exporter_port=args.exporter_port)
+                        exporter_namespaces=_names(args.exporter_namespaces), exporter_port=args.exporter_port,
+                        acceptance_pools=set(_names(args.acceptance_pools)),
+                        max_accepting_minutes=args.max_accepting_minutes)
         print("; ".join(f"{action}: {', '.join(names)}" for action, names in done.items() if names)
               or "nothing to do", flush=True)
         return 0
