@@ -330,8 +330,13 @@ def test_the_acceptance_queue_covers_what_a_run_requests_and_never_preempts() ->
 def test_the_plan_declares_the_acceptance_and_the_gate_holds_new_infiniband_nodes_for_it() -> None:
     spec = edit(edit(edit(base_spec(), "nodePools.1", H100_POOL), "access.teams", [{"name": "research"}]),
                 "gangScheduling.enabled", True)
-    manifests = kubernetes_manifests(plan_spec(spec))
+    plan = plan_spec(spec)
+    manifests = kubernetes_manifests(plan)
     named = {(m["kind"], m["metadata"]["name"]): m for m in manifests}
+    [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
+    [queue] = [r for r in plan.resources if r.type.endswith(":ClusterQueue")
+               and r.inputs["metadata"]["name"] == objects.ACCEPTANCE]
+    assert release.urn in queue.dependencies, "the queue waits for Kueue's CRDs"
     cronjob = named[("CronJob", objects.ACCEPTANCE)]
     assert ("ClusterQueue", objects.ACCEPTANCE) in named and ("LocalQueue", objects.ACCEPTANCE) in named
     assert ("Service", objects.RUN) in named and ("PriorityClass", objects.ACCEPTANCE) in named

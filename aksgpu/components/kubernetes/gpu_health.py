@@ -962,19 +962,7 @@ def _acceptance_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, 
         f"{name}-acceptance-priority", metadata=priority["metadata"], value=priority["value"],
         preemption_policy=priority["preemptionPolicy"], global_default=False, description=priority["description"],
         opts=pulumi.ResourceOptions(parent=owner, provider=args.provider)))
-    if queued:
-        queue = acceptance.cluster_queue(spec, ns, targets)
-        if queue is not None:
-            # After Kueue's CRDs; the flavors it names are GangScheduling's (Kueue marks the queue
-            # inactive until they exist).
-            cluster_queue = k8s.apiextensions.CustomResource(
-                f"{name}-acceptance-cluster-queue", api_version=queue["apiVersion"], kind=queue["kind"],
-                metadata=queue["metadata"], spec=queue["spec"], opts=opts)
-            local = acceptance.local_queue(ns)
-            created.append(k8s.apiextensions.CustomResource(
-                f"{name}-acceptance-local-queue", api_version=local["apiVersion"], kind=local["kind"],
-                metadata=local["metadata"], spec=local["spec"],
-                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[cluster_queue]))))
+    # With gang scheduling, the runs' ClusterQueue and LocalQueue are GangScheduling's (after Kueue's CRDs).
     cronjob = acceptance.controller_cronjob(spec, ns, acceptance_breaker_args(spec, ns), SCRIPT_CONFIG)
     k8s.batch.v1.CronJob(f"{name}-acceptance", metadata=cronjob["metadata"], spec=cronjob["spec"],
                          opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=created)))
