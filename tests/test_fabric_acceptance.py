@@ -317,9 +317,15 @@ def test_the_acceptance_queue_covers_what_a_run_requests_and_never_preempts() ->
     assert queue is not None and validate_object(queue, "1.33") == []
     assert validate_object(objects.local_queue(NAMESPACE), "1.33") == []
     template = objects.job_template(spec, NAMESPACE, _target(spec), queued=True)
-    requested = set(template["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"])
+    from aksgpu.components.kubernetes.gang_scheduling import kueue_configuration
+
+    excluded = kueue_configuration(spec)["resources"]["excludeResourcePrefixes"]
+    requested = {name for name in template["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+                 if not any(name.startswith(prefix) for prefix in excluded)}
     [group] = queue["spec"]["resourceGroups"]
-    assert requested <= set(group["coveredResources"]), "Kueue cannot admit a resource no group covers"
+    # Kueue's QuotaCheckBlockUndeclared (v0.19.2 configuration_types.go): a requested resource no
+    # group covers, and no excluded prefix matches, keeps the workload from ever being admitted.
+    assert requested == set(group["coveredResources"]) == {"cpu", "memory", "nvidia.com/gpu"}
     assert "cohortName" not in queue["spec"] and "preemption" not in queue["spec"], \
         "outside the teams' cohort: it neither borrows nor lends, and Kueue's default never preempts"
     assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}

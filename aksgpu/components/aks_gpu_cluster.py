@@ -8,6 +8,7 @@ from pulumi_azure_native import authorization, resources
 from aksgpu.components.access import Access, AccessArgs, aad_profile
 from aksgpu.components.cluster import Cluster, ClusterArgs
 from aksgpu.components.fleet import FleetJoin, FleetJoinArgs, FleetOutputs
+from aksgpu.components.kubernetes.fabric import Fabric, FabricArgs
 from aksgpu.components.kubernetes.gang_scheduling import (
     GangScheduling,
     GangSchedulingArgs,
@@ -125,6 +126,9 @@ class AksGpuCluster(pulumi.ComponentResource):
         self.gpu_software = GpuSoftware(f"{name}-gpu-software", GpuSoftwareArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)
         self.team_access = TeamAccess(f"{name}-team-access", TeamAccessArgs(spec=spec, provider=provider), child)
+        # The RDMA stack of the InfiniBand pools (nothing without such pools).
+        self.fabric = Fabric(f"{name}-fabric", FabricArgs(
+            spec=spec, provider=provider, namespaces=dict(self.team_access.namespaces)), child)
         self.gpu_health = GpuHealth(f"{name}-gpu-health", GpuHealthArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource,
             resource_group_name=group_name, prometheus_workspace_id=self.monitoring.prometheus_workspace_id,

@@ -30,6 +30,7 @@ CRD_FILES = {
     ("kueue.x-k8s.io", "ClusterQueue"): DATA / "kueue" / "kueue.x-k8s.io_clusterqueues.yaml",
     ("kueue.x-k8s.io", "LocalQueue"): DATA / "kueue" / "kueue.x-k8s.io_localqueues.yaml",
     ("azmonitoring.coreos.com", "PodMonitor"): DATA / "azmonitoring" / "podmonitors.azmonitoring.coreos.com.yaml",
+    ("mellanox.com", "NicClusterPolicy"): DATA / "network-operator" / "mellanox.com_nicclusterpolicies.yaml",
 }
 
 

@@ -42,6 +42,7 @@ from aksgpu.components.kubernetes.objects import (
 )
 from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
 from aksgpu.components.spec.base import quantity
+from aksgpu.components.spec.fabric import fabric_table, infiniband_pools
 from aksgpu.components.spec.pools import SPOT_TAINT_KEY, TEAM_KEY
 from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors
 
@@ -242,7 +243,7 @@ def team_queue_binding(team: Team) -> dict[str, Any] | None:
 
 def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
     """The chart's default Configuration (charts/kueue/values.yaml at v0.19.2) with waitForPodsReady."""
-    return {
+    config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
@@ -266,6 +267,13 @@ def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
         },
         "integrations": {"frameworks": list(FRAMEWORKS)},
     }
+    if infiniband_pools(spec):
+        # The RDMA device plugin's resource (aksgpu/components/data/fabric.yaml) is per node, not a
+        # team's quota: by default Kueue refuses a workload that requests a resource its ClusterQueue
+        # does not cover (QuotaCheckBlockUndeclared "except those matching ExcludeResourcePrefixes",
+        # apis/config/v1beta2/configuration_types.go at v0.19.2), so a gang asking for it would never start.
+        config["resources"] = {"excludeResourcePrefixes": [f'{fabric_table()["rdma"]["resourcePrefix"]}/']}
+    return config
 
 
 def kueue_values(spec: ClusterSpec) -> dict[str, Any]:

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aksgpu.components import data
+
+from .base import Issue
+
+if TYPE_CHECKING:
+    from . import ClusterSpec
+    from .pools import NodePool
 
 FABRIC_TABLE = "fabric"
 TOPOLOGY_DIR = "nccl_topology"  # beside the tables: aksgpu/components/data/nccl_topology/
@@ -74,6 +81,25 @@ def fabric_table() -> dict[str, Any]:
     return data.load(FABRIC_TABLE)
 
 
+@dataclass(frozen=True)
+class PodRequirements:
+    """What a pod that uses RDMA needs besides the resource (fabric.yaml `pod`, with sources)."""
+
+    capabilities: tuple[str, ...]
+    """Linux capabilities to add: IPC_LOCK, so RDMA can pin the memory it registers."""
+    shm_mount_path: str
+    """Where a memory-backed emptyDir goes: /dev/shm (the container default is 64 MiB)."""
+    shm_medium: str
+    topology_mount_path: str
+    """Where the topology ConfigMap is mounted; NCCL_TOPO_FILE points into it."""
+
+
+def pod_requirements() -> PodRequirements:
+    pod = fabric_table()["pod"]
+    return PodRequirements(capabilities=tuple(pod["capabilities"]), shm_mount_path=str(pod["shm"]["mountPath"]),
+                           shm_medium=str(pod["shm"]["medium"]), topology_mount_path=str(pod["topologyMountPath"]))
+
+
 def topology_mount_path() -> str:
     """Directory where the pod mounts the topology ConfigMap (NCCL_TOPO_FILE points into it)."""
     return str(fabric_table()["pod"]["topologyMountPath"])
@@ -121,3 +147,39 @@ def fabric_profile(vm_size: str) -> FabricProfile | None:
 def fabric_profiles() -> dict[str, FabricProfile]:
     """Every size of the table."""
     return dict(_profiles())
+
+
+# --- which pools, and what the spec must say about them --------------------------------------------
+
+def infiniband_pools(spec: ClusterSpec) -> list[NodePool]:
+    """The NVIDIA GPU pools of InfiniBand sizes: those aksgpu installs the RDMA stack on."""
+    return [pool for pool in spec.node_pools
+            if pool.kind == "gpu" and pool.gpu_vendor == "nvidia" and fabric_profile(pool.vm_size) is not None]
+
+
+def pool_driver(pool: NodePool) -> str:
+    settings = pool.gpu_settings
+    return settings.driver if settings else "Install"
+
+
+PEERMEM_SOURCE = ("Azure/aks-rdma-infiniband @700dabb4fe04 website/docs/configurations/02-gpu-drivers.md 'Option 1: "
+                  "AKS-managed GPU Driver': 'The AKS-managed GPU driver installation does not load the Nvidia peer "
+                  "memory kernel module' (their fix: a privileged DaemonSet, configs/nvidia-peermem-reloader)")
+
+
+def check_fabric(spec: ClusterSpec) -> Iterator[Issue]:
+    """InfiniBand pools whose driver mode leaves GPUDirect RDMA unset up (a warning, with Azure's source)."""
+    for index, pool in enumerate(spec.node_pools):
+        if pool not in infiniband_pools(spec) or pool_driver(pool) != "Install":
+            continue
+        yield Issue(
+            f"nodePools[{index}].gpu.driver", "Install",
+            f"aksgpu installs the RDMA stack on this {pool.vm_size} pool (the Network Operator's DOCA-OFED driver "
+            "and RDMA shared device plugin), so NCCL runs over InfiniBand; but GPUDirect RDMA (the HCAs reading "
+            "GPU memory directly) needs the GPU driver's help, and with driver Install AKS's driver provides it "
+            f"only if nvidia-peermem is loaded ({PEERMEM_SOURCE}), which aksgpu does not do, or if the driver "
+            "supports DMA-BUF, which is not verified for AKS's driver. Without it NCCL stages through host memory",
+            "set gpu.driver: None, so the GPU Operator installs the driver and GPUDirect RDMA goes through DMA-BUF "
+            "(NVIDIA's recommended path, GPU Operator docs 'GPUDirect RDMA and GPUDirect Storage'), or load "
+            "nvidia-peermem on these nodes yourself as Azure's guide does",
+            "warning")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from aksgpu.components import data
 
 from .base import Issue, SpecModel, checked
+from .fabric import check_fabric
 
 if TYPE_CHECKING:
     from . import ClusterSpec
@@ -61,6 +62,13 @@ class GpuOperator(SpecModel):
     """NVIDIA driver the operator installs (its driver.version value), e.g. "580.105.08". None: the chart's default for chartVersion."""
 
 
+class NetworkOperator(SpecModel):
+    """The NVIDIA Network Operator aksgpu installs (Helm) when the cluster has InfiniBand GPU pools: the DOCA-OFED driver and the RDMA shared device plugin on those pools, as Azure's AKS guide does."""
+
+    chart_version: Version = pinned("networkOperator")
+    """Version of the network-operator chart from https://helm.ngc.nvidia.com/nvidia. aksgpu's tests check its values and NicClusterPolicy against the pinned default's values.yaml and CRD."""
+
+
 class GpuSoftware(SpecModel):
     """What makes GPUs schedulable: exactly one component advertises nvidia.com/gpu on each GPU pool."""
 
@@ -68,6 +76,8 @@ class GpuSoftware(SpecModel):
     """The NVIDIA device plugin DaemonSet for pools with gpu.driver Install (AKS installs the driver and container runtime)."""
     gpu_operator: GpuOperator = GpuOperator()
     """The NVIDIA GPU Operator (driver, container toolkit, device plugin, DCGM exporter, MIG manager) for pools with gpu.driver None."""
+    network_operator: NetworkOperator = NetworkOperator()
+    """The NVIDIA Network Operator (DOCA-OFED driver, RDMA shared device plugin) for InfiniBand GPU pools (ND sizes with an r); nothing is installed without such pools."""
 
 
 def gpu_pools(spec: ClusterSpec) -> list[NodePool]:
@@ -89,6 +99,7 @@ def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
                         "aksgpu installs NVIDIA GPU software only; AMD GPUs need the AMD GPU Operator, which aksgpu "
                         "does not deploy", "use an NVIDIA size, or set inCluster.enabled: false and install the AMD "
                         "GPU Operator yourself")
+    yield from check_fabric(spec)
     api = spec.control_plane.api_server
     if api.access == "private":
         yield Issue("controlPlane.apiServer.access", "private",
