@@ -32,7 +32,7 @@ from aksgpu.components.kubernetes.objects import (
     system_pool_placement,
 )
 from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.fabric import FabricProfile, fabric_profile
+from aksgpu.components.spec.fabric import FabricProfile, fabric_profile, pod_requirements
 from aksgpu.components.spec.fabric_acceptance import (
     AcceptanceFloor,
     acceptance_floor,
@@ -91,15 +91,17 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
     env += [{"name": "NCCL_DEBUG", "value": "WARN"},
             {"name": "AKSGPU_RESULT_FILE", "value": "/dev/termination-log"},
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
-    mounts = [{"name": "shm", "mountPath": "/dev/shm"},
+    # What every pod on an InfiniBand node needs (fabric.yaml `pod`: IPC_LOCK, a memory /dev/shm).
+    needs = pod_requirements()
+    mounts = [{"name": "shm", "mountPath": needs.shm_mount_path},
               {"name": "program", "mountPath": SCRIPT_DIR, "readOnly": True}]
     volumes: list[dict[str, Any]] = [
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB}Gi"}},
+        {"name": "shm", "emptyDir": {"medium": needs.shm_medium, "sizeLimit": f"{SHM_GIB}Gi"}},
         {"name": "program", "configMap": {"name": ACCEPTANCE, "items": [
             {"key": "fabric_allreduce.py", "path": "fabric_allreduce.py"}]}},
     ]
     if profile.topology_file:
-        mounts.append({"name": "nccl-topology", "mountPath": _topology_dir(), "readOnly": True})
+        mounts.append({"name": "nccl-topology", "mountPath": needs.topology_mount_path, "readOnly": True})
         volumes.append({"name": "nccl-topology", "configMap": {"name": topology_config_map(profile)}})
     limits = {"nvidia.com/gpu": str(gpus), profile.rdma_resource: str(profile.rdma_per_node),
               "memory": f"{4 * gpus + SHM_GIB}Gi"}
@@ -134,7 +136,7 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
                     "resources": {"requests": {"cpu": str(gpus), "memory": f"{4 * gpus}Gi", **{
                         k: v for k, v in limits.items() if k != "memory"}}, "limits": limits},
                     "securityContext": {"allowPrivilegeEscalation": False,
-                                        "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]}},
+                                        "capabilities": {"add": list(needs.capabilities), "drop": ["ALL"]}},
                     # The result line is the termination message; if the program dies, the log's tail.
                     "terminationMessagePolicy": "FallbackToLogsOnError",
                     "volumeMounts": mounts,
@@ -143,12 +145,6 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
             }},
         },
     }
-
-
-def _topology_dir() -> str:
-    from aksgpu.components.spec.fabric import topology_mount_path
-
-    return topology_mount_path()
 
 
 def topology_config_map(profile: FabricProfile) -> str:
