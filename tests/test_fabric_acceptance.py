@@ -241,7 +241,9 @@ def test_suspects_each_get_a_different_known_good_node() -> None:
     results = {"a": [_r("fail", "b")], "b": [_r("fail", "a")]}
     assert fa.plan_pairings(["a", "b"], results, ["g1", "g2"]) == [("a", "g1"), ("b", "g2")]
     assert fa.plan_pairings(["a", "b"], results, []) == [], "two suspects are never paired again"
-    assert fa.plan_pairings(["a", "b", "c"], results, []) == [("c", "a")], "a fresh node is a second peer"
+    assert fa.plan_pairings(["a", "b", "c"], results, []) == [("a", "c")], "a fresh node is a second peer"
+    assert fa.plan_pairings(["a", "b", "c", "d"], results, []) == [("a", "c"), ("b", "d")], \
+        "suspects before fresh nodes pair among themselves"
 
 
 # --- 3. the objects --------------------------------------------------------------------------
@@ -357,6 +359,19 @@ def test_the_plan_declares_the_acceptance_and_the_gate_holds_new_infiniband_node
     for obj in (cronjob, named[("ClusterQueue", objects.ACCEPTANCE)]):
         assert validate_object({"apiVersion": obj.get("apiVersion", "batch/v1"), "kind": obj["kind"], **obj},
                                "1.33") == []
+
+
+def test_on_gpu_operator_pools_the_run_uses_the_operators_runtime_and_the_gate_holds_there_too() -> None:
+    from aksgpu.components.kubernetes.gpu_health import gate_daemonsets
+    from aksgpu.components.kubernetes.gpu_software import operator_targets
+
+    spec = _spec(**{"nodePools.1": {**H100_POOL, "gpu": {"driver": "None"}}})
+    [target] = objects.acceptance_targets(operator_targets(spec), spec)
+    pod = objects.job_template(spec, NAMESPACE, target, queued=False)["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "nvidia"
+    [check] = [d for d in gate_daemonsets(spec, NAMESPACE) if d["metadata"]["name"] == "aksgpu-gpu-gate-operator-8gpu"]
+    verdict = check["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--release-operands" in verdict and verdict[verdict.index("--acceptance-pools") + 1] == "h100"
 
 
 def test_the_gate_leaves_an_accepting_node_and_the_device_plugin_starts_there() -> None:
@@ -637,8 +652,8 @@ def test_two_new_nodes_that_fail_together_are_told_apart_by_a_third(
     assert _state(state, "aks-h100-a") == _state(state, "aks-h100-b") == "accepting"
     _checked(state, url, "aks-h100-c", tmp_path, NOW + datetime.timedelta(minutes=4))
     [second] = fa.acceptance_pass(api, settings, POLICY, NOW + datetime.timedelta(minutes=6))["started"]
-    assert state.jobs[second]["metadata"]["annotations"][fa.NODES_ANNOTATION] == "aks-h100-c,aks-h100-a"
-    state.finish(second, _result_line(455.0, ["aks-h100-c", "aks-h100-a"]))
+    assert state.jobs[second]["metadata"]["annotations"][fa.NODES_ANNOTATION] == "aks-h100-a,aks-h100-c"
+    state.finish(second, _result_line(455.0, ["aks-h100-a", "aks-h100-c"]))
     done = fa.acceptance_pass(api, settings, POLICY, NOW + datetime.timedelta(minutes=9))
     assert sorted(done["passed"]) == ["aks-h100-a", "aks-h100-c"] and done["failed"] == ["aks-h100-b"], \
         "a passed with c, so a is good and the first pairing's failure is b's"

@@ -267,9 +267,9 @@ def decide(results: list[Result], good: set[str], waited_minutes: float, hold_mi
 def plan_pairings(waiting: list[str], results: dict[str, list[Result]], idle_good: list[str]) -> list[tuple[str, ...]]:
     """Pairings to run now for the nodes of one pool that wait for acceptance.
 
-    Suspects (a failed pairing behind them) go first, each with a different idle known-good node;
-    the other new nodes two by two, never with a peer they already failed with; a node left over
-    with an idle known-good node. Nodes without a pairing this pass wait for the next."""
+    Suspects (a failed pairing behind them) go first, each with a different idle known-good node, or
+    else with a new node they have not failed with; the other new nodes two by two, never with a
+    peer they already failed with; a node left over with an idle known-good node. Nodes without a pairing this pass wait for the next."""
     pairings: list[tuple[str, ...]] = []
     free_good = list(idle_good)
     failed_with = {name: {peer for r in results.get(name, []) if r.outcome == "fail" for peer in r.peers}
@@ -279,8 +279,9 @@ def plan_pairings(waiting: list[str], results: dict[str, list[Result]], idle_goo
     for name in suspects:
         if free_good:
             pairings.append((name, free_good.pop(0)))
+    # Suspects without a known-good peer first: a second peer is what tells their failure apart.
     leftover = [name for name in suspects if not any(name in p for p in pairings)]
-    pool = [*fresh, *leftover]
+    pool = [*leftover, *fresh]
     used: set[str] = set()
     for index, name in enumerate(pool):
         if name in used:

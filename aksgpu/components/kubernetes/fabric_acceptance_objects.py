@@ -24,6 +24,7 @@ from aksgpu.components import data
 from aksgpu.components.kubernetes import fabric_acceptance, node_gate
 from aksgpu.components.kubernetes.objects import (
     PoolTarget,
+    driver_mode,
     labels,
     metadata,
     policy_exceptions,
@@ -105,6 +106,9 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
         volumes.append({"name": "nccl-topology", "configMap": {"name": topology_config_map(profile)}})
     limits = {"nvidia.com/gpu": str(gpus), profile.rdma_resource: str(profile.rdma_per_node),
               "memory": f"{4 * gpus + SHM_GIB}Gi"}
+    # On GPU Operator pools (driver None) a GPU pod runs under the operator's runtime class, as the
+    # gate's check and the re-checks do there.
+    runtime = {"runtimeClassName": "nvidia"} if driver_mode(target.pool) == "None" else {}
     pod_labels = labels(RUN)
     job_labels = {**labels(RUN), **({KUEUE_QUEUE_LABEL: ACCEPTANCE} if queued else {})}
     return {
@@ -128,6 +132,7 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
                 "affinity": pool_affinity([target]),
                 "tolerations": pool_tolerations([target], gate=True),
                 "terminationGracePeriodSeconds": 30,
+                **runtime,
                 "containers": [{
                     "name": "allreduce",
                     "image": acceptance_image(),
