@@ -755,3 +755,32 @@ def test_an_unchecked_or_unconfirmed_node_is_not_a_known_good_peer() -> None:
     assert fa.known_good(node("passed"))
     assert not fa.known_good(node("unchecked")), "older than the gate: never checked"
     assert not fa.known_good(node("passed", **{fa.OUTCOME_ANNOTATION: "released-unconfirmed"}))
+
+
+def test_the_pass_runs_from_the_two_files_the_cronjob_mounts(tmp_path: Path) -> None:
+    """The CronJob mounts node_gate.py and fabric_acceptance.py (and the settings) side by side in a
+    Python image without aksgpu: the program must import only the standard library and its sibling."""
+    import shutil
+    import subprocess
+    import sys
+
+    cronjob = objects.controller_cronjob(_spec(), NAMESPACE, [], "aksgpu-node-gate")
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    [programs] = [v for v in pod["volumes"] if v["name"] == "programs"]
+    mounted = sorted(item["path"] for source in programs["projected"]["sources"]
+                     for item in source["configMap"]["items"])
+    assert mounted == ["fabric_acceptance.py", "node_gate.py", objects.SETTINGS_KEY]
+    assert pod["containers"][0]["command"][1] == f"{objects.SCRIPT_DIR}/fabric_acceptance.py"
+    for module in (fa, node_gate):
+        shutil.copy(module.__file__, tmp_path)
+    # -S -E -s: no site-packages (aksgpu is not importable), as in the helper image; the script's folder
+    # is on the path, as for `python3 /opt/aksgpu/fabric_acceptance.py`.
+    result = subprocess.run([sys.executable, "-S", "-E", "-s", str(tmp_path / "fabric_acceptance.py"), "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    from aksgpu.components.kubernetes import fabric_allreduce
+
+    shutil.copy(fabric_allreduce.__file__, tmp_path)
+    result = subprocess.run([sys.executable, "-S", "-E", "-s", str(tmp_path / "fabric_allreduce.py"), "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, "PyTorch is imported only when it measures: " + result.stderr
