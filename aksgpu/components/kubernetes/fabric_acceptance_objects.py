@@ -76,7 +76,13 @@ def _physical_gpus(target: PoolTarget) -> int:
 
 def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: bool) -> dict[str, Any]:
     """The Job of one pool's acceptance runs, without its name and nodes (fabric_acceptance.job_manifest
-    adds them): each pod takes a whole node and runs one torchrun node of the all-reduce."""
+    adds them): each pod takes a whole node and runs one torchrun node of the all-reduce.
+
+    Indexed completion mode sets each pod's hostname to ${jobName}-${completionIndex}, and a headless
+    Service in the Job's namespace named as the template's subdomain gives those names DNS records
+    (kubernetes.io docs, tasks/job/job-with-pod-to-pod-communication); the control plane sets
+    JOB_COMPLETION_INDEX in each pod (tasks/job/indexed-parallel-processing-static): torchrun's
+    --node-rank, and index 0's name its master address."""
     profile = fabric_profile(target.pool.vm_size)
     floor = acceptance_floor(target.pool.vm_size)
     assert profile is not None and floor is not None
