@@ -130,7 +130,9 @@ def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
         assert fitting, f"{name} admits pods that fit no node"
         if "research-h100a" in name:
             assert fitting == {"h100a"}
-    queues = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ClusterQueue"}
+    # aksgpu-fabric-acceptance: the InfiniBand acceptance runs' own queue (tests/test_fabric_acceptance.py).
+    queues = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ClusterQueue"
+              and m["metadata"]["name"] != "aksgpu-fabric-acceptance"}
     assert set(queues) == {"research-8gpu", "serving-1gpu"}
     research = queues["research-8gpu"]["resourceGroups"][0]
     assert research["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
@@ -140,7 +142,7 @@ def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
     serving = [f["name"] for f in queues["serving-1gpu"]["resourceGroups"][0]["flavors"]]
     assert serving.index("nc24ads-a100-v4-ondemand-serving") < serving.index("nc24ads-a100-v4-spot-serving")
     local = {(m["metadata"]["namespace"], m["metadata"]["name"], m["spec"]["clusterQueue"])
-             for m in objects if m["kind"] == "LocalQueue"}
+             for m in objects if m["kind"] == "LocalQueue" and m["metadata"]["namespace"] != "aksgpu-system"}
     assert local == {("research", "gpu-8", "research-8gpu"), ("serving", "gpu-1", "serving-1gpu")}
     assert queues["research-8gpu"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "research"}}
 
@@ -153,7 +155,9 @@ def test_a_queue_only_holds_nodes_that_fit_its_pods() -> None:
     flavors = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ResourceFlavor"}
     nodes = {node.pool: node.with_state({"aksgpu.io/gpu-health": "passed"}) for node in plan_nodes(plan)}
     for queue in (m for m in objects if m["kind"] == "ClusterQueue"):
-        gpus = int(queue["metadata"]["name"].rsplit("-", 1)[1].removesuffix("gpu"))
+        # The acceptance's queue takes whole InfiniBand nodes (tests/test_fabric_acceptance.py).
+        gpus = 8 if queue["metadata"]["name"] == "aksgpu-fabric-acceptance" else \
+            int(queue["metadata"]["name"].rsplit("-", 1)[1].removesuffix("gpu"))
         for flavor in queue["spec"]["resourceGroups"][0]["flavors"]:
             spec = flavors[flavor["name"]]
             pod = {"nodeSelector": spec["nodeLabels"], "tolerations": spec["tolerations"]}

@@ -365,6 +365,8 @@ class GangScheduling(pulumi.ComponentResource):
                 f"{name}-flavor-{flavor.name}", api_version=manifest["apiVersion"], kind=manifest["kind"],
                 metadata=manifest["metadata"], spec=manifest["spec"],
                 opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=topology_resources))))
+        self._acceptance_queues(name, spec, pulumi.ResourceOptions.merge(
+            after_kueue, pulumi.ResourceOptions(depends_on=flavor_resources)))
         quotas = cohort_quotas(spec)
         for team in spec.access.teams:
             queues = []
@@ -389,3 +391,22 @@ class GangScheduling(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[
                         kueue, *([args.namespaces[team.name]] if team.name in args.namespaces else [])]))
         self.register_outputs({"flavors": [flavor.name for flavor in gpu_flavors(spec)]})
+
+    def _acceptance_queues(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions) -> None:
+        """The cross-node acceptance's own ClusterQueue and LocalQueue in aksgpu's namespace
+        (fabric_acceptance_objects.py), where InfiniBand pools are held for it."""
+        from aksgpu.components.kubernetes import fabric_acceptance_objects as acceptance
+        from aksgpu.components.kubernetes.gpu_software import device_plugin_targets, operator_targets
+        from aksgpu.components.kubernetes.objects import SYSTEM_NAMESPACE
+
+        queue = acceptance.cluster_queue(spec, SYSTEM_NAMESPACE, [*device_plugin_targets(spec), *operator_targets(spec)])
+        if queue is None:
+            return
+        cluster_queue = k8s.apiextensions.CustomResource(
+            f"{name}-acceptance-cluster-queue", api_version=queue["apiVersion"], kind=queue["kind"],
+            metadata=queue["metadata"], spec=queue["spec"], opts=opts)
+        local = acceptance.local_queue(SYSTEM_NAMESPACE)
+        k8s.apiextensions.CustomResource(
+            f"{name}-acceptance-local-queue", api_version=local["apiVersion"], kind=local["kind"],
+            metadata=local["metadata"], spec=local["spec"],
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[cluster_queue])))

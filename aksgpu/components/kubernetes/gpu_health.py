@@ -31,6 +31,7 @@ import yaml
 from pulumi_azure_native import alertsmanagement
 
 from aksgpu.components import data
+from aksgpu.components.kubernetes import fabric_acceptance_objects as acceptance
 from aksgpu.components.kubernetes import node_gate
 from aksgpu.components.kubernetes.gpu_software import (
     DCGM_METRICS_CONFIG,
@@ -453,7 +454,10 @@ def _gate_pod(spec: ClusterSpec, targets: list[PoolTarget], service_account: str
     return pod
 
 
-UNDECIDED = "passed,failed,unchecked"  # NotIn these: a node without a verdict
+# NotIn these: a node without a verdict. "accepting" (an InfiniBand node that passed its check and
+# waits for the cross-node acceptance) is decided as far as the gate goes: its gate pod leaves, and
+# with it the check's CPU and memory requests.
+UNDECIDED = "passed,failed,unchecked,accepting"
 
 
 def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
@@ -480,7 +484,8 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
                         init=[pending, _check_container(spec, "gate", gpus, vcpus, request_gpus=False,
                                                         rdma=rdma_request(targets))],
                         main=_gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
-                                                               *verdict_args(spec, namespace)]))
+                                                               *verdict_args(spec, namespace),
+                                                               *acceptance_args(spec, targets)]))
         daemonsets.append(daemonset(name, namespace, pod, exceptions=merged_exceptions(CHECK_EXCEPTIONS,
                                                                                        HOST_LOG_EXCEPTION)))
     operator = operator_targets(spec)
@@ -501,7 +506,8 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
             wait["volumeMounts"].append({"name": "validations", "mountPath": "/run/nvidia/validations",
                                          "readOnly": True})
             verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
-                                                        "--release-operands", *verdict_args(spec, namespace)])
+                                                        "--release-operands", *verdict_args(spec, namespace),
+                                                        *acceptance_args(spec, targets)])
             pod = _gate_pod(spec, targets, SERVICE_ACCOUNT, health="pending", op="In",
                             init=[wait, _check_container(spec, "gate", gpus, vcpus, request_gpus=False,
                                                          rdma=rdma_request(targets))], main=verdict,
@@ -565,6 +571,13 @@ def verdict_args(spec: ClusterSpec, namespace: str) -> list[str]:
             "--breaker-min-nodes", str(breaker.min_nodes)]
 
 
+def acceptance_args(spec: ClusterSpec, targets: list[PoolTarget]) -> list[str]:
+    """The verdict's --acceptance-pools: the pools of `targets` whose passed nodes wait for the
+    cross-node acceptance (fabric_acceptance_objects.acceptance_targets)."""
+    names = sorted({target.name for target in acceptance.acceptance_targets(targets, spec)})
+    return ["--acceptance-pools", ",".join(names)] if names else []
+
+
 def max_pending_minutes(spec: ClusterSpec) -> int:
     """How long a node may stay pending before the watchdog fails it: its way to the check, the
     check's own limit, and a margin."""
@@ -588,6 +601,10 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
         step += ["--operator-pools", ",".join(sorted({target.name for target in operator}))]
     if not health.gate.enabled:
         step.append("--gate-off")
+    else:
+        # The acceptance's backstop: its hold bound and a margin of two passes and a run.
+        step += [*acceptance_args(spec, [*install, *operator]), "--max-accepting-minutes",
+                 str(health.acceptance.hold_minutes + health.acceptance.run_timeout_minutes + 10)]
     if health.passive.cordon:
         if health.metrics.enabled:
             step += ["--cordon-conditions", json.dumps(cordon_conditions(), separators=(",", ":")),
@@ -754,6 +771,7 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
     pod runs on (Kubernetes 1.32+ puts that node in the pod-bound token)."""
     gate_user = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
     watchdog_user = f"system:serviceaccount:{namespace}:{WATCHDOG}"
+    acceptance_user = f"system:serviceaccount:{namespace}:{acceptance.ACCEPTANCE}"
     node_name = "'authentication.kubernetes.io/node-name'"
     held = ", ".join(f"'{label}'" for label in node_gate.HELD_OPERAND_LABELS)
     gate_labels = f"k.startsWith('{HEALTH_LABEL}') || k in [{held}]"
@@ -779,7 +797,8 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
         "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
                                                 "resources": ["nodes"]}]},
         "matchConditions": [{"name": "gate-service-accounts",
-                             "expression": f"request.userInfo.username in ['{gate_user}', '{watchdog_user}']"}],
+                             "expression": f"request.userInfo.username in ['{gate_user}', '{watchdog_user}', "
+                                           f"'{acceptance_user}']"}],
         "variables": variables,
         "validations": [
             {"expression": "variables.newTaints == variables.oldTaints",
@@ -851,6 +870,9 @@ class GpuHealth(pulumi.ComponentResource):
         # gate left tainted, and critical passive signals still cordon.
         self._node_gate(name, spec, args)
         self.register_outputs({})
+
+    def _acceptance(self, name: str, spec: ClusterSpec, args: GpuHealthArgs, ready: pulumi.ResourceOptions) -> None:
+        _acceptance_resources(self, name, spec, args, ready)
 
     def _azure_rule_group(self, name: str, spec: ClusterSpec, args: GpuHealthArgs) -> None:
         actions = [{"action_group_id": group} for group in spec.gpu_health.alerts.action_group_ids]
@@ -925,6 +947,7 @@ class GpuHealth(pulumi.ComponentResource):
         watchdog = gate_watchdog(spec, ns)
         k8s.batch.v1.CronJob(f"{name}-gate-watchdog", metadata=watchdog["metadata"], spec=watchdog["spec"],
                              opts=ready)
+        self._acceptance(name, spec, args, ready)
         if health.recheck.enabled:
             priority = k8s.scheduling.v1.PriorityClass(
                 f"{name}-recheck-priority", metadata=metadata(RECHECK), value=RECHECK_PRIORITY,
@@ -936,3 +959,59 @@ class GpuHealth(pulumi.ComponentResource):
                 k8s.batch.v1.CronJob(f"{name}-{job_name.removeprefix('aksgpu-gpu-')}", metadata=manifest["metadata"],
                                      spec=manifest["spec"], opts=pulumi.ResourceOptions.merge(
                                          ready, pulumi.ResourceOptions(depends_on=[priority])))
+
+
+def _acceptance_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, args: GpuHealthArgs,
+                          ready: pulumi.ResourceOptions) -> None:
+    """The cross-node acceptance of InfiniBand pools (fabric_acceptance_objects.py), when a pool needs it."""
+    ns = args.system_namespace
+    targets = [*device_plugin_targets(spec), *operator_targets(spec)]
+    if not acceptance.acceptance_targets(targets, spec):
+        return
+    queued = spec.gang_scheduling.enabled
+    opts = pulumi.ResourceOptions.merge(ready, pulumi.ResourceOptions(parent=owner))
+    created: list[pulumi.Resource] = []
+    for obj in acceptance.rbac(ns):
+        kind, meta = obj["kind"], obj["metadata"]
+        resource_name = f"{name}-{meta['name'].removeprefix('aksgpu-')}-{kind.lower()}"
+        if kind == "ServiceAccount":
+            created.append(k8s.core.v1.ServiceAccount(resource_name, metadata=meta,
+                                                      automount_service_account_token=False, opts=opts))
+        elif kind == "ClusterRole":
+            created.append(k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
+        elif kind == "Role":
+            created.append(k8s.rbac.v1.Role(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
+        elif kind == "ClusterRoleBinding":
+            created.append(k8s.rbac.v1.ClusterRoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
+                                                          subjects=obj["subjects"], opts=opts))
+        else:
+            created.append(k8s.rbac.v1.RoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
+                                                   subjects=obj["subjects"], opts=opts))
+    programs = acceptance.program_config_map(spec, ns, targets, queued)
+    created.append(k8s.core.v1.ConfigMap(f"{name}-acceptance-programs", metadata=programs["metadata"],
+                                         data=programs["data"], opts=opts))
+    for topology in acceptance.topology_config_maps(spec, ns, targets):
+        created.append(k8s.core.v1.ConfigMap(f"{name}-{topology['metadata']['name'].removeprefix('aksgpu-')}",
+                                             metadata=topology["metadata"], data=topology["data"], opts=opts))
+    service = acceptance.headless_service(ns)
+    created.append(k8s.core.v1.Service(f"{name}-acceptance-service", metadata=service["metadata"],
+                                       spec=service["spec"], opts=opts))
+    priority = acceptance.priority_class()
+    created.append(k8s.scheduling.v1.PriorityClass(
+        f"{name}-acceptance-priority", metadata=priority["metadata"], value=priority["value"],
+        preemption_policy=priority["preemptionPolicy"], global_default=False, description=priority["description"],
+        opts=pulumi.ResourceOptions(parent=owner, provider=args.provider)))
+    # With gang scheduling, the runs' ClusterQueue and LocalQueue are GangScheduling's (after Kueue's CRDs).
+    cronjob = acceptance.controller_cronjob(spec, ns, acceptance_breaker_args(spec, ns), SCRIPT_CONFIG)
+    k8s.batch.v1.CronJob(f"{name}-acceptance", metadata=cronjob["metadata"], spec=cronjob["spec"],
+                         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=created)))
+
+
+def acceptance_breaker_args(spec: ClusterSpec, namespace: str) -> list[str]:
+    """The failure bound and breaker of gpuHealth.gate, as the acceptance pass reads them."""
+    gate = spec.gpu_health.gate
+    breaker = gate.breaker
+    return ["--namespace", namespace, "--keep-failed", str(gate.keep_failed_nodes),
+            *(["--no-breaker"] if not breaker.enabled else []),
+            "--breaker-share", f"{breaker.failure_share:g}", "--breaker-window-minutes", str(breaker.window_minutes),
+            "--breaker-min-nodes", str(breaker.min_nodes)]

@@ -22,7 +22,7 @@ from aksgpu.components import data
 from aksgpu.components.kubernetes.objects import (
     GPU_OPERATOR_NAMESPACE,
     PoolTarget,
-    admitted_by_gate,
+    advertised_by_gate,
     daemonset,
     driver_mode,
     image,
@@ -72,7 +72,7 @@ def device_plugin_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]
     (or that predate the gate), so no GPU is advertised on a node nobody has checked."""
     targets = device_plugin_targets(spec)
     gate = spec.gpu_health.gate.enabled
-    extra = [admitted_by_gate()] if gate else []
+    extra = [advertised_by_gate()] if gate else []
     mig = any(target.pool.gpu_settings and target.pool.gpu_settings.mig_profile for target in targets)
     return daemonset(DEVICE_PLUGIN, namespace, {
         "affinity": pool_affinity(targets, *extra),

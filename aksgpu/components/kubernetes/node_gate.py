@@ -96,6 +96,11 @@ NODE_EVENT_NAMESPACE = "default"
 # The GPU Operator's per-node switches for the operands that must wait for the verdict; it keeps
 # a value it finds (controllers/state_manager.go, v26.7.0) and sets "true" where there is none.
 HELD_OPERAND_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm-exporter")
+# The state between the local check and the cross-node acceptance on InfiniBand pools
+# (fabric_acceptance.py): the gate's taint stays (value "accepting"), the GPUs are advertised for the
+# acceptance job alone.
+ACCEPTING = "accepting"
+ACCEPTANCE_SINCE_ANNOTATION = "aksgpu.io/gpu-health-acceptance-since"
 SKIP_FILE = "skip"  # in the results folder: the check must not run on this node
 EXIT_CODE_FILE = "exit-code"
 REPORT_FILE = "report.json"  # the check's JSON report ($AKSGPU_REPORT)
@@ -368,8 +373,9 @@ def report(api: Api, policy: Policy, node: dict[str, Any], source: str, outcome:
     already recorded, or not a verdict) the record entry."""
     entry = verdict_entry(node, source, outcome, check, reason, now)
     log_verdict(entry)
-    kind = "Normal" if outcome in ("passed", "released") else "Warning"
-    event_reason = {"passed": "GpuCheckPassed", "failed": "GpuCheckFailed", "held": "GpuGateBreakerOpen",
+    kind = "Normal" if outcome in ("passed", "released", ACCEPTING) else "Warning"
+    event_reason = {"passed": "GpuCheckPassed", ACCEPTING: "GpuCheckPassed", "failed": "GpuCheckFailed",
+                    "held": "GpuGateBreakerOpen",
                     "released": "GpuNodeReleased", "regated": "GpuNodeRegated",
                     "spared": "GpuPassiveBreakerOpen", "untainted": "GpuGateOff"}.get(outcome, "GpuHealth")
     text = f"{source}: {outcome}" + (f" ({check})" if check else "") + (f": {reason}" if reason else "")
@@ -395,7 +401,10 @@ def breaker_open(entries: list[dict[str, Any]], pool: str | None, policy: Policy
     if not policy.breaker:
         return False, ""
     since = now - datetime.timedelta(minutes=policy.breaker_window_minutes)
-    recent = [e for e in entries if e.get("pool") == pool and e.get("source") in ("gate", "recheck", "watchdog")
+    # "acceptance": the cross-node acceptance's verdicts (fabric_acceptance.py): a broken NCCL setting
+    # fails every pairing of a pool, which is systemic too.
+    recent = [e for e in entries if e.get("pool") == pool
+              and e.get("source") in ("gate", "recheck", "watchdog", "acceptance")
               and e.get("verdict") in ("passed", "failed", "held")
               and (_timestamp(e.get("time")) or since) > since]
     failures = sum(1 for e in recent if e.get("verdict") in ("failed", "held")) + 1
@@ -419,7 +428,7 @@ def pending(api: Api, node_name: str, results: str, gate_since: datetime.datetim
         nonlocal outcome
         labels = _labels(node)
         annotations = _annotations(node)
-        if labels.get(HEALTH_LABEL) in ("passed", "failed", "unchecked"):
+        if labels.get(HEALTH_LABEL) in ("passed", "failed", "unchecked", ACCEPTING):
             outcome = "kept"
             return None
         created = _timestamp(node["metadata"].get("creationTimestamp"))
@@ -482,8 +491,9 @@ def label_value(text: str) -> str:
 
 def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
             release_operands: bool = False, now: datetime.datetime | None = None,
-            policy: Policy | None = None) -> str:
-    """Apply the check's result to the node: passed, failed, held or skipped."""
+            policy: Policy | None = None, acceptance_pools: frozenset[str] = frozenset()) -> str:
+    """Apply the check's result to the node: passed (or accepting, on a pool in `acceptance_pools`:
+    the cross-node acceptance decides), failed, held or skipped."""
     policy = policy or Policy()
     now = _now(now)
     code, check_report = read_result(results)
@@ -496,13 +506,16 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
     expected = _state_is_not("failed", "pending", "held") if recheck else _state_is("pending")
     if code == 0:
         applied = True
+        state = "passed"
 
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
-            nonlocal applied
+            nonlocal applied, state
             if not expected(node):
                 applied = False
                 return None
-            labels: dict[str, Any] = {HEALTH_LABEL: "passed", FAILED_CHECK_LABEL: None}
+            accepting = not recheck and _labels(node).get(AGENT_POOL_LABEL) in acceptance_pools
+            state = ACCEPTING if accepting else "passed"
+            labels: dict[str, Any] = {HEALTH_LABEL: state, FAILED_CHECK_LABEL: None}
             if release_operands:
                 # "true", the operator's own value: it only relabels a node on other events, so a
                 # label left out would keep the operands off until the next node joins.
@@ -510,15 +523,24 @@ def verdict(api: Api, node_name: str, results: str, recheck: bool = False,
             patch: dict[str, Any] = {"metadata": {"labels": labels, "annotations": {
                 **annotations, REASON_ANNOTATION: None, **_unkept(node),
                 FINGERPRINT_ANNOTATION: json.dumps(fingerprint(node), sort_keys=True)}}}
-            if not recheck:
+            if accepting:
+                # Held for the acceptance: the taint stays with a value of its own, the device plugin
+                # starts (its affinity takes "accepting"), only the acceptance job tolerates the taint.
+                patch["metadata"]["annotations"][ACCEPTANCE_SINCE_ANNOTATION] = _stamp(now)
+                patch["spec"] = {"taints": _taints_without_gate(node) + [_gate_taint(ACCEPTING)]}
+            elif not recheck:
                 patch["spec"] = {"taints": _taints_without_gate(node)}
             return patch
 
         node = update_node(api, node_name, change)
         if not applied:
             return _stale(node_name, source, "passed", node)
-        report(api, policy, node, source, "passed", None, "", now)
-        return "passed"
+        # "accepting" in the record, not "passed": the breaker counts the acceptance's own verdict of
+        # the node, and a pass of the local check beside it would halve any systemic failure share.
+        report(api, policy, node, source, state, None,
+               "passed its check; held for the cross-node acceptance on this InfiniBand pool"
+               if state == ACCEPTING else "", now)
+        return state
     check, reason = failure_reason(code, check_report)
     return fail_or_hold(api, node_name, source, check, reason, annotations, policy, now, expected)
 
@@ -679,12 +701,14 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
              policy: Policy | None = None, pools: list[str] | None = None, gate_enabled: bool = True,
              operator_pools: list[str] | None = None, cordon: list[CordonCondition] | None = None,
              npd_cordon: set[str] | None = None, exporter_namespaces: list[str] | None = None,
-             exporter_port: int = 9400, fetch: Callable[[str], str] = get_text) -> dict[str, list[str]]:
+             exporter_port: int = 9400, fetch: Callable[[str], str] = get_text,
+             acceptance_pools: set[str] | None = None,
+             max_accepting_minutes: float | None = None) -> dict[str, list[str]]:
     """One pass over the GPU nodes of `pools`; returns the node names per action taken."""
     policy = policy or Policy()
     now = _now(now)
     done: dict[str, list[str]] = {"failed": [], "held": [], "released": [], "cordoned": [], "spared": [],
-                                  "regated": [], "untainted": [], "operands": [], "stale": []}
+                                  "regated": [], "untainted": [], "operands": [], "stale": [], "unaccepted": []}
     if gate_enabled:
         for node in api.list_nodes(f"{HEALTH_LABEL}=pending"):
             metadata = node["metadata"]
@@ -707,6 +731,9 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
     if not gate_enabled:
         done["untainted"] = release_gate(api, nodes, policy, set(operator_pools or ()), now)
     done["released"] = release_kept(api, nodes, policy, now)
+    if gate_enabled and max_accepting_minutes is not None:
+        done["unaccepted"] = release_unaccepted(api, nodes, policy, acceptance_pools or set(),
+                                                max_accepting_minutes, now)
     if gate_enabled:
         done["operands"] = restore_operands(api, nodes, set(operator_pools or ()))
         done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
@@ -715,6 +742,40 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
                                           exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
         done["cordoned"], done["spared"] = cordoned, spared
     return done
+
+
+def release_unaccepted(api: Api, nodes: list[dict[str, Any]], policy: Policy, acceptance_pools: set[str],
+                       max_minutes: float, now: datetime.datetime) -> list[str]:
+    """The backstop of the cross-node acceptance (fabric_acceptance.py decides within its hold
+    bound): a node still "accepting" past `max_minutes` (the acceptance pass stopped running), or on
+    a pool that no longer has the acceptance (turned off in the spec), takes work with a Warning:
+    the gate never strands a node."""
+    released = []
+    for node in nodes:
+        if _labels(node).get(HEALTH_LABEL) != ACCEPTING:
+            continue
+        name = node["metadata"]["name"]
+        since = _timestamp(_annotations(node).get(ACCEPTANCE_SINCE_ANNOTATION)) or now
+        waited = (now - since).total_seconds() / 60
+        if _labels(node).get(AGENT_POOL_LABEL) in acceptance_pools and waited <= max_minutes:
+            continue
+        why = (f"waited {waited:.0f} minutes for the cross-node acceptance, past its bound ({max_minutes:g}): the "
+               "acceptance pass is not deciding" if _labels(node).get(AGENT_POOL_LABEL) in acceptance_pools else
+               "its pool no longer has the cross-node acceptance")
+
+        def change(current: dict[str, Any]) -> dict[str, Any] | None:
+            return {"metadata": {"labels": {HEALTH_LABEL: "passed"}, "annotations": {
+                ACCEPTANCE_SINCE_ANNOTATION: None, "aksgpu.io/gpu-health-acceptance": "released-unmeasured",
+                REASON_ANNOTATION: why}}, "spec": {"taints": _taints_without_gate(current)}}
+
+        if not _per_node(name, lambda: _guarded(api, name, _state_is(ACCEPTING), change)):
+            continue
+        entry = verdict_entry(node, "watchdog", "passed", "fabric-acceptance", f"released unaccepted: {why}", now)
+        log_verdict(entry)
+        emit_event(api, node, "Warning", "GpuFabricUnaccepted", f"watchdog: released: {why}", now)
+        append_record(api, policy.namespace, entry)
+        released.append(name)
+    return released
 
 
 def restore_operands(api: Api, nodes: list[dict[str, Any]], operator_pools: set[str]) -> list[str]:
@@ -756,20 +817,20 @@ def release_gate(api: Api, nodes: list[dict[str, Any]], policy: Policy, operator
         tainted = any(t.get("key") == GATE_TAINT_KEY for t in node.get("spec", {}).get("taints") or [])
         held_operands = labels.get(AGENT_POOL_LABEL) in operator_pools and any(
             labels.get(label) == "false" for label in HELD_OPERAND_LABELS)
-        if not tainted and labels.get(HEALTH_LABEL) not in ("pending", "held") and not held_operands:
+        if not tainted and labels.get(HEALTH_LABEL) not in ("pending", "held", ACCEPTING) and not held_operands:
             continue
 
         def change(current: dict[str, Any]) -> dict[str, Any] | None:
             current_labels = _labels(current)
             new_labels: dict[str, Any] = {}
-            if current_labels.get(HEALTH_LABEL) in ("pending", "held"):
+            if current_labels.get(HEALTH_LABEL) in ("pending", "held", ACCEPTING):
                 new_labels[HEALTH_LABEL] = "unchecked"
             if current_labels.get(AGENT_POOL_LABEL) in operator_pools:
                 new_labels.update({label: "true" for label in HELD_OPERAND_LABELS
                                    if current_labels.get(label) == "false"})
             return {"metadata": {"labels": new_labels,
                                  "annotations": {PENDING_SINCE_ANNOTATION: None, **_unkept(current)}
-                                 if current_labels.get(HEALTH_LABEL) in ("pending", "held") else {}},
+                                 if current_labels.get(HEALTH_LABEL) in ("pending", "held", ACCEPTING) else {}},
                     "spec": {"taints": _taints_without_gate(current)}}
 
         if _per_node(node["metadata"]["name"], lambda: update_node(api, node["metadata"]["name"], change)) is None:
@@ -988,6 +1049,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--breaker-share", type=float, default=0.5)
     parser.add_argument("--breaker-window-minutes", type=float, default=120.0)
     parser.add_argument("--breaker-min-nodes", type=int, default=3)
+    parser.add_argument("--acceptance-pools", help="verdict: agent pools whose passed nodes wait for the "
+                                                   "cross-node acceptance (InfiniBand), comma-separated")
+    parser.add_argument("--max-accepting-minutes", type=float,
+                        help="watchdog: release nodes held for the cross-node acceptance longer than this")
     parser.add_argument("--pools", help="watchdog: the GPU agent pools, comma-separated")
     parser.add_argument("--operator-pools", help="watchdog: the GPU Operator pools among them")
     parser.add_argument("--gate-off", action="store_true", help="watchdog: the gate is off; release its nodes")
@@ -1005,7 +1070,9 @@ def main(argv: list[str] | None = None) -> int:
         done = watchdog(Api.in_cluster(), args.max_pending_minutes, policy=policy, pools=_names(args.pools),
                         gate_enabled=not args.gate_off, operator_pools=_names(args.operator_pools),
                         cordon=conditions, npd_cordon=set(_names(args.npd_conditions)),
-                        exporter_namespaces=_names(args.exporter_namespaces), exporter_port=args.exporter_port)
+                        exporter_namespaces=_names(args.exporter_namespaces), exporter_port=args.exporter_port,
+                        acceptance_pools=set(_names(args.acceptance_pools)),
+                        max_accepting_minutes=args.max_accepting_minutes)
         print("; ".join(f"{action}: {', '.join(names)}" for action, names in done.items() if names)
               or "nothing to do", flush=True)
         return 0
@@ -1023,7 +1090,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{node_name}: {pending(api, node_name, args.results, gate_since, args.hold_operands)}")
         return 0
     outcome = verdict(api, node_name, args.results, recheck=args.recheck,
-                      release_operands=args.release_operands, policy=policy)
+                      release_operands=args.release_operands, policy=policy,
+                      acceptance_pools=frozenset(_names(args.acceptance_pools)))
     print(f"{node_name}: {outcome}", flush=True)
     if args.hold:
         hold_forever()

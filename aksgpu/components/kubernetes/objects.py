@@ -151,6 +151,13 @@ def admitted_by_gate() -> dict[str, Any]:
     return {"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked"]}
 
 
+def advertised_by_gate() -> dict[str, Any]:
+    """The node affinity expression for GPU nodes whose GPUs may be advertised: admitted, or passed
+    and waiting for the cross-node acceptance of an InfiniBand pool ("accepting": the gate's taint
+    keeps every pod but the acceptance job's off it, and that job requests the GPUs)."""
+    return {"key": HEALTH_LABEL, "operator": "In", "values": ["passed", "unchecked", "accepting"]}
+
+
 def system_pool_placement() -> dict[str, Any]:
     """nodeSelector and tolerations that put a controller on the critical-system pool, where
     aksgpu's cluster-wide controllers (GPU Operator, Kueue) belong."""

@@ -156,6 +156,19 @@ class Recheck(SpecModel):
     """Idle nodes each run re-checks per pool (1-100; at most 100 per CronJob); a run that finds fewer idle nodes checks those it finds."""
 
 
+class Acceptance(SpecModel):
+    """Cross-node acceptance on InfiniBand pools: new nodes that pass the gate's check take work only once an NCCL all-reduce across them reaches their VM size's floor."""
+
+    enabled: bool = True
+    """Hold each new node of an InfiniBand pool after its check (label aksgpu.io/gpu-health=accepting, the gate's taint with value accepting) until an NCCL all-reduce between it and a peer reaches Azure's published floor for the VM size (aksgpu/components/data/fabric_acceptance.yaml); a node that falls short with a known-good peer or with two peers is failed like a failed check. Needs gate.enabled."""
+    run_timeout_minutes: int = Field(default=20, ge=5, le=240)
+    """Minutes (5-240) one acceptance run may take once its pods may start (image pull, NCCL set-up, the measurement); a run past it says nothing about the nodes and is run again with another peer."""
+    hold_minutes: int = Field(default=120, ge=15, le=1440)
+    """Minutes (15-1440) a node waits for a decision. A node no peer was free for (a lone new node on a busy pool), or whose one failed pairing could not be confirmed with a second peer, then takes work with a Warning Event (GpuFabricUnaccepted) and a record entry: nodes are failed on evidence only."""
+    schedule: Schedule = "*/3 * * * *"
+    """Cron schedule (UTC) of the acceptance pass (aksgpu-fabric-acceptance CronJob): collect finished runs, decide, start new ones."""
+
+
 class GpuHealth(SpecModel):
     """Passive and active GPU health."""
 
@@ -169,6 +182,8 @@ class GpuHealth(SpecModel):
     """Scheduled re-checks of idle GPU nodes."""
     passive: Passive = Passive()
     """What critical passive signals (DCGM metrics, node-problem-detector conditions) do to a node."""
+    acceptance: Acceptance = Acceptance()
+    """Cross-node NCCL acceptance of new nodes on InfiniBand pools."""
 
     def effective_scraper(self, managed_prometheus: bool) -> Literal["managedPrometheus", "bundled", "none"]:
         if not self.metrics.enabled:
@@ -234,6 +249,7 @@ def check_gpu_health(spec: ClusterSpec) -> Iterator[Issue]:
                             "the default check is DCGM diagnostics, which NVIDIA does not support on GPUs in MIG "
                             "mode, so it may fail every node of this pool", "set gpuHealth.gate.command to a "
                             "check that runs on MIG instances, or gpuHealth.gate.enabled: false", "warning")
+    yield from _check_acceptance(spec)
     if not health.gate.enabled:
         yield Issue("gpuHealth.gate.enabled", False, "new GPU nodes take work before anything checked their GPUs; "
                     "one bad GPU slows or fails every job that lands on it", "set gpuHealth.gate.enabled: true",
@@ -251,3 +267,25 @@ def _has_pool_for_ordinary_pods(spec: ClusterSpec) -> bool:
     if not spec.system_pool.only_critical_addons:
         return True
     return any(pool.kind == "cpu" and not pool.taints and pool.team is None for pool in spec.node_pools)
+
+
+def _check_acceptance(spec: ClusterSpec) -> Iterator[Issue]:
+    """InfiniBand pools whose new nodes cannot be accepted across nodes, said once per pool."""
+    from .fabric_acceptance import acceptance_floor
+
+    health = spec.gpu_health
+    if not health.acceptance.enabled:
+        return
+    for index, pool in enumerate(spec.node_pools):
+        if pool.kind != "gpu" or not (pool.size and pool.size.get("infiniband")):
+            continue
+        if not health.gate.enabled:
+            yield Issue("gpuHealth.acceptance.enabled", True, f"the cross-node acceptance of {pool.name} "
+                        "({pool.vm_size}) follows the gate's check, and the gate is off", "set gpuHealth.gate."
+                        "enabled: true, or gpuHealth.acceptance.enabled: false", "warning")
+            return
+        if acceptance_floor(pool.vm_size) is None:
+            yield Issue(f"nodePools[{index}].vmSize", pool.vm_size, "Azure publishes no NCCL all-reduce floor for "
+                        "this InfiniBand size (aksgpu/components/data/fabric_acceptance.yaml), so its new nodes take "
+                        "work after the local check without a cross-node acceptance",
+                        "run your own multi-node NCCL test on new nodes of this pool", "warning")
