@@ -301,7 +301,9 @@ def test_teams_that_may_use_an_infiniband_pool_get_its_nccl_config_maps(mixed_pl
                          ("research", a100.nccl_config_map), ("research", a100.topology_config_map),
                          ("vision", a100.nccl_config_map), ("vision", a100.topology_config_map)}
     env = maps[("research", h100.nccl_config_map)]["data"]
-    assert env == h100.nccl_env
+    # The keys are the names without NCCL_; envFrom's prefix gives them back (aksgpu-team-gpus admits
+    # envFrom in a GPU container only with a prefix).
+    assert {f"NCCL_{key}": value for key, value in env.items()} == h100.nccl_env
     # envFrom skips (or, with relaxed validation, imports) keys that are not variable names: keep to names.
     assert all(re.fullmatch(r"[A-Z_][A-Z0-9_]*", key) for key in env)
     topology = maps[("research", h100.topology_config_map)]["data"]
@@ -364,7 +366,7 @@ def test_the_readme_gang_example_runs_nccl_over_infiniband_as_aksgpu_sets_it_up(
     limits = container["resources"]["limits"]
     assert limits[profile.rdma_resource] == profile.rdma_per_node
     assert limits["nvidia.com/gpu"] == data.vm_size(profile.vm_size)["gpus"]
-    assert {"configMapRef": {"name": profile.nccl_config_map}} in container["envFrom"]
+    assert {"prefix": "NCCL_", "configMapRef": {"name": profile.nccl_config_map}} in container["envFrom"]
     needs = pod_requirements()
     assert set(needs.capabilities) <= set(container["securityContext"]["capabilities"]["add"])
     volumes = {v["name"]: v for v in pod["volumes"]}

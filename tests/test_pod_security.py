@@ -421,11 +421,6 @@ def test_the_readme_gang_job_passes_pod_security_where_kueue_places_it(example_p
     assert denials(policies[0], obj=unplaced, request=CREATE, namespace=namespace)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the README's gang example (FABRIC's) takes the NCCL ConfigMap through envFrom without a prefix, which "
-    "aksgpu-team-gpus refuses for a container with a GPU request (a team may edit that ConfigMap and add "
-    "NVIDIA_VISIBLE_DEVICES); the example needs env entries with valueFrom.configMapKeyRef, or the policy a "
-    "reasoned exception"))
 def test_the_readme_gang_job_passes_the_gpu_policy(example_plans: dict[str, Any]) -> None:
     plan = example_plans["prod"]
     _, pods, namespace = _readme_job_under_each_flavor(plan)

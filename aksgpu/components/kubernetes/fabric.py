@@ -175,11 +175,11 @@ def team_fabric_sizes(spec: ClusterSpec, team: Team) -> list[FabricProfile]:
 
 
 def nccl_config_maps(spec: ClusterSpec, team: Team) -> list[dict[str, Any]]:
-    """Per InfiniBand size the team may use: the NCCL environment (for envFrom) and, where Azure
+    """Per InfiniBand size the team may use: the NCCL environment (for envFrom with prefix NCCL_) and, where Azure
     publishes one, the topology file (mounted where NCCL_TOPO_FILE points)."""
     found = []
     for profile in team_fabric_sizes(spec, team):
-        found.append({"metadata": metadata(profile.nccl_config_map, team.name), "data": dict(profile.nccl_env)})
+        found.append({"metadata": metadata(profile.nccl_config_map, team.name), "data": profile.nccl_config_map_data})
         xml = profile.topology_xml()
         if profile.topology_config_map and xml is not None:
             found.append({"metadata": metadata(profile.topology_config_map, team.name), "data": {TOPOLOGY_KEY: xml}})

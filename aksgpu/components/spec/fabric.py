@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 FABRIC_TABLE = "fabric"
 TOPOLOGY_DIR = "nccl_topology"  # beside the tables: aksgpu/components/data/nccl_topology/
 TOPOLOGY_KEY = "topo.xml"       # the key of the topology ConfigMap, and the file name in the pod
+# The NCCL ConfigMap's keys are the variable names without this prefix, and a pod takes them with
+# `envFrom: [{prefix: NCCL_, configMapRef: ...}]`: aksgpu-team-gpus admits envFrom in a GPU
+# container only with a prefix that NVIDIA_VISIBLE_DEVICES does not start with, since a team may
+# edit the ConfigMap (team_access.py, README "How a team gets GPUs").
+NCCL_ENV_PREFIX = "NCCL_"
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,11 @@ class FabricProfile:
     def topology_config_map(self) -> str | None:
         """Name of the ConfigMap with the topology file (key topo.xml), or None when none is shipped."""
         return f"aksgpu-nccl-topology-{self.short_name}" if self.topology_file else None
+
+    @property
+    def nccl_config_map_data(self) -> dict[str, str]:
+        """The NCCL ConfigMap's data: nccl_env with NCCL_ENV_PREFIX taken off each name."""
+        return {name.removeprefix(NCCL_ENV_PREFIX): value for name, value in self.nccl_env.items()}
 
     def topology_xml(self) -> str | None:
         """The topology file's text, unchanged from Azure's copy, or None."""
@@ -128,6 +138,10 @@ def _profiles() -> dict[str, FabricProfile]:
         if topology:
             env["NCCL_TOPO_FILE"] = str(PurePosixPath(topology_mount_path()) / TOPOLOGY_KEY)
             sources["NCCL_TOPO_FILE"] = f"Azure's {topology} (fabric.yaml families.{family}.topologyFile), mounted by the job"
+        outside = sorted(name for name in env if not name.startswith(NCCL_ENV_PREFIX))
+        if outside:
+            raise ValueError(f"fabric.yaml families.{family}.ncclEnv: {outside} do not start with {NCCL_ENV_PREFIX}, "
+                             "which the NCCL ConfigMap's envFrom prefix adds back")
         for vm_size in facts["sizes"]:
             rate = port_gbps(vm_size)
             if rate is None:
