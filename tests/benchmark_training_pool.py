@@ -30,8 +30,8 @@ GPUS_PER_NODE = 8  # Standard_ND96isr_H100_v5 (aksgpu/components/data/vm_sizes.y
 
 
 def training_spec(nodes: int) -> dict[str, Any]:
-    """A cluster whose one GPU pool is a `nodes`-node InfiniBand domain owned by one team, with
-    quota for all of it and Kueue in front of it."""
+    """A cluster whose one GPU pool is a fixed `nodes`-node InfiniBand domain owned by one team, with
+    quota for all of it and Kueue in front of it, topology-aware."""
     return {
         "name": "gpu-train",
         "location": "eastus2",
@@ -51,7 +51,9 @@ def training_spec(nodes: int) -> dict[str, Any]:
                                          {"name": "gpu", "cidr": "10.225.0.0/20"}]}},
         "nodePools": [
             {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"],
-             "minCount": 0, "maxCount": nodes, "team": "research",
+             # A fixed size: Kueue places a topology-aware gang only on nodes that exist, so
+             # gangScheduling.topology auto gives topology-aware flavors to fixed-size pools.
+             "count": nodes, "team": "research",
              "subnet": "gpu", "labels": {"aksgpu.io/ib-domain": "h100"}, "gpu": {"driver": "None"}},
         ],
         "access": {
