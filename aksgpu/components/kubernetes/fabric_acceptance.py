@@ -42,7 +42,7 @@ from typing import Any
 try:  # in the package (tests, the Pulumi program)
     from aksgpu.components.kubernetes import node_gate
 except ImportError:  # in the cluster: node_gate.py is a sibling file
-    import node_gate  # type: ignore[no-redef]
+    import node_gate  # type: ignore[no-redef,import-not-found]
 
 ACCEPTING = node_gate.ACCEPTING  # the aksgpu.io/gpu-health state between the local check and acceptance
 SOURCE = "acceptance"  # the verdict source in the record and the breaker

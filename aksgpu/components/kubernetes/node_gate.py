@@ -56,7 +56,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 GATE_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/aksgpu-gpu-check"
 HEALTH_LABEL = "aksgpu.io/gpu-health"
@@ -118,7 +118,7 @@ class Api:
         self.context = context
 
     @classmethod
-    def in_cluster(cls) -> Api:
+    def in_cluster(cls) -> Self:  # Self: the acceptance pass's subclass gets its own type
         host = os.environ["KUBERNETES_SERVICE_HOST"]
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         with open(f"{SERVICE_ACCOUNT}/token", encoding="utf-8") as handle:

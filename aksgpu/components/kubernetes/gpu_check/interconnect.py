@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aksgpu.components.kubernetes.gpu_check.results import CheckResult
+from aksgpu.components.kubernetes.gpu_check.results import CheckResult, Verdict
 
 
 def bus_bandwidth(algorithm_bandwidth: float, ranks: int) -> float:
@@ -161,7 +161,7 @@ def infiniband_checks(sysfs: Path, expected_gbps: float | None, expected_hcas: i
     results = []
     if expected_hcas is not None:
         found = len(hcas)
-        verdict = "fail" if found < expected_hcas else "warn" if found > expected_hcas else "pass"
+        verdict: Verdict = "fail" if found < expected_hcas else "warn" if found > expected_hcas else "pass"
         results.append(CheckResult("infiniband-hcas", verdict,
                                    f"{found} InfiniBand HCAs ({', '.join(sorted(hcas))}); the VM size has {expected_hcas}",
                                    value=found, threshold=expected_hcas, unit="HCAs"))
