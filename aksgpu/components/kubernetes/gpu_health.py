@@ -33,6 +33,7 @@ from pulumi_azure_native import alertsmanagement
 from aksgpu.components import data
 from aksgpu.components.kubernetes import fabric_acceptance_objects as acceptance
 from aksgpu.components.kubernetes import node_gate
+from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.gpu_software import (
     DCGM_METRICS_CONFIG,
     device_plugin_targets,
@@ -908,24 +909,10 @@ class GpuHealth(pulumi.ComponentResource):
         base = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
         health = spec.gpu_health
         daemonsets = gate_daemonsets(spec, ns) if health.gate.enabled else []
-        created: list[pulumi.Resource] = []
-        for obj in node_gate_rbac(ns, [d["metadata"]["name"] for d in daemonsets]):
-            kind, meta = obj["kind"], obj["metadata"]
-            opts = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=list(created)))
-            resource_name = f"{name}-{meta['name'].removeprefix('aksgpu-')}-{kind.lower()}"
-            if kind == "ServiceAccount":
-                created.append(k8s.core.v1.ServiceAccount(resource_name, metadata=meta,
-                                                          automount_service_account_token=False, opts=opts))
-            elif kind == "ClusterRole":
-                created.append(k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
-            elif kind == "Role":
-                created.append(k8s.rbac.v1.Role(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
-            elif kind == "ClusterRoleBinding":
-                created.append(k8s.rbac.v1.ClusterRoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
-                                                              subjects=obj["subjects"], opts=opts))
-            else:
-                created.append(k8s.rbac.v1.RoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
-                                                       subjects=obj["subjects"], opts=opts))
+        created = declare_rbac(
+            node_gate_rbac(ns, [d["metadata"]["name"] for d in daemonsets]),
+            lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}", base,
+            chained=True)
         script = k8s.core.v1.ConfigMap(f"{name}-gate-script", metadata=metadata(SCRIPT_CONFIG, ns),
                                        data={"node_gate.py": node_gate_script()}, opts=base)
         record = record_configmap(ns)
@@ -970,23 +957,9 @@ def _acceptance_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, 
         return
     queued = spec.gang_scheduling.enabled
     opts = pulumi.ResourceOptions.merge(ready, pulumi.ResourceOptions(parent=owner))
-    created: list[pulumi.Resource] = []
-    for obj in acceptance.rbac(ns):
-        kind, meta = obj["kind"], obj["metadata"]
-        resource_name = f"{name}-{meta['name'].removeprefix('aksgpu-')}-{kind.lower()}"
-        if kind == "ServiceAccount":
-            created.append(k8s.core.v1.ServiceAccount(resource_name, metadata=meta,
-                                                      automount_service_account_token=False, opts=opts))
-        elif kind == "ClusterRole":
-            created.append(k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
-        elif kind == "Role":
-            created.append(k8s.rbac.v1.Role(resource_name, metadata=meta, rules=obj["rules"], opts=opts))
-        elif kind == "ClusterRoleBinding":
-            created.append(k8s.rbac.v1.ClusterRoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
-                                                          subjects=obj["subjects"], opts=opts))
-        else:
-            created.append(k8s.rbac.v1.RoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
-                                                   subjects=obj["subjects"], opts=opts))
+    created = declare_rbac(
+        acceptance.rbac(ns), lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}",
+        opts)
     programs = acceptance.program_config_map(spec, ns, targets, queued)
     created.append(k8s.core.v1.ConfigMap(f"{name}-acceptance-programs", metadata=programs["metadata"],
                                          data=programs["data"], opts=opts))

@@ -24,6 +24,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from aksgpu.components.kubernetes import node_topology
+from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.objects import (
     PoolTarget,
     daemonset,
@@ -164,19 +165,8 @@ class NodeTopology(pulumi.ComponentResource):
         super().__init__("aksgpu:index:NodeTopology", name, None, opts)
         spec, ns = args.spec, args.system_namespace
         base = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
-        created: list[pulumi.Resource] = []
-        for obj in labeller_rbac(ns):
-            kind, meta = obj["kind"], obj["metadata"]
-            resource_name = f"{name}-labeller-{kind.lower()}"
-            opts_ = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=list(created)))
-            if kind == "ServiceAccount":
-                created.append(k8s.core.v1.ServiceAccount(resource_name, metadata=meta,
-                                                          automount_service_account_token=False, opts=opts_))
-            elif kind == "ClusterRole":
-                created.append(k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=obj["rules"], opts=opts_))
-            else:
-                created.append(k8s.rbac.v1.ClusterRoleBinding(resource_name, metadata=meta, role_ref=obj["roleRef"],
-                                                              subjects=obj["subjects"], opts=opts_))
+        created = declare_rbac(labeller_rbac(ns), lambda obj: f"{name}-labeller-{obj['kind'].lower()}", base,
+                               chained=True)
         policy, binding = node_label_policy(ns)
         admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{name}-node-policy", metadata=policy["metadata"], spec=policy["spec"],
