@@ -30,6 +30,7 @@ from aksgpu.components.kubernetes.objects import (
     policy_exceptions,
     pool_affinity,
     pool_tolerations,
+    program_source,
     system_pool_placement,
 )
 from aksgpu.components.spec import ClusterSpec
@@ -193,14 +194,11 @@ def settings(spec: ClusterSpec, namespace: str, targets: list[PoolTarget], queue
 
 
 def program_config_map(spec: ClusterSpec, namespace: str, targets: list[PoolTarget], queued: bool) -> dict[str, Any]:
-    def source(module: Any) -> str:
-        with open(module.__file__, encoding="utf-8") as handle:
-            return handle.read()
-
     from aksgpu.components.kubernetes import fabric_allreduce
 
     return {"metadata": metadata(ACCEPTANCE, namespace), "data": {
-        "fabric_acceptance.py": source(fabric_acceptance), "fabric_allreduce.py": source(fabric_allreduce),
+        "fabric_acceptance.py": program_source(fabric_acceptance),
+        "fabric_allreduce.py": program_source(fabric_allreduce),
         SETTINGS_KEY: json.dumps(settings(spec, namespace, targets, queued), sort_keys=True, indent=1)}}
 
 

@@ -42,15 +42,19 @@ from aksgpu.components.kubernetes.gpu_software import (
 from aksgpu.components.kubernetes.objects import (
     GPU_OPERATOR_NAMESPACE,
     HEALTH_LABEL,
+    NODE_METADATA_VARIABLES,
+    NODE_NAME_CLAIM,
     PoolTarget,
     admitted_by_gate,
     daemonset,
     image,
     labels,
     metadata,
+    node_update_policy,
     policy_exceptions,
     pool_affinity,
     pool_tolerations,
+    program_source,
     system_pool_placement,
 )
 from aksgpu.components.spec import ClusterSpec
@@ -773,16 +777,12 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
     gate_user = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
     watchdog_user = f"system:serviceaccount:{namespace}:{WATCHDOG}"
     acceptance_user = f"system:serviceaccount:{namespace}:{acceptance.ACCEPTANCE}"
-    node_name = "'authentication.kubernetes.io/node-name'"
+    node_name = NODE_NAME_CLAIM
     held = ", ".join(f"'{label}'" for label in node_gate.HELD_OPERAND_LABELS)
     gate_labels = f"k.startsWith('{HEALTH_LABEL}') || k in [{held}]"
     gate_annotations = f"k.startsWith('{HEALTH_LABEL}') || k == '{node_gate.SCALE_DOWN_DISABLED_ANNOTATION}'"
     variables = [
-        {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
-        {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
-        {"name": "oldAnnotations",
-         "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
-        {"name": "newAnnotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+        *NODE_METADATA_VARIABLES,
         {"name": "oldTaints", "expression": "has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, t.key != "
                                             f"'{node_gate.GATE_TAINT_KEY}') : []"},
         {"name": "newTaints", "expression": "has(object.spec.taints) ? object.spec.taints.filter(t, t.key != "
@@ -793,15 +793,11 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
         new, old = f"variables.new{field}", f"variables.old{field}"
         return f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) && {old}.all(k, {allowed} || k in {new})"
 
-    policy = {"metadata": metadata(NODE_POLICY), "spec": {
-        "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
-                                                "resources": ["nodes"]}]},
-        "matchConditions": [{"name": "gate-service-accounts",
-                             "expression": f"request.userInfo.username in ['{gate_user}', '{watchdog_user}', "
-                                           f"'{acceptance_user}']"}],
-        "variables": variables,
-        "validations": [
+    return node_update_policy(
+        NODE_POLICY, {"name": "gate-service-accounts",
+                      "expression": f"request.userInfo.username in ['{gate_user}', '{watchdog_user}', "
+                                    f"'{acceptance_user}']"},
+        variables, [
             {"expression": "variables.newTaints == variables.oldTaints",
              "message": "the GPU gate may change only its own startup taint"},
             {"expression": unchanged_but("Labels", gate_labels),
@@ -817,15 +813,7 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
                            f"!({node_name} in request.userInfo.extra) || "
                            f"request.userInfo.extra[{node_name}][0] == object.metadata.name",
              "message": "the GPU gate may change only the node its pod runs on"},
-        ],
-    }}
-    binding = {"metadata": metadata(NODE_POLICY), "spec": {"policyName": NODE_POLICY, "validationActions": ["Deny"]}}
-    return policy, binding
-
-
-def node_gate_script() -> str:
-    with open(node_gate.__file__, encoding="utf-8") as handle:
-        return handle.read()
+        ])
 
 
 class GpuHealth(pulumi.ComponentResource):
@@ -914,7 +902,7 @@ class GpuHealth(pulumi.ComponentResource):
             lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}", base,
             chained=True)
         script = k8s.core.v1.ConfigMap(f"{name}-gate-script", metadata=metadata(SCRIPT_CONFIG, ns),
-                                       data={"node_gate.py": node_gate_script()}, opts=base)
+                                       data={"node_gate.py": program_source(node_gate)}, opts=base)
         record = record_configmap(ns)
         # Created empty; node_gate.py owns its data from then on.
         created.append(k8s.core.v1.ConfigMap(f"{name}-gate-record", metadata=record["metadata"],

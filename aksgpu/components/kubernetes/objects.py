@@ -165,3 +165,38 @@ def system_pool_placement() -> dict[str, Any]:
         "nodeSelector": {MODE_LABEL: "system"},
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}],
     }
+
+
+def program_source(module: Any) -> str:
+    """The text of a node program (a module that runs in the cluster from a ConfigMap)."""
+    with open(module.__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+# The service-account token claim naming the node its pod runs on (Kubernetes 1.32+,
+# ServiceAccountTokenPodNodeInfo): a node program's policy binds it to that node.
+NODE_NAME_CLAIM = "'authentication.kubernetes.io/node-name'"
+
+# The node's labels and annotations before and after an update, empty when absent.
+NODE_METADATA_VARIABLES = [
+    {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+    {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+    {"name": "oldAnnotations", "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+    {"name": "newAnnotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+]
+
+
+def node_update_policy(name: str, condition: dict[str, str], variables: list[dict[str, str]],
+                       validations: list[dict[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (failing closed) and its Deny binding over node UPDATEs by the
+    requests `condition` matches: what a node program's service account may change on a node."""
+    policy = {"metadata": metadata(name), "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                "resources": ["nodes"]}]},
+        "matchConditions": [condition],
+        "variables": variables,
+        "validations": validations,
+    }}
+    binding = {"metadata": metadata(name), "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    return policy, binding

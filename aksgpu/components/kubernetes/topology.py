@@ -26,12 +26,16 @@ import pulumi_kubernetes as k8s
 from aksgpu.components.kubernetes import node_topology
 from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.objects import (
+    NODE_METADATA_VARIABLES,
+    NODE_NAME_CLAIM,
     PoolTarget,
     daemonset,
     metadata,
+    node_update_policy,
     pool_affinity,
     pool_targets,
     pool_tolerations,
+    program_source,
 )
 from aksgpu.components.spec import ClusterSpec
 
@@ -120,21 +124,10 @@ def node_label_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
     labeller must not be able to label another node."""
     user = f"system:serviceaccount:{namespace}:{LABELLER}"
     keys = ", ".join(f"'{key}'" for key in node_topology.LABEL_KEYS)
-    node_name = "'authentication.kubernetes.io/node-name'"
-    variables = [
-        {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
-        {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
-        {"name": "oldAnnotations",
-         "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
-        {"name": "newAnnotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
-    ]
-    policy = {"metadata": metadata(NODE_POLICY), "spec": {
-        "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
-                                                "resources": ["nodes"]}]},
-        "matchConditions": [{"name": "topology-labeller", "expression": f"request.userInfo.username == '{user}'"}],
-        "variables": variables,
-        "validations": [
+    node_name = NODE_NAME_CLAIM
+    return node_update_policy(
+        NODE_POLICY, {"name": "topology-labeller", "expression": f"request.userInfo.username == '{user}'"},
+        NODE_METADATA_VARIABLES, [
             {"expression": f"variables.newLabels.all(k, k in [{keys}] || (k in variables.oldLabels && "
                            "variables.oldLabels[k] == variables.newLabels[k])) && "
                            "variables.oldLabels.all(k, k in variables.newLabels)",
@@ -147,15 +140,7 @@ def node_label_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
             {"expression": f"has(request.userInfo.extra) && {node_name} in request.userInfo.extra && "
                            f"request.userInfo.extra[{node_name}][0] == object.metadata.name",
              "message": "the topology labeller may change only the node its pod runs on"},
-        ],
-    }}
-    binding = {"metadata": metadata(NODE_POLICY), "spec": {"policyName": NODE_POLICY, "validationActions": ["Deny"]}}
-    return policy, binding
-
-
-def node_topology_script() -> str:
-    with open(node_topology.__file__, encoding="utf-8") as handle:
-        return handle.read()
+        ])
 
 
 class NodeTopology(pulumi.ComponentResource):
@@ -175,7 +160,7 @@ class NodeTopology(pulumi.ComponentResource):
             f"{name}-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
         script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata(SCRIPT_CONFIG, ns),
-                                       data={"node_topology.py": node_topology_script()}, opts=base)
+                                       data={"node_topology.py": program_source(node_topology)}, opts=base)
         manifest = labeller_daemonset(spec, ns)
         k8s.apps.v1.DaemonSet(f"{name}-labeller", metadata=manifest["metadata"], spec=manifest["spec"],
                               opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
