@@ -19,10 +19,7 @@ import copy
 import datetime
 import json
 import re
-import threading
-import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +38,7 @@ from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object
 from tests.test_gpu_health import merge_patch
-from tests.test_gpu_node_life import GPU_TAINT, Cluster, _results, _selected
+from tests.test_gpu_node_life import GPU_TAINT, ApiHandler, Cluster, _results, _selected, serving
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl-tests"
 NOW = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.timezone.utc)
@@ -427,120 +424,52 @@ class Server(Cluster):
         job.setdefault("status", {})["conditions"] = [{"type": "Complete" if message else "Failed", "status": "True"}]
 
 
+class AcceptanceApiHandler(ApiHandler):
+    """test_gpu_node_life's routes plus the acceptance's Jobs, in its own namespace and by its own
+    service account only; deleting a Job deletes its run's pods."""
+
+    state: Server
+
+    def user(self) -> str:
+        return USERS[(self.headers.get("Authorization") or "").removeprefix("Bearer ")]
+
+    def get_more(self, path: str, query: dict[str, str]) -> None:
+        if path != f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs":
+            super().get_more(path, query)
+            return
+        assert self.user() == USERS["acceptance"]
+        items = [j for j in self.state.jobs.values()
+                 if _selected(j["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
+        self._reply(200, {"items": copy.deepcopy(items)})
+
+    def do_POST(self) -> None:  # noqa: N802
+        if not self.path.endswith("/jobs"):
+            super().do_POST()
+            return
+        body = self._body()
+        assert self.path == f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", "its own namespace only"
+        assert self.user() == USERS["acceptance"]
+        with self.state.lock:
+            body["metadata"]["creationTimestamp"] = "2026-11-26T12:00:00Z"
+            self.state.jobs[body["metadata"]["name"]] = body
+            self.state.created.append(copy.deepcopy(body))
+        self._reply(201, body)
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        name = self.path.rsplit("/", 1)[1]
+        state = self.state
+        with state.lock:
+            assert self._body()["propagationPolicy"] == "Background", "the run's pods go with it"
+            state.jobs.pop(name)
+            state.pods = [p for p in state.pods if p["metadata"].get("labels", {}).get(fa.RUN_LABEL) != name]
+        self._reply(200, {})
+
+
 @pytest.fixture
 def cluster() -> Iterator[tuple[Server, str]]:
     state = Server()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _reply(self, code: int, body: Any) -> None:
-            payload = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _body(self) -> Any:
-            return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-
-        def _user(self) -> str:
-            return USERS[(self.headers.get("Authorization") or "").removeprefix("Bearer ")]
-
-        def do_GET(self) -> None:  # noqa: N802
-            url = urllib.parse.urlparse(self.path)
-            query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
-            with state.lock:
-                if url.path == "/api/v1/nodes":
-                    items = [n for n in state.nodes.values()
-                             if _selected(n["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
-                    self._reply(200, {"items": copy.deepcopy(items)})
-                elif url.path.startswith("/api/v1/nodes/"):
-                    self._reply(200, copy.deepcopy(state.nodes[url.path.rsplit("/", 1)[1]]))
-                elif url.path.endswith("/pods"):
-                    namespace = url.path.split("/")[4] if "/namespaces/" in url.path else None
-                    fields = [f.partition("=") for f in query.get("fieldSelector", "").split(",") if f]
-                    items = [p for p in state.pods
-                             if (namespace is None or p["metadata"]["namespace"] == namespace)
-                             and _selected(p["metadata"].get("labels") or {}, query.get("labelSelector", ""))
-                             and all(str(_get(p, key.rstrip("!"))) != value if key.endswith("!")
-                                     else str(_get(p, key)) == value for key, _, value in fields)]
-                    self._reply(200, {"items": copy.deepcopy(items)})
-                elif url.path == f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs":
-                    assert self._user() == USERS["acceptance"]
-                    items = [j for j in state.jobs.values()
-                             if _selected(j["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
-                    self._reply(200, {"items": copy.deepcopy(items)})
-                elif url.path.endswith(f"/configmaps/{node_gate.RECORD_CONFIGMAP}"):
-                    self._reply(200, copy.deepcopy(state.configmap))
-                else:
-                    self._reply(404, {"kind": "Status", "reason": "NotFound"})
-
-        def do_PATCH(self) -> None:  # noqa: N802
-            name = self.path.rsplit("/", 1)[1]
-            patch = self._body()
-            with state.lock:
-                node = state.nodes[name]
-                if patch["metadata"]["resourceVersion"] != node["metadata"]["resourceVersion"]:
-                    self._reply(409, {"kind": "Status", "reason": "Conflict"})
-                    return
-                changed = merge_patch(node, patch)
-                denied = denials(state.policy, obj=changed, old=node, request={"userInfo": {"username": self._user()}})
-                if denied:
-                    state.denied.append(denied)
-                    self._reply(422, {"kind": "Status", "reason": "Invalid", "message": "; ".join(denied)})
-                    return
-                changed["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
-                state.nodes[name] = changed
-                self._reply(200, changed)
-
-        def do_PUT(self) -> None:  # noqa: N802
-            body = self._body()
-            with state.lock:
-                if body["metadata"].get("resourceVersion") != state.configmap["metadata"]["resourceVersion"]:
-                    self._reply(409, {"kind": "Status", "reason": "Conflict"})
-                    return
-                body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
-                state.configmap = body
-                self._reply(200, body)
-
-        def do_POST(self) -> None:  # noqa: N802
-            body = self._body()
-            with state.lock:
-                if self.path.endswith("/jobs"):
-                    assert self.path == f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", "its own namespace only"
-                    assert self._user() == USERS["acceptance"]
-                    body["metadata"]["creationTimestamp"] = "2026-11-26T12:00:00Z"
-                    state.jobs[body["metadata"]["name"]] = body
-                    state.created.append(copy.deepcopy(body))
-                else:
-                    state.events.append(body)
-            self._reply(201, body)
-
-        def do_DELETE(self) -> None:  # noqa: N802
-            name = self.path.rsplit("/", 1)[1]
-            with state.lock:
-                assert self._body()["propagationPolicy"] == "Background", "the run's pods go with it"
-                state.jobs.pop(name)
-                state.pods = [p for p in state.pods if p["metadata"].get("labels", {}).get(fa.RUN_LABEL) != name]
-            self._reply(200, {})
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _get(obj: dict[str, Any], path: str) -> Any:
-    for part in path.split("."):
-        obj = obj.get(part) if isinstance(obj, dict) else None
-    return obj
+    with serving(state, AcceptanceApiHandler) as url:
+        yield state, url
 
 
 def _api(url: str, who: str) -> fa.Api:

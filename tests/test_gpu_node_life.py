@@ -15,6 +15,7 @@ The decisions are checked against the upstream behaviour they exist for:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import json
@@ -244,108 +245,132 @@ class Cluster:
         return [json.loads(line) for line in (self.configmap.get("data") or {}).get("verdicts", "").splitlines()]
 
 
-@pytest.fixture
-def cluster() -> Iterator[tuple[Cluster, str]]:
-    state = Cluster()
+class ApiHandler(BaseHTTPRequestHandler):
+    """The stand-in API server's routes over a Cluster (`state`): nodes (merge patches checked against
+    the gate's admission policy with cel-python), pods with label and field selectors, the record
+    ConfigMap (get and put with resource versions) and Events. Subclasses add routes through
+    `get_more` and override `user`."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
+    state: Cluster
 
-        def _reply(self, code: int, body: Any) -> None:
-            payload = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def log_message(self, *args: Any) -> None:
+        pass
 
-        def _body(self) -> Any:
-            return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def _reply(self, code: int, body: Any) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
-        def _user(self) -> str:
-            token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-            return WATCHDOG_USER if token == "watchdog" else GATE_USER
+    def _body(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
 
-        def do_GET(self) -> None:  # noqa: N802
-            url = urllib.parse.urlparse(self.path)
-            query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
-            with state.lock:
-                if url.path == "/api/v1/nodes":
-                    items = [n for n in state.nodes.values()
-                             if _selected(n["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
-                    self._reply(200, {"items": copy.deepcopy(items)})
-                elif url.path.startswith("/api/v1/nodes/"):
-                    name = url.path.rsplit("/", 1)[1]
-                    if name not in state.nodes:
-                        self._reply(404, {"kind": "Status", "reason": "NotFound"})
-                    else:
-                        self._reply(200, copy.deepcopy(state.nodes[name]))
-                elif url.path.endswith("/pods"):
-                    namespace = url.path.split("/")[4] if "/namespaces/" in url.path else None
-                    fields = [f.partition("=") for f in query.get("fieldSelector", "").split(",") if f]
-                    items = [p for p in state.pods
-                             if (namespace is None or p["metadata"]["namespace"] == namespace)
-                             and _selected(p["metadata"].get("labels") or {}, query.get("labelSelector", ""))
-                             and all(str(_field(p, key.rstrip("!"))) != value if key.endswith("!")
-                                     else str(_field(p, key)) == value for key, _, value in fields)]
-                    self._reply(200, {"items": copy.deepcopy(items)})
-                elif url.path.endswith(f"/configmaps/{node_gate.RECORD_CONFIGMAP}"):
-                    self._reply(200, copy.deepcopy(state.configmap))
-                else:
+    def user(self) -> str:
+        token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        return WATCHDOG_USER if token == "watchdog" else GATE_USER
+
+    def get_more(self, path: str, query: dict[str, str]) -> None:
+        """A GET no route above matched (under the state's lock)."""
+        self._reply(404, {"kind": "Status", "reason": "NotFound"})
+
+    def do_GET(self) -> None:  # noqa: N802
+        state = self.state
+        url = urllib.parse.urlparse(self.path)
+        query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
+        with state.lock:
+            if url.path == "/api/v1/nodes":
+                items = [n for n in state.nodes.values()
+                         if _selected(n["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
+                self._reply(200, {"items": copy.deepcopy(items)})
+            elif url.path.startswith("/api/v1/nodes/"):
+                name = url.path.rsplit("/", 1)[1]
+                if name not in state.nodes:
                     self._reply(404, {"kind": "Status", "reason": "NotFound"})
+                else:
+                    self._reply(200, copy.deepcopy(state.nodes[name]))
+            elif url.path.endswith("/pods"):
+                namespace = url.path.split("/")[4] if "/namespaces/" in url.path else None
+                fields = [f.partition("=") for f in query.get("fieldSelector", "").split(",") if f]
+                items = [p for p in state.pods
+                         if (namespace is None or p["metadata"]["namespace"] == namespace)
+                         and _selected(p["metadata"].get("labels") or {}, query.get("labelSelector", ""))
+                         and all(str(_field(p, key.rstrip("!"))) != value if key.endswith("!")
+                                 else str(_field(p, key)) == value for key, _, value in fields)]
+                self._reply(200, {"items": copy.deepcopy(items)})
+            elif url.path.endswith(f"/configmaps/{node_gate.RECORD_CONFIGMAP}"):
+                self._reply(200, copy.deepcopy(state.configmap))
+            else:
+                self.get_more(url.path, query)
 
-        def do_PATCH(self) -> None:  # noqa: N802
-            assert self.headers["Content-Type"] == "application/merge-patch+json"
-            name = self.path.rsplit("/", 1)[1]
-            patch = self._body()
-            with state.lock:
-                node = state.nodes[name]
-                if patch["metadata"]["resourceVersion"] != node["metadata"]["resourceVersion"]:
-                    self._reply(409, {"kind": "Status", "reason": "Conflict"})
-                    return
-                changed = merge_patch(node, patch)
-                request = {"userInfo": {"username": self._user()}}
-                denied = denials(state.policy, obj=changed, old=node, request=request)
-                if denied:
-                    state.denied.append(denied)
-                    self._reply(422, {"kind": "Status", "reason": "Invalid", "message": "; ".join(denied)})
-                    return
-                changed["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
-                state.nodes[name] = changed
-                self._reply(200, changed)
-
-        def do_PUT(self) -> None:  # noqa: N802
-            body = self._body()
-            with state.lock:
-                if body["metadata"].get("resourceVersion") != state.configmap["metadata"]["resourceVersion"]:
-                    self._reply(409, {"kind": "Status", "reason": "Conflict"})
-                    return
-                body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
-                state.configmap = body
-                self._reply(200, body)
-
-        def do_POST(self) -> None:  # noqa: N802
-            event = self._body()
-            namespace = self.path.split("/")[4]
-            # pkg/apis/core/validation/events.go legacyValidateEvent: an Event (no eventTime) about a
-            # cluster-scoped object is accepted only in "default" (or no namespace).
-            if not event["involvedObject"].get("namespace") and namespace not in ("", "default"):
-                self._reply(422, {"kind": "Status", "reason": "Invalid",
-                                  "message": "involvedObject.namespace: does not match event.namespace"})
+    def do_PATCH(self) -> None:  # noqa: N802
+        state = self.state
+        assert self.headers["Content-Type"] == "application/merge-patch+json"
+        name = self.path.rsplit("/", 1)[1]
+        patch = self._body()
+        with state.lock:
+            node = state.nodes[name]
+            if patch["metadata"]["resourceVersion"] != node["metadata"]["resourceVersion"]:
+                self._reply(409, {"kind": "Status", "reason": "Conflict"})
                 return
-            with state.lock:
-                state.events.append(event)
-            self._reply(201, {})
+            changed = merge_patch(node, patch)
+            request = {"userInfo": {"username": self.user()}}
+            denied = denials(state.policy, obj=changed, old=node, request=request)
+            if denied:
+                state.denied.append(denied)
+                self._reply(422, {"kind": "Status", "reason": "Invalid", "message": "; ".join(denied)})
+                return
+            changed["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
+            state.nodes[name] = changed
+            self._reply(200, changed)
 
-    server = HTTPServer(("127.0.0.1", 0), Handler)
+    def do_PUT(self) -> None:  # noqa: N802
+        state = self.state
+        body = self._body()
+        with state.lock:
+            if body["metadata"].get("resourceVersion") != state.configmap["metadata"]["resourceVersion"]:
+                self._reply(409, {"kind": "Status", "reason": "Conflict"})
+                return
+            body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+            state.configmap = body
+            self._reply(200, body)
+
+    def post_event(self, event: dict[str, Any]) -> None:
+        namespace = self.path.split("/")[4]
+        # pkg/apis/core/validation/events.go legacyValidateEvent: an Event (no eventTime) about a
+        # cluster-scoped object is accepted only in "default" (or no namespace).
+        if not event["involvedObject"].get("namespace") and namespace not in ("", "default"):
+            self._reply(422, {"kind": "Status", "reason": "Invalid",
+                              "message": "involvedObject.namespace: does not match event.namespace"})
+            return
+        with self.state.lock:
+            self.state.events.append(event)
+        self._reply(201, {})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.post_event(self._body())
+
+
+@contextlib.contextmanager
+def serving(state: Cluster, handler: type[ApiHandler]) -> Iterator[str]:
+    """Serve `state` with `handler` on a free local port; yields the server's URL."""
+    bound = type("BoundHandler", (handler,), {"state": state})
+    server = HTTPServer(("127.0.0.1", 0), bound)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
-        yield state, f"http://127.0.0.1:{server.server_port}"
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def cluster() -> Iterator[tuple[Cluster, str]]:
+    state = Cluster()
+    with serving(state, ApiHandler) as url:
+        yield state, url
 
 
 def _api(url: str, who: str = "gate") -> node_gate.Api:
