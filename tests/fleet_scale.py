@@ -15,22 +15,22 @@ from tests.helpers import REPO
 FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 REGIONS = ("eastus2", "westus3", "southcentralus", "eastus")
 NODES_PER_MEMBER = 5000
-# Five H100 pools of 990 nodes (under AKS's 1,000 per pool, leaving room for an upgrade's surge
-# node) plus the training preset's CPU and system pools: 5 x 990 + 44 + 6 = 5,000 nodes, AKS's
-# limit per cluster.
-GPU_POOLS = (990, 990, 990, 990, 990)
+# The training preset's InfiniBand H100 pool at its size (one placement group: 100 nodes), five
+# H100 NVL pools of 970 nodes (no InfiniBand, so no placement-group cap; under AKS's 1,000 per pool,
+# leaving room for an upgrade's surge node), and the preset's CPU and system pools:
+# 100 + 5 x 970 + 44 + 6 = 5,000 nodes, AKS's limit per cluster.
+GPU_POOLS = (100, 970, 970, 970, 970, 970)
 CPU_MAX, SYSTEM_MAX = 44, 6
+NVL_SIZE = "Standard_NC80adis_H100_v5"  # 2 x H100 NVL per node
 
 
 def member(index: int) -> dict[str, Any]:
     """Member `index`: its own region (round robin), VNet 10.(8 + 8i).0.0/13 and resource group."""
     octet = 8 + 8 * index
     pools = [{"name": "h100", "maxCount": GPU_POOLS[0]}, {"name": "cpu", "maxCount": CPU_MAX}]
-    pools += [{"name": f"h100{letter}", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"],
-               "minCount": 0, "maxCount": count, "gpu": {"driver": "None"},
-               # One InfiniBand fabric per pool: the autoscaler must not balance one job across them.
-               "labels": {"aksgpu.io/interconnect": "infiniband", "aksgpu.io/ib-domain": f"h100{letter}"}}
-              for letter, count in zip("bcde", GPU_POOLS[1:], strict=True)]
+    pools += [{"name": f"h100{letter}", "kind": "gpu", "vmSize": NVL_SIZE, "zones": ["1"],
+               "minCount": 0, "maxCount": count}
+              for letter, count in zip("bcdef", GPU_POOLS[1:], strict=True)]
     return {
         "name": f"m{index:02d}",
         "group": "canary" if index == 0 else f"wave{1 + (index - 1) % 3}",
@@ -44,7 +44,8 @@ def member(index: int) -> dict[str, Any]:
                 "addressSpace": [f"10.{octet}.0.0/13"],
                 "subnets": [{"name": "nodes", "cidr": f"10.{octet}.0.0/16"},
                             {"name": "apiserver", "cidr": f"10.{octet + 1}.0.0/28"}]}},
-            "access": {"teams": [{"name": "research", "quota": {"gpus": 8 * sum(GPU_POOLS), "cpu": "96000",
+            "access": {"teams": [{"name": "research", "quota": {"gpus": 8 * GPU_POOLS[0] + 2 * sum(GPU_POOLS[1:]),
+                                                                  "cpu": "96000",
                                                                   "memory": "2000Ti"}}]},
             "policy": {"waivers": [{"rule": "pool-user-min-nodes", "resources": ["h100*", "cpu"],
                                     "reason": "GPU pools scale from zero; the CPU pool grows with load."},

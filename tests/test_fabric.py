@@ -395,3 +395,42 @@ def test_the_readme_example_objects_are_declared_in_the_prod_example(example_pla
     config = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
     rdma = fabric_profile("Standard_ND96isr_H100_v5").rdma_resource
     assert any(rdma.startswith(prefix) for prefix in config["resources"]["excludeResourcePrefixes"])
+
+
+def test_the_watchdog_knows_what_each_gate_pod_waits_for(mixed_plan: Plan) -> None:
+    """A gate pod that requests the RDMA resource cannot be scheduled until the Network Operator's
+    device plugin advertises it; the watchdog must know that resource per pool to name it when a
+    node's check never starts (node_gate.py watch_unstarted)."""
+    waits: dict[str, set[str]] = {}
+    for daemonset in objects(mixed_plan, "DaemonSet"):
+        if not daemonset["metadata"]["name"].startswith("aksgpu-gpu-gate"):
+            continue
+        pod = daemonset["spec"]["template"]["spec"]
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        pools = {value for term in terms for e in term["matchExpressions"]
+                 if e["key"] == "kubernetes.azure.com/agentpool" for value in e["values"]}
+        requested = {name for c in [*pod.get("initContainers", []), *pod["containers"]]
+                     for name in (c.get("resources") or {}).get("requests", {}) if name.startswith("rdma/")}
+        for pool in pools:
+            waits.setdefault(pool, set()).update(requested)
+    [watchdog] = [c for c in objects(mixed_plan, "CronJob") if c["metadata"]["name"] == "aksgpu-gpu-gate-watchdog"]
+    args = watchdog["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    told = dict(pair.split("=") for pair in args[args.index("--gate-resources") + 1].split(","))
+    assert told == {pool: resource for pool, found in waits.items() for resource in found}
+    assert set(told) == {"h100", "a100ib"}, "both InfiniBand pools, whatever their driver mode"
+
+
+def test_the_gates_check_on_an_infiniband_node_waits_for_the_doca_driver(mixed_plan: Plan) -> None:
+    """The DOCA-OFED driver container reloads mlx5 when it starts; a port check during the reload
+    would fail a healthy node. The gate's check requests the RDMA resource, and the upstream RDMA
+    shared device plugin that advertises it runs only on nodes whose driver container is Ready."""
+    template = (NETWORK_OPERATOR / "manifests" / "0060_rdma-shared-dev-plugin-ds.yaml").read_text()
+    selector = template.split("nodeSelector:", 1)[1].split("{{-", 1)[0]
+    assert yaml.safe_load(selector) == {"feature.node.kubernetes.io/pci-15b3.present": "true",
+                                        "network.nvidia.com/operator.mofed.wait": "false"}
+    [policy] = objects(mixed_plan, "NicClusterPolicy")
+    assert policy["spec"].get("ofedDriver"), "the driver the plugin waits for is the one aksgpu installs"
+    checks = [c for d in objects(mixed_plan, "DaemonSet") if d["metadata"]["name"].startswith("aksgpu-gpu-gate")
+              for c in d["spec"]["template"]["spec"].get("initContainers", []) if c["name"] == "check"]
+    waiting = [c for c in checks if "rdma/shared_ib" in c["resources"]["requests"]]
+    assert len(waiting) == 2, "both InfiniBand pools' checks (driver None and driver Install)"

@@ -713,3 +713,44 @@ def test_the_pass_runs_from_the_two_files_the_cronjob_mounts(tmp_path: Path) -> 
     result = subprocess.run([sys.executable, "-S", "-E", "-s", str(tmp_path / "fabric_allreduce.py"), "--help"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, "PyTorch is imported only when it measures: " + result.stderr
+
+
+def kueue_flavor_fits(flavor: dict[str, Any], pod_template: dict[str, Any], queue_flavors: list[dict[str, Any]]) -> bool:
+    """Whether Kueue v0.19.2 may assign a topology-aware ResourceFlavor to a batch Job's PodSet, as
+    far as the topology request goes: pkg/scheduler/flavorassigner/tas_flavorassigner.go refuses a
+    flavor with a topologyName ("supports only TopologyAwareScheduling") unless the PodSet asks for
+    topology explicitly (a kueue.x-k8s.io/podset-*-topology annotation on the pod template,
+    pkg/workload/workload.go IsExplicitlyRequestingTAS) or the request is implied, which it is only
+    when every flavor of the ClusterQueue is topology-aware (cq.IsTASOnly())."""
+    if not flavor["spec"].get("topologyName"):
+        return True
+    annotations = pod_template.get("metadata", {}).get("annotations") or {}
+    explicit = any(key.startswith("kueue.x-k8s.io/podset-") and key.endswith("-topology") for key in annotations)
+    return explicit or all(f["spec"].get("topologyName") for f in queue_flavors)
+
+
+def test_a_run_is_admissible_on_its_pools_flavor_in_a_queue_of_mixed_flavors() -> None:
+    """gangScheduling.topology auto makes only fixed-size InfiniBand pools topology-aware, and the
+    acceptance queue holds every acceptance pool's flavor: without an explicit topology request a
+    run for the fixed pool would never be admitted there (and be deleted as inconclusive)."""
+    fixed = {**H100_POOL, "name": "h100", "count": 2}
+    fixed.pop("minCount"), fixed.pop("maxCount")
+    grows = {**H100_POOL, "name": "h100b", "zones": ["2"], "labels": {"aksgpu.io/ib-domain": "h100b"}}
+    raw = edit(edit(edit(base_spec(), "nodePools.1", fixed), "nodePools.2", grows), "access.teams",
+               [{"name": "research"}])
+    raw = edit(edit(raw, "gangScheduling", {"enabled": True, "topology": "auto"}),
+               "controlPlane.kubernetesVersion", "1.34")
+    spec, _ = parse_cluster_spec(raw)
+    manifests = kubernetes_manifests(plan_spec(raw))
+    flavors = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "ResourceFlavor"}
+    [queue] = [m for m in manifests if m["kind"] == "ClusterQueue" and m["metadata"]["name"] == objects.ACCEPTANCE]
+    queue_flavors = [flavors[f["name"]] for group in queue["spec"]["resourceGroups"] for f in group["flavors"]]
+    assert sorted(bool(f["spec"].get("topologyName")) for f in queue_flavors) == [False, True], "a mixed queue"
+    for target in objects.acceptance_targets(device_plugin_targets(spec), spec):
+        template = objects.job_template(spec, NAMESPACE, target, queued=True)
+        job = fa.job_manifest(template, f"aksgpu-accept-{target.name}-1", target.name, ("a", "b"), ())
+        pool_flavors = [f for f in queue_flavors
+                        if f["spec"]["nodeLabels"].get("kubernetes.azure.com/agentpool") == target.name]
+        assert pool_flavors and all(kueue_flavor_fits(f, job["spec"]["template"], queue_flavors)
+                                    for f in pool_flavors), target.name
+        assert validate_object(job, "1.33") == []

@@ -306,8 +306,8 @@ def test_a_hub_body_validates_and_a_bad_stage_is_caught(fleet_plan: FleetPlan, f
 def test_fleet_facts_add_up_over_the_members(fleet_plan: FleetPlan) -> None:
     facts = fleet_facts(fleet_plan)
     members = facts["members"]
-    assert facts["totals"]["maxGpus"] == sum(m["maxGpus"] for m in members) == 16 + 1600 + 1600
-    assert facts["totals"]["gpusByModel"] == {"H100 SXM": 3216}
+    assert facts["totals"]["maxGpus"] == sum(m["maxGpus"] for m in members) == 16 + 800 + 800
+    assert facts["totals"]["gpusByModel"] == {"H100 SXM": 1616}
     cores = {q["region"]: q["vcpusMax"] for q in facts["quotaByRegion"] if q["counter"] == "cores"}
     assert cores["eastus2"] > cores["westus3"] > 0  # two members in eastus2, one in westus3
     deploy = facts["deployTime"]

@@ -16,7 +16,7 @@ from aksgpu.cli.environments.fleet import effective_fleet
 from aksgpu.cli.plan.fleet import plan_fleet
 from aksgpu.cli.project.stackfile import resolve_stack
 from tests.arm_template import cluster_arm_shape
-from tests.fleet_scale import NODES_PER_MEMBER, fleet_project
+from tests.fleet_scale import GPU_POOLS, NODES_PER_MEMBER, fleet_project
 from tests.helpers import SHARED
 from tests.oracles.azure_openapi import AksOpenApi
 from tests.test_fleet import FLEET_BODIES
@@ -64,4 +64,4 @@ def test_one_five_thousand_node_member_plans_with_valid_azure_bodies(project: Pa
         [cluster] = member.plan.by_type("azure-native:containerservice:ManagedCluster")
         assert azure.validate_managed_cluster(cluster_arm_shape(cluster.inputs)) == []
         pools = member.plan.by_type("azure-native:containerservice:AgentPool")
-        assert len(pools) == 6 and all(azure.validate_agent_pool(pool.inputs) == [] for pool in pools)
+        assert len(pools) == 1 + len(GPU_POOLS) and all(azure.validate_agent_pool(pool.inputs) == [] for pool in pools)

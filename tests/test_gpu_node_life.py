@@ -850,3 +850,60 @@ def test_a_burst_of_failures_at_once_opens_the_breaker_as_one_after_another_woul
         thread.join()
     assert sorted(outcomes) == ["failed", "failed", "held", "held", "held", "held"]
     assert sorted(e["verdict"] for e in state.record()) == sorted(outcomes)
+
+
+def test_a_node_no_gate_pod_reaches_is_failed_with_the_missing_resource_named(cluster: tuple[Cluster, str],
+                                                                               tmp_path: Path) -> None:
+    """On an InfiniBand pool the gate's pod requests the RDMA resource, which only the Network
+    Operator's device plugin advertises. Where that never comes, no gate pod starts: the node has no
+    gate label, advertises no GPUs, and the autoscaler would count it unready and delete it
+    (gpu_processor.go; scale-down-unready-time) with no story. The watchdog keeps and then fails it."""
+    state, url = cluster
+    state.add_node("aks-h100-9", "h100")
+    state.add_node("aks-h100-8", "h100")
+    watchdog = _api(url, "watchdog")
+
+    def run(minutes: int) -> dict[str, list[str]]:
+        return node_gate.watchdog(watchdog, 40, now=NOW + datetime.timedelta(minutes=minutes), policy=POLICY,
+                                  pools=["h100"], gate_resources={"h100": "rdma/shared_ib"})
+
+    assert sorted(run(0)["unstarted"]) == ["aks-h100-8", "aks-h100-9"]
+    assert not any(autoscaler_may_scale_down(node) for node in state.nodes.values()), "kept while it waits"
+    # aks-h100-8's gate pod starts after all (the RDMA plugin came up): the watchdog's marks go.
+    assert node_gate.pending(_api(url), "aks-h100-8", str(tmp_path), None,
+                             now=NOW + datetime.timedelta(minutes=20)) == "tainted"
+    started = state.nodes["aks-h100-8"]
+    assert node_gate.UNSTARTED_SINCE_ANNOTATION not in started["metadata"]["annotations"]
+    assert autoscaler_may_scale_down(started), "a node under check is the autoscaler's again, as upstream"
+    assert run(30) == {**run(30), "unstarted": [], "failed": []}, "within the limit: nothing yet"
+    done = run(45)
+    assert done["failed"] == ["aks-h100-9"], "aks-h100-8 is pending now, under the pending limit"
+    node = state.nodes["aks-h100-9"]
+    labels, annotations = node["metadata"]["labels"], node["metadata"]["annotations"]
+    assert labels[node_gate.HEALTH_LABEL] == "failed" and labels[node_gate.FAILED_CHECK_LABEL] == "gate-unstarted"
+    assert node["spec"]["unschedulable"] is True and not autoscaler_may_scale_down(node)
+    reason = annotations[node_gate.REASON_ANNOTATION]
+    assert "no gate pod started on it in 45 minutes" in reason and "rdma/shared_ib" in reason, reason
+    assert node_gate.UNSTARTED_SINCE_ANNOTATION not in annotations
+    assert state.events[-1]["involvedObject"]["name"] == "aks-h100-9"
+    assert state.record()[-1]["check"] == "gate-unstarted"
+    assert state.denied == [], "every change passes the gate's admission policy"
+
+
+def test_a_node_that_advertises_the_resource_is_not_blamed_on_the_rdma_stack(cluster: tuple[Cluster, str]) -> None:
+    state, url = cluster
+    state.add_node("aks-h100-9", "h100", annotations={node_gate.UNSTARTED_SINCE_ANNOTATION: "2026-11-26T11:00:00Z"})
+    state.nodes["aks-h100-9"]["status"]["allocatable"] = {"rdma/shared_ib": "63"}
+    state.add_node("aks-t4-1", "t4", annotations={node_gate.UNSTARTED_SINCE_ANNOTATION: "2026-11-26T11:00:00Z"})
+    # A GPU Operator pool's hold pod (no RDMA request) labels the node pending at once; the check's
+    # pod, which requests the resource, never comes: the pending limit names what is missing.
+    _pending_node(state, "aks-h100-7")
+    state.nodes["aks-h100-7"]["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] = "2026-11-26T11:00:00Z"
+    done = node_gate.watchdog(_api(url, "watchdog"), 40, now=NOW, policy=POLICY, pools=["h100", "t4"],
+                              gate_resources={"h100": "rdma/shared_ib"})
+    assert sorted(done["failed"] + done["held"]) == ["aks-h100-7", "aks-h100-9", "aks-t4-1"]
+    for name in ("aks-h100-9", "aks-t4-1"):
+        reason = state.nodes[name]["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+        assert "so its check never began" in reason and "rdma" not in reason, reason
+    reason = state.nodes["aks-h100-7"]["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+    assert reason.startswith("pending for more than 40 minutes") and "requests rdma/shared_ib" in reason, reason

@@ -559,6 +559,7 @@ def test_the_startup_table_is_sourced_or_an_assumption() -> None:
         for row in table[phase]:
             assert isinstance(row["seconds"], int) and row["seconds"] > 0
             assert row.get("driver") in (None, "Install", "None")
+            assert row.get("fabric") in (None, "infiniband")
             if row.get("assumption"):
                 assert len(row["reason"]) > 40, row["step"]
             else:
@@ -571,9 +572,24 @@ def test_the_watchdog_allowance_covers_every_step_before_the_check() -> None:
     table = data.load("deploy_durations")["gpuNodeStartup"]["startup"]
     for raw, driver in ((base_spec(), "Install"), (_operator_spec(), "None")):
         spec, _ = parse_cluster_spec(raw)
-        seconds = sum(row["seconds"] for row in table if row.get("driver") in (None, driver))
+        infiniband = "infiniband" if driver == "None" else None  # the operator spec's pool is an ND H100 v5
+        seconds = sum(row["seconds"] for row in table if row.get("driver") in (None, driver)
+                      and row.get("fabric") in (None, infiniband))
         assert gpu_startup.gate_startup_minutes(spec) == math.ceil(seconds / 60)
         for pool in gpu_startup.gated_pools(spec):
             assert gpu_startup.gate_startup_minutes(spec) * 60 >= gpu_startup.pool_startup_seconds(pool)
     no_gate, _ = parse_cluster_spec(edit(_operator_spec(), "gpuHealth.gate.enabled", False))
     assert gpu_startup.gated_pools(no_gate) == [] and gpu_startup.gate_startup_minutes(no_gate) > 0
+
+
+def test_an_infiniband_pools_allowance_waits_for_the_rdma_stack_its_gate_pod_needs() -> None:
+    """The gate's pod on an InfiniBand pool is not scheduled before the RDMA resource exists, so the
+    watchdog's allowance for such a pool counts the DOCA driver's load; other pools do not."""
+    rdma = next(row for row in data.load("deploy_durations")["gpuNodeStartup"]["startup"] if row["step"] == "rdmaStack")
+    spec, _ = parse_cluster_spec(_operator_spec())
+    pools = {pool.name: pool for pool in gpu_startup.gated_pools(spec)}
+    steps = {name: [step.step for step in gpu_startup.startup_steps(pool)] for name, pool in pools.items()}
+    assert "rdmaStack" in steps["h100"], steps
+    assert [name for name, found in steps.items() if "rdmaStack" in found] == ["h100"], "the A100 pool has no InfiniBand"
+    without = sum(step.seconds for step in gpu_startup.startup_steps(pools["h100"]) if step.step != "rdmaStack")
+    assert gpu_startup.gate_startup_minutes(spec) * 60 >= without + rdma["seconds"]

@@ -137,7 +137,7 @@ def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
     research = queues["research-8gpu"]["resourceGroups"][0]
     assert research["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
     quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in research["flavors"]}
-    assert quotas["nd96isr-h100-v5-ondemand-research-h100a"]["nvidia.com/gpu"] == str(1000 * 8)
+    assert quotas["nd96isr-h100-v5-ondemand-research-h100a"]["nvidia.com/gpu"] == str(100 * 8)
     assert not any("serving" in name for name in quotas), "a team's queue has its own and shared flavors only"
     serving = [f["name"] for f in queues["serving-1gpu"]["resourceGroups"][0]["flavors"]]
     assert serving.index("nc24ads-a100-v4-ondemand-serving") < serving.index("nc24ads-a100-v4-spot-serving")

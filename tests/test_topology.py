@@ -20,6 +20,7 @@ import celpy
 import pytest
 import yaml
 
+from aksgpu.cli.environments.presets import preset_names
 from aksgpu.components import data
 from aksgpu.components.kubernetes import node_gate, node_topology
 from aksgpu.components.kubernetes.gang_scheduling import (
@@ -32,7 +33,7 @@ from aksgpu.components.kubernetes.gang_scheduling import (
 )
 from aksgpu.components.kubernetes.objects import GATE_TAINT_KEY
 from aksgpu.components.kubernetes.topology import LABELLER, NODE_POLICY, labeller_targets, node_label_policy
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.components.spec import SpecError, parse_cluster_spec
 from aksgpu.components.spec.scheduling import gpu_flavors, topology_aware
 from tests.helpers import EXAMPLE, base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.cel import denials
@@ -498,3 +499,26 @@ def test_the_clique_level_is_the_label_gpu_feature_discovery_writes(manifests: l
     from aksgpu.components.kubernetes.gpu_software import gpu_operator_values
 
     assert gpu_operator_values(spec).get("gfd", {}).get("enabled", True) is True
+
+
+def test_an_infiniband_pool_no_placement_group_can_hold_is_an_error() -> None:
+    """Azure caps a single-placement-group scale set at 100 VMs, 300 after a support request
+    (setup-infiniband.md), and AKS creates InfiniBand pools as one (Azure/AKS CHANGELOG 2022-03-20):
+    a pool declared past 300 nodes can never have them, and its cost and quota figures are fiction."""
+    cap = data.load("topology")["infiniband"]
+    autoscaled = {k: v for k, v in H100.items() if k != "count"} | {"minCount": 0}
+    big = edit(_spec({**autoscaled, "maxCount": cap["placementGroupVmsOnRequest"]}), "network.podCidr", "10.240.0.0/12")
+    on_request = [i for i in _issues(big) if "placement group" in i.rule]
+    assert [i.severity for i in on_request] == ["warning"], "up to 300 after a support request: a warning"
+    with pytest.raises(SpecError) as raised:
+        _issues(_spec({**autoscaled, "maxCount": cap["placementGroupVmsOnRequest"] + 1}))
+    [issue] = [i for i in raised.value.issues if "placement group" in i.rule]
+    assert issue.severity == "error" and issue.path == "nodePools[0].maxCount"
+    assert "aksgpu.io/ib-domain" in issue.fix
+
+
+def test_no_preset_declares_an_infiniband_pool_past_one_placement_group() -> None:
+    """What `aksgpu init --preset X` gives a user must not trip aksgpu's own placement-group rule."""
+    for name in preset_names():
+        flagged = [str(i) for i in _issues(preset_spec(name)) if "placement group" in i.rule]
+        assert flagged == [], name

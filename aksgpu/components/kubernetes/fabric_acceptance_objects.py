@@ -41,7 +41,7 @@ from aksgpu.components.spec.fabric_acceptance import (
     acceptance_image,
     measure_settings,
 )
-from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors
+from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors, topology_aware
 
 ACCEPTANCE = "aksgpu-fabric-acceptance"  # CronJob, service account, ConfigMap, queues, PriorityClass
 RUN = "aksgpu-fabric-acceptance-run"  # the runs' pods (name label), the headless Service
@@ -49,6 +49,9 @@ SCRIPT_DIR = "/opt/aksgpu"
 SETTINGS_KEY = "settings.json"
 MASTER_PORT = 29500
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue v0.19.2 constants: QueueLabel
+# A pod-template annotation that asks Kueue for topology-aware placement anywhere in the topology
+# (Kueue v0.19.2 pkg/controller/jobs/job/job_controller.go PodSets reads it from the template).
+UNCONSTRAINED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
 # Below the cluster autoscaler's expendable cutoff (as the re-checks): a waiting run never triggers
 # a scale-up, and with preemptionPolicy Never it never preempts a pod.
 PRIORITY = data.limit("autoscalerExpendablePriorityCutoff") - 10
@@ -118,6 +121,16 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
     runtime = {"runtimeClassName": "nvidia"} if driver_mode(target.pool) == "None" else {}
     pod_labels = labels(RUN)
     job_labels = {**labels(RUN), **({KUEUE_QUEUE_LABEL: ACCEPTANCE} if queued else {})}
+    # Kueue v0.19.2 admits a Job without a topology request onto a topology-aware flavor only when
+    # every flavor of the ClusterQueue is one (pkg/scheduler/flavorassigner/tas_flavorassigner.go: an
+    # implied request needs cq.IsTASOnly(); otherwise "Flavor ... supports only
+    # TopologyAwareScheduling"). The acceptance queue holds every acceptance pool's flavor, and with
+    # gangScheduling.topology auto only the fixed-size pools' are topology-aware: an explicit
+    # unconstrained request lets a run onto its pool's flavor in a mixed queue too. The pods' own
+    # hostname affinity and tolerations still choose the nodes (tas_flavor_snapshot.go).
+    aware = queued and any(topology_aware(spec, flavor) for flavor in gpu_flavors(spec)
+                           if flavor.infiniband_pool == target.name)
+    pod_annotations = {UNCONSTRAINED_TOPOLOGY_ANNOTATION: "true"} if aware else {}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"namespace": namespace, "labels": job_labels,
@@ -130,7 +143,8 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
             "ttlSecondsAfterFinished": 3600,
             # Kueue unsuspends it on admission (its webhook suspends a queued Job anyway).
             **({"suspend": True} if queued else {}),
-            "template": {"metadata": {"labels": pod_labels}, "spec": {
+            "template": {"metadata": {"labels": pod_labels,
+                                      **({"annotations": pod_annotations} if pod_annotations else {})}, "spec": {
                 "restartPolicy": "Never",
                 "subdomain": RUN,
                 "priorityClassName": ACCEPTANCE,

@@ -406,7 +406,16 @@ def rdma_request(targets: list[PoolTarget]) -> dict[str, str]:
     """The RDMA resource a check pod on these pools requests, as a workload does ({} without
     InfiniBand): its device plugin then mounts /dev/infiniband/uverbs* and rdma_cm, which the check's
     rdma-devices step looks for (the RDMA shared device plugin runs on gated nodes: fabric.py
-    tolerates the gate's taint). The pools of one group share their fabric (_by_fabric)."""
+    tolerates the gate's taint). The pools of one group share their fabric (_by_fabric).
+
+    It also orders the check after the DOCA-OFED driver: the plugin's DaemonSet selects only nodes
+    labelled network.nvidia.com/operator.mofed.wait=false (Mellanox/network-operator v26.4.1
+    manifests/state-rdma-shared-device-plugin/0060_rdma-shared-dev-plugin-ds.yaml), which the
+    operator sets once the driver container is Ready (controllers/mofed_wait_labels.go), after it
+    has swapped the inbox mlx5 modules for its own (Mellanox/doca-driver-build
+    internal/driver/driver.go restartDriver). So the check's port and device steps never run while
+    the modules reload. A node where that never happens is failed by the watchdog, naming the
+    resource (node_gate.py watch_unstarted)."""
     profile = fabric_profile(targets[0].pool.vm_size) if targets else None
     return {profile.rdma_resource: str(profile.rdma_per_node)} if profile else {}
 
@@ -604,6 +613,12 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
             "--pools", ",".join(sorted({target.name for target in [*install, *operator]}))]
     if operator:
         step += ["--operator-pools", ",".join(sorted({target.name for target in operator}))]
+    # What the gate's pod waits for besides the GPUs, so a node where it never starts is failed
+    # with the missing resource named (node_gate.py watch_unstarted).
+    gate_resources = sorted({f"{target.name}={resource}" for target in [*install, *operator]
+                             for resource in rdma_request([target])})
+    if health.gate.enabled and gate_resources:
+        step += ["--gate-resources", ",".join(gate_resources)]
     if not health.gate.enabled:
         step.append("--gate-off")
     else:

@@ -27,7 +27,9 @@ Steps:
                     tainted "held", kept, not failed. Every verdict is a Kubernetes Event on the
                     Node, a JSON log line, and an entry in the record ConfigMap.
   hold      (main)  keep the pod alive until the node's verdict moves it off the node.
-  watchdog  (CronJob) the periodic pass over the GPU nodes: fail (or hold) nodes pending too long;
+  watchdog  (CronJob) the periodic pass over the GPU nodes: fail (or hold) nodes pending too long,
+                    and nodes on which no gate pod ever started (on an InfiniBand pool the gate's
+                    pod waits for the RDMA resource);
                     hand failed nodes past the pool's bound or age to the autoscaler; cordon nodes
                     whose DCGM exporter or node-problem-detector reports a critical condition;
                     gate again a passed node whose node image, kernel or driver changed; switch the
@@ -101,6 +103,8 @@ HELD_OPERAND_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.de
 # acceptance job alone.
 ACCEPTING = "accepting"
 ACCEPTANCE_SINCE_ANNOTATION = "aksgpu.io/gpu-health-acceptance-since"
+# When the watchdog first saw a node of a gated pool that no gate pod has put under the gate yet.
+UNSTARTED_SINCE_ANNOTATION = "aksgpu.io/gpu-health-unstarted-since"
 SKIP_FILE = "skip"  # in the results folder: the check must not run on this node
 EXIT_CODE_FILE = "exit-code"
 REPORT_FILE = "report.json"  # the check's JSON report ($AKSGPU_REPORT)
@@ -433,16 +437,19 @@ def pending(api: Api, node_name: str, results: str, gate_since: datetime.datetim
             return None
         created = _timestamp(node["metadata"].get("creationTimestamp"))
         checked_before = CHECKED_AT_ANNOTATION in annotations  # a repaired or held node
+        # The watchdog's marks on a node no gate pod had reached yet (watch_unstarted) go now.
+        unstarted: dict[str, Any] = ({UNSTARTED_SINCE_ANNOTATION: None, **_unkept(node)}
+                                     if UNSTARTED_SINCE_ANNOTATION in annotations else {})
         if (labels.get(HEALTH_LABEL) != "pending" and not checked_before and gate_since is not None
                 and created is not None and created < gate_since):
             outcome = "unchecked"
-            return {"metadata": {"labels": {HEALTH_LABEL: "unchecked"}}}
+            return {"metadata": {"labels": {HEALTH_LABEL: "unchecked"}, "annotations": unstarted}}
         outcome = "tainted"
         new_labels: dict[str, Any] = {HEALTH_LABEL: "pending"}
         if hold_operands:
             new_labels.update({label: "false" for label in HELD_OPERAND_LABELS})
         new_annotations: dict[str, Any] = {PENDING_SINCE_ANNOTATION: annotations.get(PENDING_SINCE_ANNOTATION)
-                                           or _stamp(now)}
+                                           or _stamp(now), **unstarted}
         if labels.get(HEALTH_LABEL) == "held":
             # Checked again (a new gate pod: a fixed image, or deleted by hand): the watchdog's
             # pending limit applies again, and so does the autoscaler.
@@ -703,12 +710,14 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
              npd_cordon: set[str] | None = None, exporter_namespaces: list[str] | None = None,
              exporter_port: int = 9400, fetch: Callable[[str], str] = get_text,
              acceptance_pools: set[str] | None = None,
-             max_accepting_minutes: float | None = None) -> dict[str, list[str]]:
+             max_accepting_minutes: float | None = None,
+             gate_resources: dict[str, str] | None = None) -> dict[str, list[str]]:
     """One pass over the GPU nodes of `pools`; returns the node names per action taken."""
     policy = policy or Policy()
     now = _now(now)
     done: dict[str, list[str]] = {"failed": [], "held": [], "released": [], "cordoned": [], "spared": [],
-                                  "regated": [], "untainted": [], "operands": [], "stale": [], "unaccepted": []}
+                                  "regated": [], "untainted": [], "operands": [], "stale": [], "unaccepted": [],
+                                  "unstarted": []}
     if gate_enabled:
         for node in api.list_nodes(f"{HEALTH_LABEL}=pending"):
             metadata = node["metadata"]
@@ -719,7 +728,8 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
             outcome = _per_node(metadata["name"], lambda: fail_or_hold(
                 api, metadata["name"], "watchdog", "gate-timeout",
                 f"pending for more than {max_pending_minutes:g} minutes: the check never ran or never finished "
-                "(an image that cannot be pulled, a driver that never loads)",
+                "(an image that cannot be pulled, a driver that never loads)"
+                f"{_unadvertised(node, gate_resources or {})}",
                 {CHECKED_AT_ANNOTATION: _stamp(now), PENDING_SINCE_ANNOTATION: None}, policy, now,
                 _state_is("pending")))
             if outcome:
@@ -735,6 +745,8 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
         done["unaccepted"] = release_unaccepted(api, nodes, policy, acceptance_pools or set(),
                                                 max_accepting_minutes, now)
     if gate_enabled:
+        done["unstarted"] = watch_unstarted(api, nodes, policy, max_pending_minutes, gate_resources or {}, now,
+                                            done)
         done["operands"] = restore_operands(api, nodes, set(operator_pools or ()))
         done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
     if cordon or npd_cordon:
@@ -742,6 +754,57 @@ def watchdog(api: Api, max_pending_minutes: float, now: datetime.datetime | None
                                           exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
         done["cordoned"], done["spared"] = cordoned, spared
     return done
+
+
+def _unadvertised(node: dict[str, Any], gate_resources: dict[str, str]) -> str:
+    """Why a gate pod could not be scheduled on the node, when its pool's gate resource (the RDMA
+    resource of an InfiniBand pool) is not in the node's allocatable; else nothing."""
+    resource = gate_resources.get(_labels(node).get(AGENT_POOL_LABEL, ""))
+    if not resource or str((node.get("status", {}).get("allocatable") or {}).get(resource, "0")) != "0":
+        return ""
+    return (f"; its gate pod requests {resource}, which this node does not advertise: the NVIDIA Network "
+            "Operator's DOCA driver or RDMA shared device plugin is not running here (kubectl -n "
+            f"nvidia-network-operator get pods -o wide --field-selector spec.nodeName={node['metadata']['name']})")
+
+
+def watch_unstarted(api: Api, nodes: list[dict[str, Any]], policy: Policy, max_minutes: float,
+                    gate_resources: dict[str, str], now: datetime.datetime,
+                    done: dict[str, list[str]]) -> list[str]:
+    """Nodes of a gated pool that no gate pod has put under the gate (no aksgpu.io/gpu-health label).
+    The gate's pod may never schedule there: on an InfiniBand pool it requests the RDMA resource
+    (`gate_resources`, pool -> resource), which only the Network Operator's RDMA shared device
+    plugin advertises, after its DOCA driver has loaded. Such a node advertises no GPUs (the
+    device plugin waits for the verdict), so the autoscaler counts it unready
+    (processors/customresources/gpu_processor.go, cluster-autoscaler-1.36.1) and deletes it once
+    unneeded for scale-down-unready-time: without this step it would come and go with no story.
+    First seen: annotated with the time and kept from scale-down. Still unstarted `max_minutes`
+    later: failed (or held, by the breaker) with the reason, the missing resource named. The clock
+    starts when the watchdog first sees the node (up to one pass after it joins), not at its
+    creation: a node that joined before the gate existed gets the gate's pod later, and is only
+    labelled "unchecked" then. Returns the nodes newly seen; failed or held ones go to `done`."""
+    seen = []
+    for node in nodes:
+        labels, annotations = _labels(node), _annotations(node)
+        if HEALTH_LABEL in labels or node.get("spec", {}).get("unschedulable"):
+            continue
+        name = node["metadata"]["name"]
+        since = _timestamp(annotations.get(UNSTARTED_SINCE_ANNOTATION))
+        if since is None:
+            if _per_node(name, lambda: _guarded(api, name, _state_is(None), lambda current: {
+                    "metadata": {"annotations": {UNSTARTED_SINCE_ANNOTATION: _stamp(now), **_kept(current)}}})):
+                seen.append(name)
+            continue
+        waited = (now - since).total_seconds() / 60
+        if waited <= max_minutes:
+            continue
+        outcome = _per_node(name, lambda: fail_or_hold(
+            api, name, "watchdog", "gate-unstarted",
+            f"no gate pod started on it in {waited:.0f} minutes (limit {max_minutes:g}), so its check never "
+            f"began{_unadvertised(node, gate_resources)}",
+            {CHECKED_AT_ANNOTATION: _stamp(now), UNSTARTED_SINCE_ANNOTATION: None}, policy, now, _state_is(None)))
+        if outcome:
+            done[outcome].append(name)
+    return seen
 
 
 def release_unaccepted(api: Api, nodes: list[dict[str, Any]], policy: Policy, acceptance_pools: set[str],
@@ -1026,6 +1089,11 @@ def _names(text: str | None) -> list[str]:
     return [name for name in (text or "").split(",") if name]
 
 
+def _pairs(text: str | None) -> dict[str, str]:
+    """'pool=resource,...' as a dict."""
+    return {key: value for key, _, value in (pair.partition("=") for pair in _names(text))}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="node_gate.py", description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["pending", "wait-for-driver", "verdict", "hold", "watchdog"])
@@ -1054,6 +1122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-accepting-minutes", type=float,
                         help="watchdog: release nodes held for the cross-node acceptance longer than this")
     parser.add_argument("--pools", help="watchdog: the GPU agent pools, comma-separated")
+    parser.add_argument("--gate-resources",
+                        help="watchdog: pool=resource pairs, comma-separated: what the gate's pod requests there "
+                             "besides the GPUs (the RDMA resource on InfiniBand pools)")
     parser.add_argument("--operator-pools", help="watchdog: the GPU Operator pools among them")
     parser.add_argument("--gate-off", action="store_true", help="watchdog: the gate is off; release its nodes")
     parser.add_argument("--cordon-conditions", help="watchdog: JSON list of the exporter conditions that cordon")
@@ -1072,7 +1143,8 @@ def main(argv: list[str] | None = None) -> int:
                         cordon=conditions, npd_cordon=set(_names(args.npd_conditions)),
                         exporter_namespaces=_names(args.exporter_namespaces), exporter_port=args.exporter_port,
                         acceptance_pools=set(_names(args.acceptance_pools)),
-                        max_accepting_minutes=args.max_accepting_minutes)
+                        max_accepting_minutes=args.max_accepting_minutes,
+                        gate_resources=_pairs(args.gate_resources))
         print("; ".join(f"{action}: {', '.join(names)}" for action, names in done.items() if names)
               or "nothing to do", flush=True)
         return 0

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from aksgpu.components import data
 
 from .base import Issue
+from .fabric import fabric_profile
 
 if TYPE_CHECKING:
     from . import ClusterSpec
@@ -79,10 +80,16 @@ def _driver(pool: NodePool) -> str:
     return settings.driver if settings else "Install"
 
 
+def _fabric(pool: NodePool) -> str | None:
+    """"infiniband" for a pool aksgpu installs the RDMA stack on (spec/fabric.py), else None."""
+    return "infiniband" if pool.gpu_vendor == "nvidia" and fabric_profile(pool.vm_size) is not None else None
+
+
 def _steps(phase: str, pool: NodePool) -> list[Step]:
     rows = data.load("deploy_durations")["gpuNodeStartup"][phase]
     return [Step(row["step"], int(row["seconds"]), bool(row.get("assumption")))
-            for row in rows if row.get("driver") in (None, _driver(pool))]
+            for row in rows if row.get("driver") in (None, _driver(pool))
+            and row.get("fabric") in (None, _fabric(pool))]
 
 
 def provision_steps(pool: NodePool) -> list[Step]:

@@ -200,8 +200,19 @@ def _check_infiniband(spec: ClusterSpec) -> Iterator[Issue]:
                   if pool.size is not None and pool.size.get("infiniband")]
     cap = data.load("topology")["infiniband"]
     for index, pool in infiniband:
-        if pool.max_nodes > cap["placementGroupVms"]:
-            field = "maxCount" if pool.autoscale else "count"
+        field = "maxCount" if pool.autoscale else "count"
+        if pool.max_nodes > cap["placementGroupVmsOnRequest"]:
+            # Past what Azure support can raise the cap to, the nodes can never exist: AKS stops the
+            # pool at its one placement group, and every figure counted on them (cost, quota) is wrong.
+            yield Issue(f"nodePools[{index}].{field}", pool.max_nodes,
+                        f"AKS creates {pool.vm_size} pools as a single scale-set placement group (the one "
+                        "InfiniBand connects), which holds at most "
+                        f"{cap['placementGroupVmsOnRequest']} VMs even after an Azure support request, so the "
+                        "pool can never reach this size",
+                        f"declare one pool per {cap['placementGroupVms']} nodes (each its own InfiniBand domain, "
+                        "with a distinct aksgpu.io/ib-domain label), or lower it to "
+                        f"{cap['placementGroupVms']} ({cap['placementGroupVmsOnRequest']} after a support request)")
+        elif pool.max_nodes > cap["placementGroupVms"]:
             yield Issue(f"nodePools[{index}].{field}", pool.max_nodes,
                         f"InfiniBand connects one scale-set placement group, and AKS creates {pool.vm_size} pools as "
                         f"a single placement group, which holds {cap['placementGroupVms']} VMs "
