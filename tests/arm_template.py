@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from aksgpu.cli.plan.planner import Plan
+from aksgpu.plan.planner import Plan
 
 # Pulumi type: (ARM type, API version, the inputs that name it, parent first; top-level keys)
 ARM_TYPES: dict[str, tuple[str, str, tuple[str, ...], frozenset[str]]] = {

@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aksgpu.components.kubernetes.gpu_check import interconnect, measure  # noqa: E402
+from aksgpu.node.gpu_check import interconnect, measure  # noqa: E402
 
 GIB = 2**30
 MIB = 2**20
@@ -175,9 +175,9 @@ def expectations(args: argparse.Namespace, cpu: bool) -> dict[int, dict[str, flo
     if table or cpu:
         return table
     try:
-        from aksgpu.components import data
+        from aksgpu import catalog
 
-        sizing = data.load("gpu_gate")["checkMemory"]
+        sizing = catalog.load("gpu_gate")["checkMemory"]
     except (OSError, KeyError):
         return {}
     return {count: {"parentGib": sizing["parentGib"] + (count - 1) * sizing["parentContextPerGpuGib"],

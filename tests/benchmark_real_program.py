@@ -1,5 +1,5 @@
 """Benchmark (not part of the test run): what a real `pulumi preview` of aksgpu's program costs in
-Python, before the engine does anything, with alias URNs deferred (aksgpu/alias_urns.py) and
+Python, before the engine does anything, with alias URNs deferred (aksgpu/program/alias_urns.py) and
 without (AKSGPU_EAGER_ALIAS_URNS=1, the SDK as shipped), side by side.
 
 Run: .venv/bin/python tests/benchmark_real_program.py
@@ -64,7 +64,7 @@ def measure(stack: Path, project: Path) -> dict[bool, tuple[float, float, float,
 
 def preset_stacks(folder: Path) -> list[tuple[str, Path]]:
     """Each preset as `aksgpu init` starts it, rendered by aksgpu into a scratch project."""
-    from aksgpu.cli.environments.presets import preset_names
+    from aksgpu.environments.presets import preset_names
 
     project = folder / "presets"
     (project / "stacks").mkdir(parents=True)

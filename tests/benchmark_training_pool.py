@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.benchmark_plan import AKSGPU, EXAMPLE, RUNS, plan_and_floor  # noqa: E402
 
-GPUS_PER_NODE = 8  # Standard_ND96isr_H100_v5 (aksgpu/components/data/vm_sizes.yaml)
+GPUS_PER_NODE = 8  # Standard_ND96isr_H100_v5 (aksgpu/catalog/vm_sizes.yaml)
 
 
 def training_spec(nodes: int) -> dict[str, Any]:

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from typer.testing import CliRunner  # noqa: E402
 
 from aksgpu.cli.app import app  # noqa: E402
-from aksgpu.cli.project.yaml_input import YamlProblem, decode_utf8, parse_yaml  # noqa: E402
-from aksgpu.components.spec import SpecError, parse_cluster_spec  # noqa: E402
+from aksgpu.project.yaml_input import YamlProblem, decode_utf8, parse_yaml  # noqa: E402
+from aksgpu.spec import SpecError, parse_cluster_spec  # noqa: E402
 from tests.fuzz import Generator, write_case  # noqa: E402
 from tests.helpers import EXAMPLE  # noqa: E402
 

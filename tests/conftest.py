@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from aksgpu.cli.plan.planner import Plan, plan_stack
-from aksgpu.cli.project.stackfile import resolve_stack
+from aksgpu.plan.planner import Plan, plan_stack
+from aksgpu.project.stackfile import resolve_stack
 from tests.helpers import EXAMPLE, EXAMPLES, copy_project
 
 

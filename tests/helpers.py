@@ -9,8 +9,8 @@ from typing import Any
 
 import typer
 
-from aksgpu.cli.plan.planner import Plan, plan_stack
-from aksgpu.cli.project.stackfile import StackFile
+from aksgpu.plan.planner import Plan, plan_stack
+from aksgpu.project.stackfile import StackFile
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -62,8 +62,8 @@ REMOVE = object()
 
 def preset_spec(preset: str, **overrides: Any) -> dict[str, Any]:
     """A full spec from a preset, as `aksgpu init` would start it (names and an admin group added)."""
-    from aksgpu.cli.environments.overrides import merge
-    from aksgpu.cli.environments.presets import load_preset
+    from aksgpu.environments.overrides import merge
+    from aksgpu.environments.presets import load_preset
 
     base = {"name": f"gpu-{preset}", "location": "eastus2", "resourceGroup": {"name": f"rg-gpu-{preset}"},
             "access": {"aad": {"adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"]}}}
@@ -72,7 +72,7 @@ def preset_spec(preset: str, **overrides: Any) -> dict[str, Any]:
 
 def kubernetes_manifests(plan: Plan) -> list[dict[str, Any]]:
     """Every Kubernetes object of a plan, as the API server would receive it."""
-    from aksgpu.cli.plan.manifests import kubernetes_objects, manifest
+    from aksgpu.plan.manifests import kubernetes_objects, manifest
 
     return [manifest(resource) for resource in kubernetes_objects(plan)]
 

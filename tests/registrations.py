@@ -5,7 +5,7 @@ mock runtime and record every RegisterResource request exactly as an engine woul
 
 The mock monitor reports alias-spec support, as every Pulumi CLI since 3.50 does, unless
 --no-alias-specs (then the SDK sends alias URNs it computes itself). --eager sets
-AKSGPU_EAGER_ALIAS_URNS=1 for the program (aksgpu/alias_urns.py off). OUT gets one entry per
+AKSGPU_EAGER_ALIAS_URNS=1 for the program (aksgpu/program/alias_urns.py off). OUT gets one entry per
 request: its URN and the request's deterministic protobuf bytes (hex), plus the Python-side
 wall time of the run. Used by tests/test_alias_urns.py and tests/benchmark_real_program.py.
 """
@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from aksgpu.cli.plan.planner import make_plan_mocks
-from aksgpu.cli.project.stackfile import resolve_stack
+from aksgpu.plan.planner import make_plan_mocks
+from aksgpu.project.stackfile import resolve_stack
 
 
 def record(stack: str, *, alias_specs: bool) -> tuple[list[dict[str, str]], float]:

@@ -25,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aksgpu.cli.plan.planner import plan_stack  # noqa: E402
-from aksgpu.cli.project.stackfile import resolve_stack  # noqa: E402
+from aksgpu.plan.planner import plan_stack  # noqa: E402
+from aksgpu.project.stackfile import resolve_stack  # noqa: E402
 from tests.arm_template import arm_template  # noqa: E402
 from tests.helpers import EXAMPLE, EXAMPLES, plan_spec, preset_spec  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""aksgpu/alias_urns.py: the engine receives the same registrations whether alias URNs are computed
+"""aksgpu/program/alias_urns.py: the engine receives the same registrations whether alias URNs are computed
 eagerly (the SDK as shipped) or deferred, on engines with alias specs and on older ones without.
 
 Each run is a fresh process (the deferral patches the SDK for its process) of tests/registrations.py,
@@ -48,7 +48,7 @@ print("{DEFERRED_LEFT}", sum(type(entry).__name__ == "_DeferredAliasUrn" for res
 ALIASED_PARENT_PROGRAM = f'''
 import pulumi
 import pulumi.resource
-from aksgpu.alias_urns import defer_alias_urns
+from aksgpu.program.alias_urns import defer_alias_urns
 
 defer_alias_urns()
 root = pulumi.ComponentResource("test:index:Root", "root", None)
@@ -66,7 +66,7 @@ print("direct call:", type(direct).__name__)
 # with alias specs that never needs the URN; with the deferral it must still.
 BAD_ALIAS_PROGRAM = '''
 import pulumi
-from aksgpu.alias_urns import defer_alias_urns
+from aksgpu.program.alias_urns import defer_alias_urns
 
 defer_alias_urns()
 pulumi.CustomResource("test:index:Thing", "thing", {}, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=None)]))
@@ -169,7 +169,7 @@ def test_an_alias_whose_urn_cannot_be_computed_still_fails_the_program(flags: li
 def test_it_acts_only_on_tested_sdk_versions_and_can_be_turned_off(setup: str, expected: str) -> None:
     # Twice, to show a second call changes nothing; then whether Resource and its module are patched.
     code = (f"import logging; logging.basicConfig(level=logging.DEBUG)\n{setup}\n"
-            "import pulumi.resource, pulumi.runtime.resource\nfrom aksgpu.alias_urns import defer_alias_urns\n"
+            "import pulumi.resource, pulumi.runtime.resource\nfrom aksgpu.program.alias_urns import defer_alias_urns\n"
             "first, second = defer_alias_urns(), defer_alias_urns()\nassert first == second\n"
             "print(first, '_aliases' in pulumi.resource.Resource.__dict__,\n"
             "      pulumi.resource.collapse_alias_to_urn is pulumi.runtime.resource.collapse_alias_to_urn)")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aksgpu.cli.plan.planner import Plan
+from aksgpu.plan.planner import Plan
 from tests.arm_template import ARM_TYPES, arm_template
 
 

@@ -17,15 +17,10 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.cli.ci.comment import post_or_update
-from aksgpu.cli.ci.pipelines import (
-    changed_environments,
-    ci_settings,
-    render_azure_devops,
-    render_github,
-)
-from aksgpu.cli.errors import UserError
-from aksgpu.cli.plan.summary import MARKER, EnvironmentResult, summary_markdown
+from aksgpu.ci.comment import post_or_update
+from aksgpu.ci.pipelines import changed_environments, ci_settings, render_azure_devops, render_github
+from aksgpu.errors import UserError
+from aksgpu.plan.summary import MARKER, EnvironmentResult, summary_markdown
 
 runner = CliRunner()
 GOLDEN = Path(__file__).resolve().parent / "golden" / "ci"
@@ -278,7 +273,7 @@ def test_the_summary_reports_an_environment_with_errors_and_exits_1(project: Pat
 
 
 def test_new_kinds_of_finding_slot_in_as_sections() -> None:
-    from aksgpu.cli.plan import summary
+    from aksgpu.plan import summary
 
     result = EnvironmentResult("dev", "stacks/Pulumi.dev.yaml", None, errors=["bad | value <b>"])
     text = summary_markdown([result])

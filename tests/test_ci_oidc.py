@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.ci.commands import ci_app
-from aksgpu.cli.ci.oidc import (
+from aksgpu.ci.oidc import (
     PROGRAM_ASSIGNED_ROLES,
     ROLE_CONDITION_VARIABLE,
     github_commands,
@@ -28,7 +28,7 @@ from aksgpu.cli.ci.oidc import (
     role_condition,
     run_oidc,
 )
-from aksgpu.cli.ci.oidc_settings import (
+from aksgpu.ci.oidc_settings import (
     GITHUB_OIDC_AUDIENCE,
     GITHUB_OIDC_ISSUER,
     GITHUB_VARIABLES,
@@ -39,8 +39,8 @@ from aksgpu.cli.ci.oidc_settings import (
     parse_key_vault_provider,
     plan_client_variable,
 )
-from aksgpu.cli.errors import UserError
-from aksgpu.components import data
+from aksgpu.errors import UserError
+from aksgpu import catalog
 from tests.helpers import REPO
 
 runner = CliRunner()
@@ -176,14 +176,14 @@ def test_the_printed_script_creates_once_and_then_changes_nothing(app: typer.Typ
     grants = {(_option(call, "--assignee-object-id"), _option(call, "--role")): call
               for call in created if call[:2] == ["role", "assignment"]}
     plan, deploy = "sp-app-aksgpu-gpu-infra-dev-plan", "sp-app-aksgpu-gpu-infra-dev-deploy"
-    assert {role for sp, role in grants if sp == plan} == {data.role_id(role) for role in PLAN_ROLES}
-    assert {role for sp, role in grants if sp == deploy} == {data.role_id(role) for role in DEPLOY_ROLES}
-    rbac = grants[(deploy, data.role_id("Role Based Access Control Administrator"))]
+    assert {role for sp, role in grants if sp == plan} == {catalog.role_id(role) for role in PLAN_ROLES}
+    assert {role for sp, role in grants if sp == deploy} == {catalog.role_id(role) for role in DEPLOY_ROLES}
+    rbac = grants[(deploy, catalog.role_id("Role Based Access Control Administrator"))]
     assert _option(rbac, "--condition") == program_role_condition()
-    assert _option(grants[(plan, data.role_id("Reader"))], "--scope") == "/subscriptions/sub-123"
-    assert _option(grants[(plan, data.role_id("Storage Blob Data Reader"))], "--scope") == \
+    assert _option(grants[(plan, catalog.role_id("Reader"))], "--scope") == "/subscriptions/sub-123"
+    assert _option(grants[(plan, catalog.role_id("Storage Blob Data Reader"))], "--scope") == \
         f"{ACCOUNT_ID}/blobServices/default/containers/pulumi-state"
-    assert _option(grants[(deploy, data.role_id("Key Vault Crypto User"))], "--scope") == \
+    assert _option(grants[(deploy, catalog.role_id("Key Vault Crypto User"))], "--scope") == \
         f"{VAULT_ID}/keys/pulumi-secrets"
     credentials = [json.loads(_option(call, "--parameters")) for call in created if "federated-credential" in call]
     assert {(c["subject"], c["issuer"], tuple(c["audiences"])) for c in credentials} == {
@@ -256,7 +256,7 @@ def test_json_has_identities_steps_and_variables(app: typer.Typer, project: Path
     assert set(_grants(document, "plan")) == PLAN_ROLES and set(_grants(document, "deploy")) == DEPLOY_ROLES
     conditional = [role["role"] for role in deploy["roles"] if role["condition"]]
     assert conditional == ["Role Based Access Control Administrator"]
-    assert all(role["roleId"] == data.role_id(role["role"]) for role in plan["roles"] + deploy["roles"])
+    assert all(role["roleId"] == catalog.role_id(role["role"]) for role in plan["roles"] + deploy["roles"])
     assert document["variables"] == {ROLE_CONDITION_VARIABLE: program_role_condition()}
     assert document["steps"][0]["command"] == ["az", "account", "show", "--subscription", SUBSCRIPTION,
                                                "--query", "id", "--output", "tsv"]
@@ -396,7 +396,7 @@ def test_role_condition_limits_roles_and_principal_types() -> None:
            "{guid-a, guid-b}" in delete and "@Request" not in delete
     assert condition.count("(") == condition.count(")") and condition.count("{") == condition.count("}")
     program = program_role_condition()
-    assert {data.role_id(role) for role in PROGRAM_ASSIGNED_ROLES} == set(
+    assert {catalog.role_id(role) for role in PROGRAM_ASSIGNED_ROLES} == set(
         program.split("GuidEquals {")[1].split("}")[0].split(", "))
     assert "{'ServicePrincipal', 'Group'}" in program
 
@@ -484,7 +484,7 @@ def test_apply_runner_with_a_stand_in() -> None:
         output = next((answer for prefix, answer in answers if command.startswith(prefix)), "")
         return subprocess.CompletedProcess(argv, 0, output, "")
 
-    values = run_oidc(settings, run=run, sleep=sleeps.append)
+    values = run_oidc(settings, say=lambda *_: None, run=run, sleep=sleeps.append)
     assert values["SUBSCRIPTION_ID"] == "sub-9" and values["DEPLOY_APP_ID"] == "app-old"
     assert values["PLAN_SP_ID"] == "sp-app-aksgpu-gpu-infra-dev-plan"
     assert [call for call in calls if call[1:4] == ["ad", "app", "create"]] == [
@@ -504,7 +504,7 @@ def test_apply_runner_with_a_stand_in() -> None:
         return run(argv, **kwargs)
 
     with pytest.raises(UserError, match="key vault kv-pulumi-state .* is not in the Azure CLI's current subscription"):
-        run_oidc(settings, run=failing, sleep=sleeps.append)
+        run_oidc(settings, say=lambda *_: None, run=failing, sleep=sleeps.append)
 
     def forbidden(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         if argv[1:4] == ["role", "assignment", "create"]:
@@ -512,7 +512,7 @@ def test_apply_runner_with_a_stand_in() -> None:
         return run(argv, **kwargs)
 
     with pytest.raises(UserError, match=r"(?s)step \d+ failed: az role assignment create.*AuthorizationFailed"):
-        run_oidc(settings, run=forbidden, sleep=lambda _: None)
+        run_oidc(settings, say=lambda *_: None, run=forbidden, sleep=lambda _: None)
 
 
 def test_script_steps_are_numbered_like_the_steps() -> None:

@@ -103,8 +103,8 @@ def test_the_program_itself_refuses_a_bad_spec_without_a_traceback(project: Path
     """`pulumi up` runs __main__.py directly: it must give the same message as a RunError."""
     import pulumi
 
-    from aksgpu.cli.plan.planner import plan_stack
-    from aksgpu.cli.project.stackfile import StackFile
+    from aksgpu.plan.planner import plan_stack
+    from aksgpu.project.stackfile import StackFile
 
     spec = base_spec()
     spec["controlPlane"]["tier"] = "Gold"

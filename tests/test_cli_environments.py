@@ -15,9 +15,9 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.cli.environments.file import load_environments
-from aksgpu.cli.environments.presets import preset_names
-from aksgpu.cli.environments.schema import environments_schema
+from aksgpu.environments.file import load_environments
+from aksgpu.environments.presets import preset_names
+from aksgpu.environments.schema import environments_schema
 from tests.helpers import EXAMPLE
 
 runner = CliRunner()

@@ -14,15 +14,15 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.components import data
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu import catalog
+from aksgpu.spec import parse_cluster_spec
 from aksgpu.preflight.cost import estimate, typical_nodes
 from aksgpu.preflight.cost_report import difference, markdown_lines, text_lines
 from aksgpu.preflight.prices import shipped_table, table_problems
 from tests.helpers import base_spec, edit
 
 runner = CliRunner()
-TABLE = data.load("prices")
+TABLE = catalog.load("prices")
 
 
 def _spec(raw: dict[str, Any]) -> Any:

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from aksgpu.cli.plan.planner import Plan
-from aksgpu.cli.plan.report import plan_document, render_text
-from aksgpu.cli.plan.summary import EnvironmentResult, summary_markdown
-from aksgpu.components import data
+from aksgpu.plan.planner import Plan
+from aksgpu.plan.report import plan_document, render_text
+from aksgpu.plan.summary import EnvironmentResult, summary_markdown
+from aksgpu import catalog
 from aksgpu.preflight import critical_path, deploy_time, pool_ordering
 from tests.helpers import REPO, base_spec, plan_spec
 
-TABLE = data.load("deploy_durations")
+TABLE = catalog.load("deploy_durations")
 TYPES = TABLE["types"]
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes.dra import (
     CLIQUE_LABEL,
     DRA_NAMESPACE,
@@ -23,8 +23,8 @@ from aksgpu.components.kubernetes.dra import (
     dra_driver_values,
 )
 from aksgpu.components.kubernetes.objects import AGENT_POOL_LABEL, GATE_TAINT_KEY
-from aksgpu.components.spec import parse_cluster_spec
-from aksgpu.components.spec.base import Issue
+from aksgpu.spec import parse_cluster_spec
+from aksgpu.spec.base import Issue
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.kubernetes import DATA, template_value_paths, unknown_value_paths, validate_object
 from tests.test_gb200_gb300 import GB200, GB300, POOL, errors, grace_spec
@@ -316,25 +316,25 @@ def test_pools_without_arm64_get_no_image_warnings() -> None:
 
 def test_an_image_of_ones_own_on_arm64_pools_is_a_warning_with_the_fix() -> None:
     spec = edit(grace_spec(), "gpuHealth", {"gate": {"image": "example.azurecr.io/aksgpu-gpu-check:0.1.0",
-                                                     "command": ["python", "-m", "aksgpu.components.kubernetes.gpu_check"]}})
+                                                     "command": ["python", "-m", "aksgpu.node.gpu_check"]}})
     [found] = [w for w in _warnings(spec) if w.path == "gpuHealth.gate.image"]
     assert found.value == "example.azurecr.io/aksgpu-gpu-check:0.1.0"
     assert "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime" in found.rule and "--platform linux/amd64,linux/arm64" in \
         found.fix
-    dockerfile = (Path(__file__).resolve().parents[1] / "aksgpu/components/kubernetes/gpu_check/Dockerfile").read_text()
+    dockerfile = (Path(__file__).resolve().parents[1] / "aksgpu/node/gpu_check/Dockerfile").read_text()
     assert "FROM pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime" in dockerfile, "the rule names the Dockerfile's base"
 
 
 def test_an_amd64_only_image_would_be_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    table = copy.deepcopy(data.load("in_cluster"))
+    table = copy.deepcopy(catalog.load("in_cluster"))
     table["arm64"]["dcgm"] = {"arm64": False, "source": "a test"}
-    monkeypatch.setattr(data, "load", lambda name, _real=data.load: table if name == "in_cluster" else _real(name))
+    monkeypatch.setattr(catalog, "load", lambda name, _real=catalog.load: table if name == "in_cluster" else _real(name))
     [found] = [e for e in errors(grace_spec()) if e.path == "gpuHealth.gate.image"]
     assert "no linux/arm64 variant" in found.rule and found.severity == "error"
 
 
 def test_each_image_aksgpu_runs_on_gpu_nodes_has_an_arm64_fact_with_a_source() -> None:
-    table = data.load("in_cluster")
+    table = catalog.load("in_cluster")
     for component in ("draDriver", "dcgmExporter", "dcgm", "devicePlugin", "pause", "python", "gpuCheck"):
         entry = table["arm64"][component]
         assert entry["arm64"] in (True, None) and len(entry["source"]) > 40, component
@@ -354,7 +354,7 @@ def test_an_ephemeral_os_disk_goes_on_nvme_without_a_warning() -> None:
     [pool] = [p for p in plan_spec(spec).by_type("azure-native:containerservice:AgentPool")
               if p.inputs["agentPoolName"] == "gb"]
     assert pool.inputs["osDiskType"] == "Ephemeral" and pool.inputs["osDiskSizeGB"] == 256
-    rules = data.load("vm_sizes")["graceBlackwell"]["source"]["diskController"]
+    rules = catalog.load("vm_sizes")["graceBlackwell"]["source"]["diskController"]
     assert "NVMe only" in rules and "Ephemeral OS Disk: Supported" in rules
 
 
@@ -411,6 +411,6 @@ def test_a_driver_older_than_the_compute_domain_floor_is_refused(version: str, r
 
 
 def test_the_driver_floor_is_the_plugins_own_and_the_operators_default_meets_it() -> None:
-    floor = data.load("in_cluster")["draDriver"]["minDriverVersion"]
+    floor = catalog.load("in_cluster")["draDriver"]["minDriverVersion"]
     operator_default = _yaml(DATA / "gpu-operator" / "values.yaml")["driver"]["version"]
     assert tuple(map(int, operator_default.split("."))) >= tuple(map(int, floor.split(".")))

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from aksgpu.cli.environments.file import load_environments
-from aksgpu.cli.environments.overrides import (
+from aksgpu.environments.file import load_environments
+from aksgpu.environments.overrides import (
     assignment_overrides,
     check_override_keys,
     describe_overrides,
     merge,
     user_path,
 )
-from aksgpu.cli.errors import UserError
+from aksgpu.errors import UserError
 
 
 def test_mappings_merge_key_by_key_and_scalars_and_plain_lists_replace() -> None:

@@ -16,11 +16,11 @@ import jsonschema
 import pytest
 import yaml
 
-from aksgpu.cli.plan.planner import Plan
-from aksgpu.components import data
+from aksgpu.plan.planner import Plan
+from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import GATE_TAINT
-from aksgpu.components.spec import parse_cluster_spec
-from aksgpu.components.spec.fabric import (
+from aksgpu.spec import parse_cluster_spec
+from aksgpu.spec.fabric import (
     TOPOLOGY_KEY,
     fabric_profile,
     fabric_profiles,
@@ -91,7 +91,7 @@ def mixed_plan() -> Plan:
 
 
 def test_every_infiniband_size_has_a_fabric_profile_and_no_other() -> None:
-    sizes = data.vm_sizes()
+    sizes = catalog.vm_sizes()
     infiniband = {name for name, size in sizes.items() if size.get("infiniband")}
     assert infiniband >= {"Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5", "Standard_ND96asr_v4",
                           "Standard_ND96amsr_A100_v4", "Standard_ND128isr_NDR_GB200_v6", "Standard_ND128isr_GB300_v6"}
@@ -131,7 +131,7 @@ def test_the_nccl_environment_is_variables_nccl_reads_each_with_a_source() -> No
 def test_topology_files_are_azures_unchanged_and_describe_the_size() -> None:
     """Each shipped file is byte-identical to Azure's (SOURCE.md) and lists the size's GPUs
     (PCI class 0x0302) and InfiniBand HCAs (0x0207), one per GPU as the profile says."""
-    source = (REPO / "aksgpu" / "components" / "data" / "nccl_topology" / "SOURCE.md").read_text()
+    source = (REPO / "aksgpu" / "catalog" / "nccl_topology" / "SOURCE.md").read_text()
     shipped = 0
     for name, profile in fabric_profiles().items():
         if profile.topology_file is None:
@@ -142,7 +142,7 @@ def test_topology_files_are_azures_unchanged_and_describe_the_size() -> None:
         assert xml is not None
         digest = hashlib.sha256(xml.encode()).hexdigest()
         assert re.search(rf"\| {re.escape(profile.topology_file)} \|.*\| {digest} \|", source), name
-        assert xml.count('class="0x030200"') == data.vm_size(name)["gpus"], name
+        assert xml.count('class="0x030200"') == catalog.vm_size(name)["gpus"], name
         assert xml.count('class="0x020700"') == profile.hca_count, name
         assert profile.nccl_env["NCCL_TOPO_FILE"] == f"{topology_mount_path()}/{TOPOLOGY_KEY}"
     assert shipped == 4  # ND A100 v4 (two sizes) and ND H100/H200 v5
@@ -365,7 +365,7 @@ def test_the_readme_gang_example_runs_nccl_over_infiniband_as_aksgpu_sets_it_up(
     [container] = pod["containers"]
     limits = container["resources"]["limits"]
     assert limits[profile.rdma_resource] == profile.rdma_per_node
-    assert limits["nvidia.com/gpu"] == data.vm_size(profile.vm_size)["gpus"]
+    assert limits["nvidia.com/gpu"] == catalog.vm_size(profile.vm_size)["gpus"]
     assert {"prefix": "NCCL_", "configMapRef": {"name": profile.nccl_config_map}} in container["envFrom"]
     needs = pod_requirements()
     assert set(needs.capabilities) <= set(container["securityContext"]["capabilities"]["add"])

@@ -25,15 +25,15 @@ from typing import Any
 
 import pytest
 
-from aksgpu.components.kubernetes import fabric_acceptance as fa
+from aksgpu.node import fabric_acceptance as fa
 from aksgpu.components.kubernetes import fabric_acceptance_objects as objects
-from aksgpu.components.kubernetes import node_gate
+from aksgpu.node import node_gate
 from aksgpu.components.kubernetes.gpu_health import UNDECIDED, node_change_policy
 from aksgpu.components.kubernetes.gpu_software import device_plugin_targets
 from aksgpu.components.kubernetes.objects import advertised_by_gate
-from aksgpu.components.spec import ClusterSpec, parse_cluster_spec
-from aksgpu.components.spec.fabric import fabric_profile
-from aksgpu.components.spec.fabric_acceptance import acceptance_floor
+from aksgpu.spec import ClusterSpec, parse_cluster_spec
+from aksgpu.spec.fabric import fabric_profile
+from aksgpu.spec.fabric_acceptance import acceptance_floor
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object
@@ -177,7 +177,7 @@ def _free_port() -> int:
 def _run_program(rank: int, port: int, result: str) -> None:
     import os
 
-    from aksgpu.components.kubernetes import fabric_allreduce
+    from aksgpu.node import fabric_allreduce
 
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "WORLD_SIZE": "2",
                        "LOCAL_RANK": "0", "NODE_NAME": f"node-{rank}", "AKSGPU_RESULT_FILE": result})
@@ -266,7 +266,7 @@ def test_only_infiniband_pools_with_a_published_floor_are_held(monkeypatch: pyte
     spec = _spec()
     assert [t.name for t in objects.acceptance_targets(device_plugin_targets(spec), spec)] == ["h100"], \
         "the NC A100 pool has no InfiniBand"
-    from aksgpu.components.spec import fabric_acceptance as table
+    from aksgpu.spec import fabric_acceptance as table
 
     # Every InfiniBand size of the catalog has a floor today; a size without one is admitted after its
     # local check, and the spec says so.
@@ -707,7 +707,7 @@ def test_the_pass_runs_from_the_two_files_the_cronjob_mounts(tmp_path: Path) -> 
     result = subprocess.run([sys.executable, "-S", "-E", "-s", str(tmp_path / "fabric_acceptance.py"), "--help"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    from aksgpu.components.kubernetes import fabric_allreduce
+    from aksgpu.node import fabric_allreduce
 
     shutil.copy(fabric_allreduce.__file__, tmp_path)
     result = subprocess.run([sys.executable, "-S", "-E", "-s", str(tmp_path / "fabric_allreduce.py"), "--help"],

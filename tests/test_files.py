@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import aksgpu.cli.project.files
+import aksgpu.project.files
 from aksgpu.cli.app import app
-from aksgpu.cli.errors import UserError
-from aksgpu.cli.exit_codes import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
-from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
+from aksgpu.errors import UserError
+from aksgpu.errors import EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
+from aksgpu.project.files import read_text_if_exists, write_text_atomically
 
 runner = CliRunner()
 
@@ -36,7 +36,7 @@ def test_a_failed_rename_leaves_the_old_file_and_no_temporary(tmp_path: Path, mo
     def full_disk(*_: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(aksgpu.cli.project.files.os, "replace", full_disk)
+    monkeypatch.setattr(aksgpu.project.files.os, "replace", full_disk)
     with pytest.raises(UserError, match=r"cannot write .*a.yaml: No space left on device. The file is as it was"):
         write_text_atomically(path, "new\n")
     assert path.read_text() == "old\n" and not _leftovers(tmp_path)
@@ -49,7 +49,7 @@ def test_an_interrupt_mid_write_leaves_the_old_file(tmp_path: Path, monkeypatch:
     def interrupted(_: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(aksgpu.cli.project.files.os, "fsync", interrupted)
+    monkeypatch.setattr(aksgpu.project.files.os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_text_atomically(path, "new\n")
     assert path.read_text() == "old\n" and not _leftovers(tmp_path)
@@ -78,7 +78,7 @@ def test_ctrl_c_during_render_prints_one_line_exits_130_and_keeps_the_stack_file
     def interrupted(_: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(aksgpu.cli.project.files.os, "fsync", interrupted)
+    monkeypatch.setattr(aksgpu.project.files.os, "fsync", interrupted)
     result = runner.invoke(app, ["render", "dev"])
     assert result.exit_code == EXIT_INTERRUPTED
     assert result.output.strip().splitlines() == [
@@ -93,19 +93,19 @@ def test_a_write_failure_in_render_is_one_message(project: Path, monkeypatch: py
     def read_only(*_: object) -> None:
         raise OSError(30, "Read-only file system")
 
-    monkeypatch.setattr(aksgpu.cli.project.files.os, "replace", read_only)
+    monkeypatch.setattr(aksgpu.project.files.os, "replace", read_only)
     result = runner.invoke(app, ["render", "dev"])
     assert result.exit_code == 2 and "Read-only file system" in result.output
     assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
 
 
 def test_an_unforeseen_error_is_one_line_with_exit_70(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import aksgpu.cli.environments.validation
+    import aksgpu.environments.validation
 
     def broken(*_: object, **__: object) -> None:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(aksgpu.cli.environments.validation, "validate_targets", broken)
+    monkeypatch.setattr(aksgpu.environments.validation, "validate_targets", broken)
     monkeypatch.delenv("AKSGPU_DEBUG", raising=False)
     result = runner.invoke(app, ["validate"])
     assert result.exit_code == EXIT_INTERNAL_ERROR

@@ -16,14 +16,15 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.cli.ci.pipelines import changed_environments
-from aksgpu.cli.environments.file import load_environments
-from aksgpu.cli.environments.fleet import effective_fleet, member_stack
-from aksgpu.cli.environments.render import plan_renders, render_state
-from aksgpu.cli.plan.fleet import FleetPlan, fleet_facts, plan_fleet
-from aksgpu.cli.project.stackfile import resolve_stack
-from aksgpu.components.spec import SpecError, parse_cluster_spec
-from aksgpu.components.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
+from aksgpu.ci.pipelines import changed_environments
+from aksgpu.environments.file import load_environments
+from aksgpu.environments.file import member_stack
+from aksgpu.environments.fleet import effective_fleet
+from aksgpu.environments.render import plan_renders, render_state
+from aksgpu.plan.fleet import FleetPlan, fleet_facts, plan_fleet
+from aksgpu.project.stackfile import resolve_stack
+from aksgpu.spec import SpecError, parse_cluster_spec
+from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
 from tests.helpers import REPO, base_spec, copy_project, edit
 from tests.oracles.azure_openapi import AksOpenApi
 
@@ -295,7 +296,7 @@ def test_a_hub_body_validates_and_a_bad_stage_is_caught(fleet_plan: FleetPlan, f
     document["environments"]["training"]["fleet"]["hub"] = {"enabled": True, "vmSize": "Standard_D4s_v5"}
     _write_environments(fleet_project, document)
     assert runner.invoke(app, ["render", "training"]).exit_code == 0
-    from aksgpu.cli.plan.planner import plan_stack
+    from aksgpu.plan.planner import plan_stack
 
     [fleet] = plan_stack(resolve_stack("training", cwd=fleet_project)).by_type("azure-native:containerservice:Fleet")
     assert fleet.inputs["hubProfile"] == {"agentProfile": {"vmSize": "Standard_D4s_v5"}, "dnsPrefix": "gpu-training"}
@@ -320,7 +321,7 @@ def test_fleet_facts_add_up_over_the_members(fleet_plan: FleetPlan) -> None:
 
 
 def test_the_readme_shows_the_examples_fleet_section(fleet_plan: FleetPlan) -> None:
-    from aksgpu.cli.plan.fleet import fleet_lines
+    from aksgpu.plan.fleet import fleet_lines
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Fleets"):readme.index("## Offline commands")]
@@ -426,7 +427,7 @@ def test_a_declined_fleet_changes_nothing(fleet_project: Path, monkeypatch: pyte
 
 
 def test_up_refuses_an_unknown_member(fleet_project: Path) -> None:
-    from aksgpu.cli.errors import UserError
+    from aksgpu.errors import UserError
     from aksgpu.cli.workflow.fleet import fleet_steps
 
     with pytest.raises(UserError) as error:
@@ -451,7 +452,7 @@ def test_ci_has_a_job_per_fleet_stack_with_the_fleets_identity(fleet_project: Pa
     import subprocess
     import sys
 
-    from aksgpu.cli.ci.pipelines import ci_settings, render_azure_devops, render_github
+    from aksgpu.ci.pipelines import ci_settings, render_azure_devops, render_github
 
     path = fleet_project / "stacks" / "environments.yaml"
     path.write_text(path.read_text().replace("defaults:\n", (
@@ -486,8 +487,8 @@ def test_ci_has_a_job_per_fleet_stack_with_the_fleets_identity(fleet_project: Pa
 
 
 def test_ci_oidc_gives_a_fleet_environment_one_pair_of_identities_on_the_subscription(fleet_project: Path) -> None:
-    from aksgpu.cli.ci.oidc import notes
-    from aksgpu.cli.ci.oidc_settings import oidc_settings
+    from aksgpu.ci.oidc import notes
+    from aksgpu.ci.oidc_settings import oidc_settings
 
     path = fleet_project / "stacks" / "environments.yaml"
     path.write_text(path.read_text().replace("defaults:\n", (
@@ -533,7 +534,7 @@ def test_the_fleet_examples_schema_is_current_and_accepts_its_environments() -> 
     import subprocess
     import sys
 
-    from aksgpu.cli.environments.schema import environments_schema
+    from aksgpu.environments.schema import environments_schema
 
     schema = FLEET_EXAMPLE / "stacks" / "environments.schema.json"
     assert json.loads(schema.read_text()) == environments_schema(), "aksgpu schema environments -o ..."

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.cli.environments.file import load_environments
-from aksgpu.cli.environments.fleet import effective_fleet
-from aksgpu.cli.plan.fleet import plan_fleet
-from aksgpu.cli.project.stackfile import resolve_stack
+from aksgpu.environments.file import load_environments
+from aksgpu.environments.fleet import effective_fleet
+from aksgpu.plan.fleet import plan_fleet
+from aksgpu.project.stackfile import resolve_stack
 from tests.arm_template import cluster_arm_shape
 from tests.fleet_scale import GPU_POOLS, NODES_PER_MEMBER, fleet_project
 from tests.helpers import SHARED

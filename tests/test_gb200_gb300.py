@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from aksgpu.components import data
-from aksgpu.components.spec import SpecError, parse_cluster_spec
-from aksgpu.components.spec.base import Issue
+from aksgpu import catalog
+from aksgpu.spec import SpecError, parse_cluster_spec
+from aksgpu.spec.base import Issue
 from tests.helpers import REMOVE, base_spec, edit, plan_spec
 
 GB300 = "Standard_ND128isr_GB300_v6"
@@ -39,21 +39,21 @@ def warnings(spec: dict[str, Any]) -> list[Issue]:
 
 
 def test_gb300_is_in_the_catalog_with_the_microsoft_page_figures() -> None:
-    size = data.vm_size(GB300)
+    size = catalog.vm_size(GB300)
     assert size is not None
     assert (size["vcpus"], size["memoryGib"], size["gpus"], size["gpuMemoryGb"]) == (128, 864, 4, 288)
     assert size["nvme"] == {"disks": 4, "diskGib": 4096} and size["tempDiskGib"] == 0
     assert size["infiniband"] == "800 Gb/s" and size["cpuArchitecture"] == "Arm64"
     assert size["quotaFamily"] == "standardNDISRGB300V6Family"
     assert (size["vendor"], size["architecture"], size["mig"]) == ("nvidia", "Blackwell", False)
-    model = data.load("vm_sizes")["gpuModels"]["GB300"]
+    model = catalog.load("vm_sizes")["gpuModels"]["GB300"]
     assert model["bf16DenseTflops"] is None and "not collected" in model["peakSource"], "no figure was invented"
 
 
 def test_the_rules_name_both_series_and_each_rule_has_a_source() -> None:
-    table = data.load("vm_sizes")
+    table = catalog.load("vm_sizes")
     rules = table["graceBlackwell"]
-    assert {data.vm_size(GB200)["series"], data.vm_size(GB300)["series"]} == set(rules["series"])
+    assert {catalog.vm_size(GB200)["series"], catalog.vm_size(GB300)["series"]} == set(rules["series"])
     assert set(rules["series"]) <= set(table["series"])
     for rule in ("osSku", "gpuDriver", "minKubernetes", "infinibandFeature"):
         assert rules[rule] and rules["source"][rule]
@@ -120,7 +120,7 @@ def test_kubernetes_after_1_38_is_refused_for_want_of_ubuntu2404(version: str) -
 
 
 def test_the_version_bounds_come_from_the_table() -> None:
-    rules = data.load("vm_sizes")["graceBlackwell"]
+    rules = catalog.load("vm_sizes")["graceBlackwell"]
     assert (rules["minKubernetes"], rules["maxKubernetes"]) == ("1.34.2", "1.38")
     assert "v1.34.2 or later" in rules["source"]["minKubernetes"]
     assert "1.32 to 1.38" in rules["source"]["maxKubernetes"]

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from aksgpu.components import data
-from aksgpu.components.kubernetes.gpu_check import thresholds
+from aksgpu import catalog
+from aksgpu.node.gpu_check import thresholds
 from aksgpu.components.kubernetes.gpu_health import (
     alert_rules,
     bundled_prometheus_values,
@@ -27,11 +27,11 @@ from aksgpu.components.kubernetes.gpu_health import (
     pod_monitor,
     scrape_job,
 )
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.spec import parse_cluster_spec
 from tests.helpers import REPO, base_spec, edit
 from tests.oracles.kubernetes import DATA, validate_object
 
-METRICS_CSV = REPO / "aksgpu" / "components" / "data" / "dcgm_metrics.csv"
+METRICS_CSV = REPO / "aksgpu" / "catalog" / "dcgm_metrics.csv"
 DCGM_FIELDS = DATA / "dcgm" / "dcgm_fields.h"
 CORDONING = {"GpuCriticalXid", "GpuDoubleBitEccErrors", "GpuRowRemapFailure", "GpuRowRemapPending"}
 
@@ -128,7 +128,7 @@ def test_the_type_rules_catch_a_flag_typed_as_a_counter(tmp_path: Path) -> None:
 
 
 def test_the_xids_are_azure_nhcs_plus_95_and_the_check_adds_only_94() -> None:
-    table = data.load("gpu_alerts")
+    table = catalog.load("gpu_alerts")
     aznhc = {int(x) for x in re.search(r"\(([\d ]+)\)", table["source"]["xids"]).group(1).split()}
     assert set(table["nodeXids"]) == aznhc | {95} and table["nodeXids"] == sorted(table["nodeXids"])
     assert 94 not in table["nodeXids"], "a contained error restarts one application, NVIDIA's catalog says"
@@ -143,13 +143,13 @@ def test_page_retirement_is_watched_for_the_gpus_before_ampere_and_row_remapping
     rules = {r["alert"]: r for r in alert_rules()}
     assert rules["GpuRowRemapPending"]["expression"] == "DCGM_FI_DEV_ROW_REMAP_PENDING > 0"
     assert "before Ampere" in rules["GpuRetiredPagesPending"]["reason"]
-    architectures = {model["architecture"] for model in data.load("vm_sizes")["gpuModels"].values()}
+    architectures = {model["architecture"] for model in catalog.load("vm_sizes")["gpuModels"].values()}
     assert architectures & {"Volta", "Turing"}, "the catalog has GPUs that retire pages: the rule is not dead"
     assert architectures & {"Ampere", "Hopper", "Blackwell"}
 
 
 def test_every_rule_cordons_or_says_why_not() -> None:
-    table = data.load("gpu_alerts")
+    table = catalog.load("gpu_alerts")
     ours = {row[0] for row in metric_list()}
     for rule in table["rules"]:
         block, why = rule.get("cordon"), rule.get("cordonReason")
@@ -174,7 +174,7 @@ def test_cordon_conditions_expand_the_list_they_name() -> None:
     assert set(conditions) == CORDONING
     xid = conditions["GpuCriticalXid"]
     assert xid == {"alert": "GpuCriticalXid", "metric": "DCGM_EXP_XID_ERRORS_COUNT", "above": 0, "label": "xid",
-                   "values": [str(x) for x in data.load("gpu_alerts")["nodeXids"]]}
+                   "values": [str(x) for x in catalog.load("gpu_alerts")["nodeXids"]]}
     assert "95" in xid["values"] and "94" not in xid["values"]
     assert conditions["GpuRowRemapPending"] == {"alert": "GpuRowRemapPending",
                                                 "metric": "DCGM_FI_DEV_ROW_REMAP_PENDING", "above": 0}

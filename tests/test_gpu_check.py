@@ -1,4 +1,4 @@
-"""aksgpu's GPU health check (aksgpu/components/kubernetes/gpu_check): the decisions with NVML
+"""aksgpu's GPU health check (aksgpu/node/gpu_check): the decisions with NVML
 replaced by a fake probe, the measurements for real on the CPU build of PyTorch at tiny sizes,
 the report and Prometheus formats checked with prometheus_client's own parser, and the gate's
 node actions against a fake API server."""
@@ -15,9 +15,9 @@ import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
 
-from aksgpu.components.kubernetes import node_gate
-from aksgpu.components.kubernetes.gpu_check import interconnect, measure, report, results, run, thresholds, xids
-from aksgpu.components.kubernetes.gpu_check.probe import GpuState, error_checks, inventory_checks
+from aksgpu.node import node_gate
+from aksgpu.node.gpu_check import interconnect, measure, report, results, run, thresholds, xids
+from aksgpu.node.gpu_check.probe import GpuState, error_checks, inventory_checks
 from tests.test_gpu_health import GATE_SINCE, GPU_TAINT, NOW, FakeApi, _node, api_server  # noqa: F401
 
 TINY = measure.Sizes(gemm_n=64, gemm_iters=3, warmup=1, copy_bytes=1 << 16, copy_iters=3, pattern_fraction=0.5,
@@ -702,14 +702,14 @@ def test_the_vm_size_comes_from_azures_instance_metadata_service() -> None:
 
 
 def _is_module(dotted: str) -> bool:
-    path = Path(run.__file__).parents[4] / dotted.replace(".", "/")
+    path = Path(run.__file__).parents[3] / dotted.replace(".", "/")
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def test_the_image_carries_everything_the_check_imports() -> None:
     """The check runs in its own image (Dockerfile beside it), with the standard library, PyTorch,
-    nvidia-ml-py and PyYAML: every module it (and node_gate.py) imports is one of those or a file
-    the image copies, and it reads only data files the image copies."""
+    nvidia-ml-py and PyYAML: every module it imports is one of those or a file the image copies (the
+    node package imports nothing of Pulumi), and it reads only data files the image copies."""
     import ast
     import re
     import sys
@@ -718,15 +718,13 @@ def test_the_image_carries_everything_the_check_imports() -> None:
     dockerfile = (package / "Dockerfile").read_text(encoding="utf-8")
     copied = {path for line in dockerfile.splitlines() if line.startswith("COPY ")
               for path in line.split()[1:-1]}
-    copied_modules = {"aksgpu", "aksgpu.components", "aksgpu.components.data", "aksgpu.components.kubernetes",
-                      "aksgpu.components.kubernetes.node_gate", "aksgpu.components.kubernetes.gpu_check"}
-    copied_modules |= {f"aksgpu.components.kubernetes.gpu_check.{m.stem}" for m in package.glob("*.py")}
-    assert {"aksgpu/components/kubernetes/gpu_check/*.py", "aksgpu/components/kubernetes/gpu_check/*.yaml",
-            "aksgpu/components/kubernetes/node_gate.py", "aksgpu/components/data/vm_sizes.yaml",
-            "aksgpu/components/data/gpu_alerts.yaml", "aksgpu/components/data/fabric.yaml",
-            "aksgpu/components/data/__init__.py"} <= copied
-    for module in [*package.glob("*.py"), package.parent / "node_gate.py",
-                   package.parent.parent / "data" / "__init__.py"]:
+    copied_modules = {"aksgpu", "aksgpu.catalog", "aksgpu.node", "aksgpu.node.node_gate", "aksgpu.node.gpu_check"}
+    copied_modules |= {f"aksgpu.node.gpu_check.{m.stem}" for m in package.glob("*.py")}
+    assert {"aksgpu/node/gpu_check/*.py", "aksgpu/node/gpu_check/*.yaml", "aksgpu/node/__init__.py", "aksgpu/node/node_gate.py",
+            "aksgpu/catalog/vm_sizes.yaml", "aksgpu/catalog/gpu_alerts.yaml", "aksgpu/catalog/fabric.yaml",
+            "aksgpu/catalog/__init__.py"} <= copied
+    for module in [*package.glob("*.py"), package.parent / "__init__.py", package.parent / "node_gate.py",
+                   package.parent.parent / "catalog" / "__init__.py"]:
         for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -744,6 +742,6 @@ def test_the_image_carries_everything_the_check_imports() -> None:
                     assert top in sys.stdlib_module_names or top in {"torch", "pynvml", "yaml"}, (module.name, name)
     source = (package / "thresholds.py").read_text(encoding="utf-8")
     read = set(re.findall(r'"([a-z_]+\.yaml)"', source)) | {f"{name}.yaml" for name in
-                                                           re.findall(r'data\.load\("([a-z_]+)"\)', source)}
+                                                           re.findall(r'tables\.load\("([a-z_]+)"\)', source)}
     assert read == {"thresholds.yaml", "vm_sizes.yaml", "gpu_alerts.yaml", "fabric.yaml"}
     assert "nvidia-ml-py" in dockerfile and "pyyaml" in dockerfile

@@ -5,9 +5,9 @@ The fake sysfs trees are written in the kernel's own formats (drivers/infiniband
 state "%d: %s", phys_state "%u: %s", rate "%d%s Gb/sec (%dX%s)", link_layer "InfiniBand" or
 "Ethernet"; Documentation/ABI/stable/sysfs-class-infiniband), laid out as an ND H100 v5 node on AKS
 shows them: mlx5_0..mlx5_7 on InfiniBand and the accelerated-networking VF, mlx5_8, on Ethernet
-(aksgpu/components/data/fabric.yaml ncclIbHca: Azure's AKS RDMA test names it mlx5_8; the check goes by
+(aksgpu/catalog/fabric.yaml ncclIbHca: Azure's AKS RDMA test names it mlx5_8; the check goes by
 link layer, not by name, and one test puts the VF first). The expected figures are the fabric
-table's (aksgpu.components.spec.fabric.fabric_profile)."""
+table's (aksgpu.spec.fabric.fabric_profile)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes import gpu_health
-from aksgpu.components.kubernetes.gpu_check import interconnect, run, thresholds, xids
+from aksgpu.node.gpu_check import interconnect, run, thresholds, xids
 from aksgpu.components.kubernetes.objects import PoolTarget
-from aksgpu.components.spec.fabric import fabric_profile
+from aksgpu.spec.fabric import fabric_profile
 from tests.helpers import base_spec, edit, find_object, plan_spec
 
 STATES = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
@@ -79,7 +79,7 @@ EIGHT = [f"mlx5_{index}" for index in range(8)]
 def test_the_check_expects_what_the_fabric_table_says_for_every_infiniband_size() -> None:
     """Every size with InfiniBand in the catalog has a fabric profile, and the check's figures for it
     (read from the same tables inside the check's image) are the profile's: HCAs and port rate."""
-    sizes = [name for name, size in data.vm_sizes().items() if size.get("infiniband")]
+    sizes = [name for name, size in catalog.vm_sizes().items() if size.get("infiniband")]
     assert len(sizes) >= 7
     for name in sizes:
         profile = fabric_profile(name)
@@ -248,7 +248,7 @@ def test_pools_of_one_gpu_count_with_and_without_infiniband_get_separate_checks(
     """GB300 (4 GPUs, InfiniBand) beside NC96ads A100 v4 (4 GPUs, none): two groups, the InfiniBand
     one named -rdma; GPU counts that do not mix keep the plain names."""
     def target(name: str, vm_size: str) -> PoolTarget:
-        return PoolTarget(name, SimpleNamespace(vm_size=vm_size, size=data.vm_size(vm_size)), ())  # type: ignore[arg-type]
+        return PoolTarget(name, SimpleNamespace(vm_size=vm_size, size=catalog.vm_size(vm_size)), ())  # type: ignore[arg-type]
 
     nc, gb, h100 = (target("nc", "Standard_NC96ads_A100_v4"), target("gb", "Standard_ND128isr_GB300_v6"),
                     target("h100", H100))

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from aksgpu.components.kubernetes import node_gate, objects
+from aksgpu.node import node_gate
+from aksgpu.components.kubernetes import objects
 from aksgpu.components.kubernetes.gpu_health import CHECK_WRAPPER, GATE_STARTUP_MARGIN_MINUTES, RECHECK_PRIORITY
-from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.gpu_startup import gate_startup_minutes
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.gpu_startup import gate_startup_minutes
 from tests.helpers import (
     REPO,
     base_spec,
@@ -65,7 +66,7 @@ def test_both_exporters_read_the_list_and_one_pod_monitor_scrapes_them(plan: Any
     assert env["DCGM_EXPORTER_COLLECTORS"].startswith("/etc/dcgm-exporter/aksgpu/")
     assert env["DCGM_EXPORTER_INTERVAL"] == "30000" and env["DCGM_EXPORTER_KUBERNETES"] == "true"
     config = find_object(plan, "ConfigMap", "aksgpu-dcgm-metrics")
-    assert config["data"]["dcgm-metrics.csv"] == (REPO / "aksgpu" / "components" / "data" / "dcgm_metrics.csv").read_text()
+    assert config["data"]["dcgm-metrics.csv"] == (REPO / "aksgpu" / "catalog" / "dcgm_metrics.csv").read_text()
     [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "gpu-operator"]
     operator = release.inputs["values"]["dcgmExporter"]
     assert operator["config"]["data"] == config["data"]["dcgm-metrics.csv"] and operator["config"]["create"] is True
@@ -172,8 +173,7 @@ def test_the_script_configmap_is_node_gate_py_and_needs_only_the_standard_librar
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert imported - {"__future__"} <= set(sys.stdlib_module_names), "it runs in a bare python image"
-    assert (node_gate.GATE_TAINT_KEY, node_gate.HEALTH_LABEL, node_gate.FAILED_CHECK_LABEL) == \
-        (objects.GATE_TAINT_KEY, objects.HEALTH_LABEL, objects.FAILED_CHECK_LABEL)
+    assert (node_gate.GATE_TAINT_KEY, node_gate.HEALTH_LABEL) == (objects.GATE_TAINT_KEY, objects.HEALTH_LABEL)
 
 
 def test_rechecks_take_whole_idle_nodes_and_never_scale_or_preempt(plan: Any) -> None:
@@ -430,7 +430,7 @@ def test_wait_for_driver(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("hostengine", "diag", "code"), [(0, 0, "0"), (0, 226, "1"), (1, 0, "2")])
 def test_the_default_check_maps_dcgm_onto_the_contract(tmp_path: Path, hostengine: int, diag: int, code: str) -> None:
     """The default command, run by the wrapper with stand-ins for nv-hostengine and dcgmi."""
-    from aksgpu.components.spec.gpu_health import DEFAULT_CHECK_COMMAND
+    from aksgpu.spec.gpu_health import DEFAULT_CHECK_COMMAND
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from aksgpu.components import data
-from aksgpu.components.kubernetes import node_gate
+from aksgpu import catalog
+from aksgpu.node import node_gate
 from aksgpu.components.kubernetes.gpu_health import (
     HOST_LOG_DIR,
     check_resources,
@@ -37,7 +37,7 @@ from aksgpu.components.kubernetes.gpu_health import (
     node_change_policy,
     node_gate_rbac,
 )
-from aksgpu.components.spec import ClusterSpec
+from aksgpu.spec import ClusterSpec
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.cel import denials
 from tests.test_gpu_health import merge_patch
@@ -61,14 +61,14 @@ def _gib(quantity: str) -> float:
 
 def _measured_peak_gib(gpus: int) -> float:
     """The measured figures alone (no assumption): the parent plus one all-reduce worker per GPU."""
-    table = data.load("gpu_gate")["checkMemory"]
+    table = catalog.load("gpu_gate")["checkMemory"]
     return table["parentGib"] + gpus * table["workerRssGib"]
 
 
-@pytest.mark.parametrize("gpus", sorted({int(size["gpus"]) for size in data.vm_sizes().values() if size.get("gpus")}))
+@pytest.mark.parametrize("gpus", sorted({int(size["gpus"]) for size in catalog.vm_sizes().values() if size.get("gpus")}))
 def test_the_check_container_holds_the_measured_peak_for_every_gpu_count(gpus: int) -> None:
     resources = check_resources(gpus)
-    shm = data.load("gpu_gate")["checkMemory"]["sharedMemoryGib"]
+    shm = catalog.load("gpu_gate")["checkMemory"]["sharedMemoryGib"]
     assert _gib(resources["requests"]["memory"]) >= _measured_peak_gib(gpus)
     # /dev/shm is a tmpfs charged to the same memory cgroup, so the limit must hold both.
     assert _gib(resources["limits"]["memory"]) >= _measured_peak_gib(gpus) + shm
@@ -676,7 +676,7 @@ def test_the_gates_check_sees_every_gpu_where_unprivileged_containers_see_none(
     (gpu_software.py): the gate's check, which holds no nvidia.com/gpu request and relies on
     NVIDIA_VISIBLE_DEVICES=all, must still count as privileged to the NVIDIA runtime (CAP_SYS_ADMIN in
     its bounding set, nvidia-container-toolkit internal/config/image/privileged.go@v1.20.0)."""
-    from aksgpu.components.spec import ClusterSpec as Spec
+    from aksgpu.spec import ClusterSpec as Spec
     from aksgpu.components.kubernetes.gpu_software import gpu_operator_values
     from tests.oracles.gpu_visibility import Node, visible_gpus
 
@@ -711,7 +711,7 @@ def test_the_readme_shows_what_the_gate_computes(example_plans: dict[str, Any]) 
 
 
 def test_without_container_insights_the_verdicts_do_not_outlive_the_node() -> None:
-    from aksgpu.components.spec import parse_cluster_spec
+    from aksgpu.spec import parse_cluster_spec
 
     _, warnings = parse_cluster_spec(edit(base_spec(), "monitoring.containerInsights", False))
     [warning] = [w for w in warnings if w.path == "monitoring.containerInsights"]

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from aksgpu.components import data
-from aksgpu.components.kubernetes import node_gate
+from aksgpu import catalog
+from aksgpu.node import node_gate
 from aksgpu.components.node_pools import REPLACE_ON_CHANGES
-from aksgpu.components.spec import SpecError, parse_cluster_spec
-from aksgpu.components.spec import gpu_startup
-from aksgpu.components.spec.pools import HELD_OPERAND_LABELS, NVIDIA_PCI_LABEL
+from aksgpu.spec import SpecError, parse_cluster_spec
+from aksgpu.spec import gpu_startup
+from aksgpu.spec.pools import HELD_OPERAND_LABELS, NVIDIA_PCI_LABEL
 from tests.helpers import SHARED, base_spec, edit, plan_spec
 
 H100 = {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,
@@ -374,8 +374,8 @@ def test_a_user_label_cannot_take_the_gates_switch() -> None:
 
 # --- the cluster autoscaler (kubernetes/autoscaler cluster-autoscaler-1.36.1) --------------------
 
-STARTUP_WINDOW = data.limit("clusterAutoscalerMaxNodeStartupMinutes") * 60  # MaxNodeStartupTime, seconds
-DEFAULTS = data.limit("clusterAutoscalerDefaults")
+STARTUP_WINDOW = catalog.limit("clusterAutoscalerMaxNodeStartupMinutes") * 60  # MaxNodeStartupTime, seconds
+DEFAULTS = catalog.limit("clusterAutoscalerDefaults")
 
 
 @dataclass(frozen=True)
@@ -554,7 +554,7 @@ def test_the_timing_warning_is_the_autoscalers_view() -> None:
 
 
 def test_the_startup_table_is_sourced_or_an_assumption() -> None:
-    table = data.load("deploy_durations")["gpuNodeStartup"]
+    table = catalog.load("deploy_durations")["gpuNodeStartup"]
     for phase in ("provision", "startup"):
         for row in table[phase]:
             assert isinstance(row["seconds"], int) and row["seconds"] > 0
@@ -569,7 +569,7 @@ def test_the_startup_table_is_sourced_or_an_assumption() -> None:
 def test_the_watchdog_allowance_covers_every_step_before_the_check() -> None:
     """gate_startup_minutes: the minutes from a node's creation to the start of its check, for the
     slowest gated pool; the table's rows, each counted once, for that pool's driver mode."""
-    table = data.load("deploy_durations")["gpuNodeStartup"]["startup"]
+    table = catalog.load("deploy_durations")["gpuNodeStartup"]["startup"]
     for raw, driver in ((base_spec(), "Install"), (_operator_spec(), "None")):
         spec, _ = parse_cluster_spec(raw)
         infiniband = "infiniband" if driver == "None" else None  # the operator spec's pool is an ND H100 v5
@@ -585,7 +585,7 @@ def test_the_watchdog_allowance_covers_every_step_before_the_check() -> None:
 def test_an_infiniband_pools_allowance_waits_for_the_rdma_stack_its_gate_pod_needs() -> None:
     """The gate's pod on an InfiniBand pool is not scheduled before the RDMA resource exists, so the
     watchdog's allowance for such a pool counts the DOCA driver's load; other pools do not."""
-    rdma = next(row for row in data.load("deploy_durations")["gpuNodeStartup"]["startup"] if row["step"] == "rdmaStack")
+    rdma = next(row for row in catalog.load("deploy_durations")["gpuNodeStartup"]["startup"] if row["step"] == "rdmaStack")
     spec, _ = parse_cluster_spec(_operator_spec())
     pools = {pool.name: pool for pool in gpu_startup.gated_pools(spec)}
     steps = {name: [step.step for step in gpu_startup.startup_steps(pool)] for name, pool in pools.items()}

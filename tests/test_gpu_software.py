@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from aksgpu.cli.environments.presets import preset_names
-from aksgpu.cli.plan.planner import Plan
-from aksgpu.cli.plan.report import gpu_software_by_pool
-from aksgpu.components.kubernetes import node_gate
-from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.environments.presets import preset_names
+from aksgpu.plan.planner import Plan
+from aksgpu.plan.report import gpu_software_by_pool
+from aksgpu.node import node_gate
+from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec, preset_spec
 from tests.oracles.kubernetes import DATA
 from tests.oracles.scheduling import Node, fits, plan_nodes

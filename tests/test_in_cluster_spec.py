@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import base_spec, edit
 
 ACTION_GROUP = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Insights/actionGroups/oncall"

@@ -19,10 +19,10 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.cli.environments.presets import preset_names
-from aksgpu.cli.plan.manifests import MARKER_FILE
-from aksgpu.cli.plan.planner import Plan
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.environments.presets import preset_names
+from aksgpu.plan.manifests import MARKER_FILE
+from aksgpu.plan.planner import Plan
+from aksgpu.spec import parse_cluster_spec
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.azure_openapi import AksOpenApi
 from tests.oracles.kubernetes import (
@@ -179,7 +179,7 @@ def test_bundled_prometheus_values_validate_against_the_charts_schema(
 
 # --- alert rules ------------------------------------------------------------------------------
 
-METRICS = {line.split(",")[0].strip() for line in (Path(__file__).resolve().parents[1] / "aksgpu" / "components" / "data"
+METRICS = {line.split(",")[0].strip() for line in (Path(__file__).resolve().parents[1] / "aksgpu" / "catalog"
                                                   / "dcgm_metrics.csv").read_text().splitlines()
            if line.strip() and not line.startswith("#")}
 

@@ -12,14 +12,14 @@ import pulumi
 import pytest
 import yaml
 
-from aksgpu.cli.plan.planner import SECRET_TEXT, _placeholder_kubeconfig
+from aksgpu.plan.planner import SECRET_TEXT, _placeholder_kubeconfig
 from aksgpu.components.kubeconfig import AKS_AAD_SERVER_ID
 from aksgpu.components.kubernetes.provider import (
     ClusterKubernetes,
     ClusterKubernetesArgs,
     provider_kubeconfig,
 )
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.spec import parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec
 
 PROVIDER = "pulumi:providers:kubernetes"

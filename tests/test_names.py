@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from aksgpu.components import data
-from aksgpu.components.spec import SpecError, names, parse_cluster_spec
+from aksgpu import catalog
+from aksgpu.spec import SpecError, names, parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec
 
 # Where each rule's resource keeps its Azure name in the plan: (Pulumi type, input).
@@ -33,12 +33,12 @@ NAME_INPUTS = {
 
 
 def _obeys(resource_type: str, name: str) -> bool:
-    rule = data.load("azure_names")["rules"][resource_type]
+    rule = catalog.load("azure_names")["rules"][resource_type]
     return rule["min"] <= len(name) <= rule["max"] and re.fullmatch(rule["pattern"], name) is not None
 
 
 def test_every_rule_has_a_source_and_a_plan_input() -> None:
-    rules = data.load("azure_names")["rules"]
+    rules = catalog.load("azure_names")["rules"]
     assert set(rules) == set(NAME_INPUTS)
     assert all(rule["source"] and rule["rule"] for rule in rules.values())
 
@@ -67,7 +67,7 @@ def test_the_longest_valid_names_plan_only_names_azure_accepts() -> None:
             if _obeys(resource_type, name):
                 continue
             # A limit seen only in Microsoft's templates is a warning that names the derived name.
-            assert data.load("azure_names")["rules"][resource_type].get("severity") == "warning", (resource_type, name)
+            assert catalog.load("azure_names")["rules"][resource_type].get("severity") == "warning", (resource_type, name)
             assert any(f'"{name}"' in w.rule for w in warnings), (name, warnings)
     assert checked >= len(NAME_INPUTS)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aksgpu.cli.environments.presets import preset_names
+from aksgpu.environments.presets import preset_names
 from tests.helpers import REPO
 
 

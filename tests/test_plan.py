@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from aksgpu.cli.plan.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
-from aksgpu.cli.plan.report import plan_document
+from aksgpu.plan.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
+from aksgpu.plan.report import plan_document
 from aksgpu.components.node_pools import REPLACE_ON_CHANGES
-from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import EXAMPLE, REPO, base_spec, edit, plan_spec
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -324,7 +324,7 @@ def test_ctrl_c_while_the_program_runs_ends_the_plan_with_one_line_and_130() -> 
     import sys
 
     code = ("import os, signal, time\n"
-            "from aksgpu.cli.plan.planner import _interrupt_ends_the_process\n"
+            "from aksgpu.plan.planner import _interrupt_ends_the_process\n"
             "with _interrupt_ends_the_process():\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
             "    time.sleep(5)\n"
@@ -341,8 +341,8 @@ def test_a_stack_without_helm_releases_does_not_load_helm_support() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from aksgpu.cli.project.stackfile import resolve_stack; "
-            "from aksgpu.cli.plan.planner import plan_stack; "
+    code = ("import sys; from aksgpu.project.stackfile import resolve_stack; "
+            "from aksgpu.plan.planner import plan_stack; "
             "plan = plan_stack(resolve_stack('stacks/Pulumi.dev.yaml')); "
             "print(sorted({r.type for r in plan.resources if 'helm' in r.type}), "
             "'pulumi_kubernetes.helm.v3.helm' in sys.modules, 'requests' in sys.modules)")

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from aksgpu.cli.plan.planner import Plan
+from aksgpu.plan.planner import Plan
 from tests.arm_template import cluster_arm_shape
 from tests.helpers import REPO, SHARED, base_spec, edit, plan_spec
 from tests.oracles.azure_openapi import AksOpenApi

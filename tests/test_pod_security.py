@@ -25,8 +25,8 @@ from aksgpu.components.kubernetes.pod_security import (
     infiniband_teams,
 )
 from aksgpu.components.kubernetes.team_access import gpu_exposure_policy, toleration_policy
-from aksgpu.components.spec import parse_cluster_spec
-from aksgpu.components.spec.scheduling import gpu_flavors
+from aksgpu.spec import parse_cluster_spec
+from aksgpu.spec.scheduling import gpu_flavors
 from tests.helpers import REPO, base_spec, edit, find_object, kubernetes_manifests, plan_spec
 from tests.oracles import kueue_placement
 from tests.oracles.cel import denials

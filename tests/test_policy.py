@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from aksgpu.cli.plan.policy_results import evaluate_plan
-from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.plan.policy_results import evaluate_plan
+from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.policy import checks
 from aksgpu.policy.catalog import rule_ids, rules
 from aksgpu.policy.checks import PolicyResource
@@ -301,7 +301,7 @@ def test_every_preset_has_no_unwaived_finding_and_every_waiver_is_used(preset: s
 
 
 def test_the_example_environments_have_no_unwaived_finding(example_plans: dict[str, Any]) -> None:
-    from aksgpu.cli.project.stackfile import resolve_stack
+    from aksgpu.project.stackfile import resolve_stack
     from tests.helpers import EXAMPLE
 
     for env, plan in example_plans.items():

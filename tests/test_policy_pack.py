@@ -22,9 +22,9 @@ import pytest
 from google.protobuf import struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from aksgpu.cli.plan.planner import UNKNOWN_TEXT, Plan
-from aksgpu.cli.plan.policy_results import evaluate_plan
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.plan.planner import UNKNOWN_TEXT, Plan
+from aksgpu.plan.policy_results import evaluate_plan
+from aksgpu.spec import parse_cluster_spec
 from aksgpu.policy.catalog import rules
 from aksgpu.policy.pack import pack_config
 from tests.bare_mock_program import sdk_module

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.components import data
-from aksgpu.components.spec import parse_cluster_spec
-from aksgpu.components.spec.network import address_plan
+from aksgpu import catalog
+from aksgpu.spec import parse_cluster_spec
+from aksgpu.spec.network import address_plan
 from aksgpu.preflight.quota import quota_needs, request_command, usage_command
 from tests.helpers import EXAMPLE, base_spec, edit
 
@@ -32,7 +32,7 @@ def _needs(spec_dict: dict) -> dict:
 
 def test_quota_per_family_counts_vcpus_at_min_and_at_full_scale_with_surge() -> None:
     needs = _needs(base_spec())
-    gpu, system = data.vm_size("Standard_NC24ads_A100_v4"), data.vm_size("Standard_D8ds_v5")
+    gpu, system = catalog.vm_size("Standard_NC24ads_A100_v4"), catalog.vm_size("Standard_D8ds_v5")
     a100 = needs[gpu["quotaFamily"]]
     assert (a100.vcpus_min, a100.vcpus_max) == (0, _surged(4) * gpu["vcpus"])
     d8 = needs[system["quotaFamily"]]
@@ -42,7 +42,7 @@ def test_quota_per_family_counts_vcpus_at_min_and_at_full_scale_with_surge() -> 
 
 def test_spot_pools_count_against_the_regional_spot_counter_without_surge() -> None:
     needs = _needs(edit(base_spec(), "nodePools.0.priority", "spot"))
-    gpu = data.vm_size("Standard_NC24ads_A100_v4")
+    gpu = catalog.vm_size("Standard_NC24ads_A100_v4")
     assert needs["lowPriorityCores"].vcpus_max == 4 * gpu["vcpus"]
     assert gpu["quotaFamily"] not in needs and needs["cores"].sizes == {"Standard_D8ds_v5"}
     assert request_command(needs["lowPriorityCores"]).endswith(f"value={4 * gpu['vcpus']} --resource-type lowPriority")
@@ -141,7 +141,7 @@ def test_the_readme_shows_each_presets_cost_and_deploy_time_as_computed() -> Non
 def test_each_zone_of_a_per_zone_pool_surges_and_spot_pools_never_do() -> None:
     per_zone = edit(edit(base_spec(), "nodePools.0.perZone", True), "nodePools.0.zones", ["1", "2", "3"])
     per_zone = edit(per_zone, "nodePools.0.upgrade", {"maxSurge": "1"})
-    gpu = data.vm_size("Standard_NC24ads_A100_v4")
+    gpu = catalog.vm_size("Standard_NC24ads_A100_v4")
     need = _needs(per_zone)[gpu["quotaFamily"]]
     assert need.vcpus_max == 3 * (4 + 1) * gpu["vcpus"], "maxSurge 1 on each of the three AgentPools"
     spot, _ = parse_cluster_spec(edit(base_spec(), "nodePools.0.priority", "spot"))

@@ -33,8 +33,8 @@ def test_pulumi_yaml_points_at_the_program_and_the_stacks() -> None:
 
 
 def test_the_example_project_is_what_aksgpu_new_writes(tmp_path: Path) -> None:
-    from aksgpu.cli.environments.initialize import InitRequest
-    from aksgpu.cli.project.scaffold import PROJECT_FILES, new_project
+    from aksgpu.environments.initialize import InitRequest
+    from aksgpu.ci.scaffold import PROJECT_FILES, new_project
 
     made = new_project(tmp_path / "gpu-clusters", InitRequest("dev", "dev", location="eastus2"), github=False)
     for name in PROJECT_FILES.values():

@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aksgpu.cli.environments.file import load_environments
-from aksgpu.cli.environments.presets import preset_names
-from aksgpu.cli.environments.render import plan_render, spec_config, write_rendered
-from aksgpu.cli.errors import UserError
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.environments.file import load_environments
+from aksgpu.environments.presets import preset_names
+from aksgpu.environments.effective import spec_config
+from aksgpu.environments.render import plan_render, write_rendered
+from aksgpu.errors import UserError
+from aksgpu.spec import parse_cluster_spec
 from tests.helpers import EXAMPLE
 
 

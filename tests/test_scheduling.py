@@ -8,8 +8,8 @@ import re
 import pytest
 import yaml
 
-from aksgpu.components.spec import SpecError, parse_cluster_spec
-from aksgpu.components.spec.base import quantity
+from aksgpu.spec import SpecError, parse_cluster_spec
+from aksgpu.spec.base import quantity
 from tests.helpers import (
     base_spec,
     edit,

@@ -35,9 +35,9 @@ from typing import Any
 
 import pytest
 
-from aksgpu.cli.plan.planner import Plan, plan_stack
-from aksgpu.cli.project.stackfile import resolve_stack
-from aksgpu.components.spec import parse_cluster_spec
+from aksgpu.plan.planner import Plan, plan_stack
+from aksgpu.project.stackfile import resolve_stack
+from aksgpu.spec import parse_cluster_spec
 from tests.helpers import EXAMPLE, base_spec, edit, plan_spec
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"

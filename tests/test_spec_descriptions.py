@@ -7,8 +7,8 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.descriptions import field_descriptions
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.descriptions import field_descriptions
 
 
 def models_in(annotation: Any) -> list[type[BaseModel]]:
@@ -55,7 +55,7 @@ def test_descriptions_are_what_pydantic_itself_reads_from_the_source() -> None:
     class at import; for every model it must find exactly what pydantic's own reader finds."""
     from pydantic._internal._docs_extraction import extract_docstrings_from_cls
 
-    from aksgpu.cli.environments.file import EnvironmentsDocument
+    from aksgpu.environments.file import EnvironmentsDocument
 
     for model in reachable_models(ClusterSpec) + reachable_models(EnvironmentsDocument):
         expected: dict[str, str] = {}
@@ -71,7 +71,7 @@ def test_importing_the_spec_reads_no_source() -> None:
     import subprocess
     import sys
 
-    code = ("import aksgpu.components.spec, aksgpu.components.spec.descriptions as d; "
+    code = ("import aksgpu.spec, aksgpu.spec.descriptions as d; "
             "print(d._module_classes.cache_info().currsize)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "0"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import REMOVE, base_spec, edit
 
 GPU_POOL = "nodePools.0"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aksgpu.cli.plan.planner import Plan
-from aksgpu.components.spec import SpecError, parse_cluster_spec
+from aksgpu.plan.planner import Plan
+from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import base_spec, edit, find_object, kubernetes_manifests, plan_spec
 
 ADMIN = "11111111-1111-1111-1111-111111111111"

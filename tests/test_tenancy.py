@@ -19,7 +19,7 @@ import celpy
 import pytest
 import yaml
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes.gang_scheduling import (
     BATCH_USER_ROLE,
     COHORT,
@@ -34,9 +34,9 @@ from aksgpu.components.kubernetes.team_access import (
     team_priority_quota,
     toleration_policy,
 )
-from aksgpu.components.spec import SpecError, parse_cluster_spec, team_gpu_quota
-from aksgpu.components.spec.base import quantity
-from aksgpu.components.spec.scheduling import gpu_flavors
+from aksgpu.spec import SpecError, parse_cluster_spec, team_gpu_quota
+from aksgpu.spec.base import quantity
+from aksgpu.spec.scheduling import gpu_flavors
 from tests.helpers import REPO, base_spec, edit, find_object, plan_spec
 from tests.oracles.cel import denials
 from tests.oracles.gpu_visibility import Node, visible_gpus
@@ -104,7 +104,7 @@ def excess(manifest: dict[str, Any]) -> dict[str, set[str]]:
 
 
 def test_the_names_the_policy_checks_are_the_runtimes_own() -> None:
-    table = data.load("gpu_visibility")
+    table = catalog.load("gpu_visibility")
     envvars = (TOOLKIT / "envvars.go").read_text()
     for name in table["deviceEnvVars"]:
         assert re.search(rf'EnvVarNvidia\w+\s*=\s*"{name}"', envvars), name

@@ -20,9 +20,9 @@ import celpy
 import pytest
 import yaml
 
-from aksgpu.cli.environments.presets import preset_names
-from aksgpu.components import data
-from aksgpu.components.kubernetes import node_gate, node_topology
+from aksgpu.environments.presets import preset_names
+from aksgpu import catalog
+from aksgpu.node import node_gate, node_topology
 from aksgpu.components.kubernetes.gang_scheduling import (
     CLIQUE_LABEL,
     HOSTNAME_LABEL,
@@ -33,8 +33,8 @@ from aksgpu.components.kubernetes.gang_scheduling import (
 )
 from aksgpu.components.kubernetes.objects import GATE_TAINT_KEY
 from aksgpu.components.kubernetes.topology import LABELLER, NODE_POLICY, labeller_targets, node_label_policy
-from aksgpu.components.spec import SpecError, parse_cluster_spec
-from aksgpu.components.spec.scheduling import gpu_flavors, topology_aware
+from aksgpu.spec import SpecError, parse_cluster_spec
+from aksgpu.spec.scheduling import gpu_flavors, topology_aware
 from tests.helpers import EXAMPLE, base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object
@@ -103,8 +103,8 @@ def test_imds_is_asked_directly_with_the_metadata_header() -> None:
     [request] = seen
     assert request.get_header("Metadata") == "true"
     assert request.full_url.startswith("http://169.254.169.254/metadata/instance/compute?api-version=")
-    assert data.load("topology")["imds"]["apiVersion"] in request.full_url
-    assert data.load("topology")["imds"]["url"] == node_topology.IMDS_URL
+    assert catalog.load("topology")["imds"]["apiVersion"] in request.full_url
+    assert catalog.load("topology")["imds"]["url"] == node_topology.IMDS_URL
 
 
 class FakeApi(node_topology.Api):
@@ -403,7 +403,7 @@ def test_auto_makes_fixed_size_infiniband_pools_topology_aware_only() -> None:
 
 
 def test_an_infiniband_pool_over_one_placement_group_is_warned_with_the_field() -> None:
-    cap = data.load("topology")["infiniband"]["placementGroupVms"]
+    cap = catalog.load("topology")["infiniband"]["placementGroupVms"]
     ok = _issues(_spec({**H100, "count": cap}))
     assert not [i for i in ok if "placement group" in str(i)]
     [issue] = [i for i in _issues(_spec({**H100, "count": cap + 1})) if "placement group" in i.rule]
@@ -505,7 +505,7 @@ def test_an_infiniband_pool_no_placement_group_can_hold_is_an_error() -> None:
     """Azure caps a single-placement-group scale set at 100 VMs, 300 after a support request
     (setup-infiniband.md), and AKS creates InfiniBand pools as one (Azure/AKS CHANGELOG 2022-03-20):
     a pool declared past 300 nodes can never have them, and its cost and quota figures are fiction."""
-    cap = data.load("topology")["infiniband"]
+    cap = catalog.load("topology")["infiniband"]
     autoscaled = {k: v for k, v in H100.items() if k != "count"} | {"minCount": 0}
     big = edit(_spec({**autoscaled, "maxCount": cap["placementGroupVmsOnRequest"]}), "network.podCidr", "10.240.0.0/12")
     on_request = [i for i in _issues(big) if "placement group" in i.rule]

@@ -1,13 +1,13 @@
 """The README's "Multi-node training" section: its per-size table is what the data tables say (the
-InfiniBand ports of aksgpu/components/data/fabric.yaml and vm_sizes.yaml, the bus bandwidth and floor of
+InfiniBand ports of aksgpu/catalog/fabric.yaml and vm_sizes.yaml, the bus bandwidth and floor of
 data/fabric_acceptance.yaml), and its benchmark command runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from aksgpu.components.spec.fabric import fabric_profiles
-from aksgpu.components.spec.fabric_acceptance import acceptance_floor
+from aksgpu.spec.fabric import fabric_profiles
+from aksgpu.spec.fabric_acceptance import acceptance_floor
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The VM size catalog (aksgpu/components/data/vm_sizes.yaml) is sourced and consistent with
+"""The VM size catalog (aksgpu/catalog/vm_sizes.yaml) is sourced and consistent with
 itself, and `aksgpu vm-sizes` shows it."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.components import data
+from aksgpu import catalog
 
-TABLE = data.load("vm_sizes")
-SIZES = data.vm_sizes()
+TABLE = catalog.load("vm_sizes")
+SIZES = catalog.vm_sizes()
 PLACEMENTS = {"CacheDisk", "ResourceDisk", "NvmeDisk", None}
 runner = CliRunner()
 
@@ -87,9 +87,9 @@ def test_the_json_carries_every_fact_and_the_sources() -> None:
 
 
 def test_the_availability_table_is_sourced_and_names_known_sizes_and_regions() -> None:
-    table = data.load("azure_availability")
+    table = catalog.load("azure_availability")
     assert table["retrieved"] and table["source"]["regions"] and table["source"]["zones"]
-    known_regions = set(data.load("azure_regions")["regions"])
+    known_regions = set(catalog.load("azure_regions")["regions"])
     for size, regions in table["regions"].items():
         assert size in SIZES and SIZES[size].get("gpus"), size
         assert regions == sorted(set(regions)) and set(regions) <= known_regions, (size, set(regions) - known_regions)
@@ -103,6 +103,6 @@ def test_the_availability_table_is_sourced_and_names_known_sizes_and_regions() -
 def test_the_availability_snapshots_carry_their_own_dates() -> None:
     import datetime
 
-    table = data.load("azure_availability")
+    table = catalog.load("azure_availability")
     assert table["regionsDate"] == datetime.date(2026, 6, 18) and table["zonesDate"] == datetime.date(2025, 6, 3)
     assert str(table["regionsDate"]) in table["source"]["regions"] and str(table["zonesDate"]) in table["source"]["zones"]

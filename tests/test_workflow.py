@@ -21,9 +21,9 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from aksgpu.cli.errors import UserError
-from aksgpu.cli.project.stackfile import resolve_stack
-from aksgpu.cli.workflow.backend import (
+from aksgpu.errors import UserError
+from aksgpu.project.stackfile import resolve_stack
+from aksgpu.workflow.backend import (
     BootstrapSettings,
     bootstrap_problems,
     bootstrap_script,
@@ -31,7 +31,7 @@ from aksgpu.cli.workflow.backend import (
     run_bootstrap,
 )
 from aksgpu.cli.workflow.commands import register
-from aksgpu.cli.workflow.kubeconfig import kubeconfig_for_login, write_kubeconfig
+from aksgpu.workflow.kubeconfig import kubeconfig_for_login, write_kubeconfig
 from aksgpu.cli.workflow.runner import (
     automation_error_message,
     describe_changes,
@@ -43,7 +43,7 @@ from aksgpu.cli.workflow.runner import (
     protected_in_state,
     summarize_changes,
 )
-from aksgpu.cli.workflow.target import Target, azure_credential_source, check_readiness, resolve_target, target_for
+from aksgpu.workflow.target import Target, azure_credential_source, check_readiness, resolve_target, target_for
 from aksgpu.components.kubeconfig import AKS_AAD_SERVER_ID
 from tests.helpers import EXAMPLE, base_spec, typer_app_with
 
@@ -564,7 +564,7 @@ def test_bootstrap_apply_runs_the_steps_in_order() -> None:
         output = {"account": "sub-123\n", "ad": "user-456\n"}.get(argv[1], "")
         return subprocess.CompletedProcess(argv, 0, output, "")
 
-    run_bootstrap(settings, run=run, sleep=lambda _: None)
+    run_bootstrap(settings, say=lambda *_: None, run=run, sleep=lambda _: None)
     assert not any("key" in call[:3] and "create" in call for call in calls)  # key exists: `key show` succeeded
     grants = [call for call in calls if call[1:3] == ["role", "assignment"]]
     assert all("/subscriptions/sub-123/resourceGroups/rg/" in call[call.index("--scope") + 1] for call in grants)
@@ -576,7 +576,7 @@ def test_bootstrap_apply_runs_the_steps_in_order() -> None:
         return run(argv, **kwargs)
 
     with pytest.raises(UserError, match=r"(?s)step 4 failed: az storage account create.*StorageAccountAlreadyTaken"):
-        run_bootstrap(settings, run=failing, sleep=lambda _: None)
+        run_bootstrap(settings, say=lambda *_: None, run=failing, sleep=lambda _: None)
 
 
 def test_bootstrap_steps_and_script_agree() -> None:
@@ -620,7 +620,7 @@ def test_a_policy_pack_must_be_a_policy_pack_folder(tmp_path: Path) -> None:
 
 def test_aksgpus_own_pack_gets_the_environments_waivers_and_other_packs_an_empty_configuration(tmp_path: Path) -> None:
     from aksgpu.cli.workflow.runner import policy_options
-    from aksgpu.components.spec import parse_cluster_spec
+    from aksgpu.spec import parse_cluster_spec
     from tests.helpers import base_spec, edit
 
     ours, theirs = tmp_path / "policy", tmp_path / "other"

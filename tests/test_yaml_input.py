@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from aksgpu.cli.project.yaml_input import MAX_DEPTH, YamlProblem, decode_utf8, parse_yaml
+from aksgpu.project.yaml_input import MAX_DEPTH, YamlProblem, decode_utf8, parse_yaml
 
 runner = CliRunner()
 

@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 from aksgpu.cli.arguments import CONTEXT_SETTINGS
 from aksgpu.cli.ci import commands as ci_commands
 from aksgpu.cli.environments import commands as environment_commands
-from aksgpu.cli.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
+from aksgpu.errors import EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
 from aksgpu.cli.plan import commands as plan_commands
 from aksgpu.cli.policy import commands as policy_commands
 from aksgpu.cli.preflight import commands as preflight_commands

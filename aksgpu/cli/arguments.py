@@ -18,7 +18,7 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 def environment_names(incomplete: str = "") -> list[str]:
     """Environments of the project here (environments.yaml and stack files), for completion."""
     try:
-        from aksgpu.cli.environments.file import load_environments
+        from aksgpu.environments.file import load_environments
 
         environments = load_environments()
         names = set(environments.names)
@@ -40,7 +40,7 @@ def stack_targets(incomplete: str = "") -> list[str]:
 
 
 def preset_names(incomplete: str = "") -> list[str]:
-    from aksgpu.cli.environments.presets import preset_names as names
+    from aksgpu.environments.presets import preset_names as names
 
     return [name for name in names() if name.startswith(incomplete)]
 

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from aksgpu.cli.exit_codes import EXIT_USAGE
+from aksgpu.errors import EXIT_USAGE
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

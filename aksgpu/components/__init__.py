@@ -1,5 +1,5 @@
-"""aksgpu components: the cluster spec and the Pulumi ComponentResources built from it.
-
-`components.spec` is pure (no Pulumi import), so validation stays fast; the components live in
-their own modules and are composed by `components.aks_gpu_cluster.AksGpuCluster`.
+"""aksgpu components: the Pulumi ComponentResources built from a validated ClusterSpec (aksgpu.spec),
+and nothing else: Azure (network, cluster, node pools, access, registry, monitoring, KMS, disk
+encryption, fleet) here, the in-cluster layer in kubernetes/. AksGpuCluster
+(aks_gpu_cluster.py) composes them; each owns one concern and exposes outputs.
 """

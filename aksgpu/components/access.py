@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 
 from aksgpu.components.roles import assign_role
-from aksgpu.components.spec import Access as AccessSpec
+from aksgpu.spec import Access as AccessSpec
 
 
 def aad_profile(spec: AccessSpec) -> dict[str, Any] | None:

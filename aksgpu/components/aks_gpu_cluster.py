@@ -32,8 +32,8 @@ from aksgpu.components.monitoring import (
 from aksgpu.components.network import Network, NetworkArgs
 from aksgpu.components.node_pools import NodePools, NodePoolsArgs
 from aksgpu.components.registry import Registry, RegistryArgs
-from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.in_cluster import is_grace_blackwell
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.in_cluster import is_grace_blackwell
 
 
 class AksGpuCluster(pulumi.ComponentResource):

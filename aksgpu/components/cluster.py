@@ -14,8 +14,8 @@ from aksgpu.components.disk_encryption import disk_encryption_set
 from aksgpu.components.kms import secrets_encryption
 from aksgpu.components.pool_profile import pool_properties
 from aksgpu.components.roles import assign_role
-from aksgpu.components.spec import ClusterSpec, names
-from aksgpu.components.spec.control_plane import MAINTENANCE_CONFIG_NAMES
+from aksgpu.spec import ClusterSpec, names
+from aksgpu.spec.control_plane import MAINTENANCE_CONFIG_NAMES
 
 
 @dataclass

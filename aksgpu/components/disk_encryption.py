@@ -9,7 +9,7 @@ from pulumi_azure_native import compute, keyvault
 
 from aksgpu.components.kms import vault_key
 from aksgpu.components.roles import assign_role
-from aksgpu.components.spec import ClusterSpec, names
+from aksgpu.spec import ClusterSpec, names
 
 DISK_KEY_NAME = "aks-disks"
 

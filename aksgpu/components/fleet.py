@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import containerregistry, containerservice, monitor, operationalinsights, resources
 
-from aksgpu.components.spec.fleet import FleetSpec, FleetUpgradesSpec, log_analytics_workspace
+from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, log_analytics_workspace
 
 UPDATE_STRATEGY_NAME = "aksgpu-stages"
 

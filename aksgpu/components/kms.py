@@ -10,10 +10,10 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import keyvault
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.roles import assign_role
-from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.security import key_vault_name
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.security import key_vault_name
 
 KMS_KEY_NAME = "aks-kms"
 
@@ -21,7 +21,7 @@ KMS_KEY_NAME = "aks-kms"
 def vault_key(resource_name: str, key_name: str, vault: keyvault.Vault, spec: ClusterSpec,
               resource_group_name: pulumi.Input[str], opts: pulumi.ResourceOptions) -> keyvault.Key:
     """An RSA key aksgpu creates in the KMS vault: RSA-HSM with security.kms.hsm (aks_limits.yaml, kms)."""
-    facts = data.limit("kms")
+    facts = catalog.limit("kms")
     return keyvault.Key(
         resource_name,
         key_name=key_name,
@@ -90,7 +90,7 @@ def secrets_encryption(
         key_id: pulumi.Input[str] = key.key_uri_with_version
     else:
         vault_id, key_id = kms.key_vault_id or "", kms.key_id or ""
-    # What KMS needs of the control-plane identity (aksgpu/components/data/aks_limits.yaml, source kms).
+    # What KMS needs of the control-plane identity (aksgpu/catalog/aks_limits.yaml, source kms).
     grants: list[pulumi.Resource] = [assign_role(
         f"{name}-kms-key-vault-crypto-user", role="Key Vault Crypto User", principal_id=principal_id,
         principal_type="ServicePrincipal", scope=vault_id, subscription_id=subscription_id, parent=parent)]

@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from aksgpu.components import data
+from aksgpu import catalog
 
 # The AKS AAD server application: the audience of every Entra ID token for an AKS API server.
-AKS_AAD_SERVER_ID = str(data.limit("aadServerAppId"))
+AKS_AAD_SERVER_ID = str(catalog.limit("aadServerAppId"))
 KUBELOGIN_INSTALL_HINT = ("\nkubelogin is not installed which is required to connect to AAD enabled cluster.\n\n"
                           "To learn more, please go to https://azure.github.io/kubelogin/\n")
 # kubelogin get-token --login modes aksgpu writes (kubelogin's README, "Login Modes").

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_azure_native import monitor, operationalinsights
 
-from aksgpu.components.spec import Monitoring as MonitoringSpec
-from aksgpu.components.spec import names
+from aksgpu.spec import Monitoring as MonitoringSpec
+from aksgpu.spec import names
 
 CONTAINER_INSIGHTS_STREAM = "Microsoft-ContainerInsights-Group-Default"
 PROMETHEUS_STREAM = "Microsoft-PrometheusMetrics"

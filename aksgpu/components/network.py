@@ -8,8 +8,8 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import network as azure_network
 
-from aksgpu.components.spec import Network as NetworkSpec
-from aksgpu.components.spec import names
+from aksgpu.spec import Network as NetworkSpec
+from aksgpu.spec import names
 
 AKS_DELEGATION = "Microsoft.ContainerService/managedClusters"
 # Priorities of the inbound rules aksgpu adds (network.vnet.inbound): 1000, 1010, ... Azure allows

@@ -9,8 +9,8 @@ import pulumi
 from pulumi_azure_native import containerservice
 
 from aksgpu.components.pool_profile import pool_properties
-from aksgpu.components.spec import ClusterSpec, ZonePool
-from aksgpu.components.spec.pools import gate_hold_labels
+from aksgpu.spec import ClusterSpec, ZonePool
+from aksgpu.spec.pools import gate_hold_labels
 
 # What AKS cannot change on an existing pool: a change must replace the pool, not be a silent
 # no-op or a failed update (azure-aks-docs create-node-pools.md, spot-node-pool.md,

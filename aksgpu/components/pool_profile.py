@@ -7,7 +7,7 @@ from typing import Any
 
 import pulumi
 
-from aksgpu.components.spec import ClusterSpec, PoolBase
+from aksgpu.spec import ClusterSpec, PoolBase
 
 
 def pool_properties(

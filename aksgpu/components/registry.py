@@ -10,8 +10,8 @@ from pulumi_azure_native import containerregistry, monitor, privatedns
 from pulumi_azure_native import network as azure_network
 
 from aksgpu.components.roles import assign_role
-from aksgpu.components.spec import Registry as RegistrySpec
-from aksgpu.components.spec import default_registry_name, names
+from aksgpu.spec import Registry as RegistrySpec
+from aksgpu.spec import default_registry_name, names
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Literal
 import pulumi
 from pulumi_azure_native import authorization
 
-from aksgpu.components import data
+from aksgpu import catalog
 
 PrincipalType = Literal["Group", "ServicePrincipal", "User"]
 
@@ -29,7 +29,7 @@ def assign_role(
     assignment Entra ID's replication delay (PrincipalNotFound).
     """
     role_definition_id = pulumi.Output.concat(
-        "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/", data.role_id(role)
+        "/subscriptions/", subscription_id, "/providers/Microsoft.Authorization/roleDefinitions/", catalog.role_id(role)
     )
     return authorization.RoleAssignment(
         name,

@@ -556,7 +556,3 @@ def _registry_logs(resources: Sequence[PolicyResource]) -> Iterator[Violation]:
 @resource_check("log-local-auth")
 def _local_auth(workspace: PolicyResource) -> Iterator[Violation]:
     yield from _expect(workspace, "features.disableLocalAuth", lambda v: v is True)
-
-
-# The workload rules register themselves into the tables above.
-from aksgpu.policy import workload_checks  # noqa: E402,F401

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol
 
-from aksgpu.policy import checks
+# workload_checks registers the workload rules into checks' tables when imported.
+from aksgpu.policy import checks, workload_checks  # noqa: F401
 from aksgpu.policy.catalog import STACK, Rule, rules
 from aksgpu.policy.checks import MISSING, PolicyResource, Violation
 
 
 class WaiverLike(Protocol):
-    """What the engine reads of a waiver (aksgpu.components.spec.policy.Waiver has it)."""
+    """What the engine reads of a waiver (aksgpu.spec.policy.Waiver has it)."""
 
     rule: str
     resources: list[str]

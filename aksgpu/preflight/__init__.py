@@ -5,5 +5,5 @@ Azure Retail Prices API) and deploy time (deploy_time.py over critical_path.py a
 pool_ordering.py). The address plan is spec/network.py's, since validation
 uses it too.
 
-It reads aksgpu.components.spec and aksgpu.components.data, and nothing of the CLI.
+It reads aksgpu.spec and aksgpu.catalog, and nothing of the CLI.
 """

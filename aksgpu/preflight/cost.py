@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.preflight.prices import PriceTable
 
 if TYPE_CHECKING:
-    from aksgpu.components.spec import ClusterSpec, PoolBase
-    from aksgpu.components.spec.fleet import FleetSpec
+    from aksgpu.spec import ClusterSpec, PoolBase
+    from aksgpu.spec.fleet import FleetSpec
 
 TYPICAL_RULE = "typical = a fixed pool's count, or an autoscaled pool's min + half of (max - min), rounded up"
 P10_GIB = (65, 128)  # OS disk sizes a Premium SSD P10 (128 GiB) serves; P6 and smaller are unpriced
@@ -288,7 +288,7 @@ def _keys(spec: ClusterSpec, table: PriceTable, found: CostEstimate) -> None:
     if not kms.hsm:
         return
     keys = 1 + (spec.security.disk_encryption.mode == "create")
-    size = data.limit("kms")["keySize"]
+    size = catalog.limit("kms")["keySize"]
     key = f"keyVaultHsmKey{size}"
     _add(found, table, key, f"{keys} HSM key{'s' if keys > 1 else ''} (RSA-HSM {size})",
          _per_hour(table, key, count=keys, per=table.hours_per_month), f"an RSA-HSM {size} key")

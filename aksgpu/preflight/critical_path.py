@@ -3,7 +3,7 @@
 Method (README, "Deploy-time estimate"; deploy_time.py puts it together):
 - Every custom resource takes the typical create time of its type (or its variant: a pool with
   nodes and the managed GPU driver, a pool with none, a Helm release that skips awaiting) from
-  aksgpu/components/data/deploy_durations.yaml, sourced or marked as an assumption there.
+  aksgpu/catalog/deploy_durations.yaml, sourced or marked as an assumption there.
 - A resource starts when everything it waits for is created: its recorded dependencies (inputs
   and depends_on), its explicit provider, a custom parent (the SDK needs the parent's URN, which
   the engine returns once the parent is created), and the waits the table lists that the mock
@@ -15,7 +15,7 @@ Method (README, "Deploy-time estimate"; deploy_time.py puts it together):
   gives the same estimate.
 
 This module reads any plan with `.resources` whose items carry urn, type, name, parent, custom,
-dependencies, inputs and provider (aksgpu.cli.plan.planner.PlannedResource has them); it
+dependencies, inputs and provider (aksgpu.plan.planner.PlannedResource has them); it
 imports nothing of the CLI.
 """
 
@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aksgpu.components import data
+from aksgpu import catalog
 
 TABLE = "deploy_durations"
-TABLE_PATH = "aksgpu/components/data/deploy_durations.yaml"
+TABLE_PATH = "aksgpu/catalog/deploy_durations.yaml"
 POOL_TYPE = "azure-native:containerservice:AgentPool"
 RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 
@@ -83,7 +83,7 @@ def duration_key(resource: ResourceLike) -> str:
     if resource.type == POOL_TYPE:
         if inputs.get("count") == 0:
             return f"{POOL_TYPE}#noNodes"
-        size = data.vm_size(str(inputs.get("vmSize", ""))) or {}
+        size = catalog.vm_size(str(inputs.get("vmSize", ""))) or {}
         driver = (inputs.get("gpuProfile") or {}).get("driver", "Install")
         if size.get("gpus", 0) and driver != "None":
             return f"{POOL_TYPE}#gpuDriver"
@@ -94,7 +94,7 @@ def duration_key(resource: ResourceLike) -> str:
 
 def duration_of(resource: ResourceLike, table: Mapping[str, Any] | None = None) -> Duration:
     """The typical create time of a resource, from the most specific entry of the table."""
-    table = table if table is not None else data.load(TABLE)
+    table = table if table is not None else catalog.load(TABLE)
     key = duration_key(resource)
     types = table["types"]
     for candidate in (key, resource.type):
@@ -112,7 +112,7 @@ def _duration(key: str, entry: Mapping[str, Any]) -> Duration:
 
 def waits_for(resources: Sequence[ResourceLike], table: Mapping[str, Any] | None = None) -> dict[str, set[str]]:
     """For each custom resource (by URN), the custom resources it cannot start before."""
-    table = table if table is not None else data.load(TABLE)
+    table = table if table is not None else catalog.load(TABLE)
     by_urn = {r.urn: r for r in resources}
     children: dict[str, list[str]] = {}
     for resource in resources:
@@ -147,7 +147,7 @@ def waits_for(resources: Sequence[ResourceLike], table: Mapping[str, Any] | None
 def schedule(resources: Sequence[ResourceLike], graph: Mapping[str, set[str]],
              table: Mapping[str, Any] | None = None) -> Schedule:
     """Earliest start and finish of every resource in `graph`, the total and the critical path."""
-    table = table if table is not None else data.load(TABLE)
+    table = table if table is not None else catalog.load(TABLE)
     by_urn = {r.urn: r for r in resources}
     durations = {urn: duration_of(by_urn[urn], table) for urn in graph}
     steps: dict[str, Step] = {}

@@ -1,6 +1,6 @@
 """Deploy-time estimate of a first `pulumi up`: the total, the critical path, and what the node
 pool ordering (chained or perSubnet) does to it, from the offline plan's dependency graph and the
-per-type create times in aksgpu/components/data/deploy_durations.yaml.
+per-type create times in aksgpu/catalog/deploy_durations.yaml.
 
 `estimate(plan)` computes it (critical_path.py: durations, waits, schedule; pool_ordering.py: the
 other ordering, simulated); `document` is the `deployTime` object of `aksgpu plan --json`,
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.preflight.critical_path import TABLE, TABLE_PATH, PlanLike, Schedule, by_type, schedule, waits_for
 from aksgpu.preflight.pool_ordering import ordering_summary, reorder
 
@@ -29,7 +29,7 @@ class DeployTime:
 
 
 def estimate(plan: PlanLike) -> DeployTime:
-    table = data.load(TABLE)
+    table = catalog.load(TABLE)
     resources = list(plan.resources)
     graph = waits_for(resources, table)
     ordering = ordering_summary(resources, graph)

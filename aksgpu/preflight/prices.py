@@ -1,5 +1,5 @@
 """The price table: VM prices by region and size, fixed parts, volume assumptions, each row with
-a source that has a date. The shipped table is aksgpu/components/data/prices.yaml; a table that
+a source that has a date. The shipped table is aksgpu/catalog/prices.yaml; a table that
 `aksgpu prices refresh` wrote has the same shape."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from aksgpu.components import data
+from aksgpu import catalog
 
 KIND = "aksgpu-prices"
-SHIPPED_PATH = data.DATA_DIR / "prices.yaml"
+SHIPPED_PATH = catalog.DATA_DIR / "prices.yaml"
 
 
 class PriceTableError(ValueError):
@@ -83,7 +83,7 @@ def _number(value: Any) -> float | None:
 
 
 def shipped_table() -> PriceTable:
-    return PriceTable(data.load("prices"), str(SHIPPED_PATH))
+    return PriceTable(catalog.load("prices"), str(SHIPPED_PATH))
 
 
 def read_table(path: Path) -> PriceTable:

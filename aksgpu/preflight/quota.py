@@ -7,8 +7,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from aksgpu.components import data
-from aksgpu.components.spec import ClusterSpec
+from aksgpu import catalog
+from aksgpu.spec import ClusterSpec
 
 # The counter of a size whose family aksgpu's catalog does not know (no command can name it).
 UNKNOWN_FAMILY = "unknown family of {}"
@@ -34,11 +34,11 @@ def quota_needs(spec: ClusterSpec) -> list[QuotaNeed]:
     """One need per VM family of the regular pools, one for the regional spot counter (spot pools),
     and the regional total of regular vCPUs; full scale includes each AgentPool's upgrade surge
     (PoolBase.node_range)."""
-    table = data.load("azure_quota")
+    table = catalog.load("azure_quota")
     needs: dict[str, QuotaNeed] = {}
     regional = QuotaNeed(table["regionalCounter"], spec.location)
     for _, pool in spec.all_pools:
-        size = data.vm_size(pool.vm_size)
+        size = catalog.vm_size(pool.vm_size)
         low, high = pool.node_range
         spot = pool.is_spot
         if size is None:
@@ -61,7 +61,7 @@ def usage_command(needs: list[QuotaNeed]) -> str:
     """The `az` command that shows the current usage and limit of every counter the needs name
     (JMESPath raw strings in single quotes; the query is in double quotes for the shell)."""
     counters = ", ".join("'" + need.counter.replace("'", "\\'") + "'" for need in needs if known(need))
-    return data.load("azure_quota")["usageCommand"].format(region=needs[0].region, counters=counters)
+    return catalog.load("azure_quota")["usageCommand"].format(region=needs[0].region, counters=counters)
 
 
 def request_command(need: QuotaNeed) -> str | None:
@@ -69,7 +69,7 @@ def request_command(need: QuotaNeed) -> str | None:
     for the shell); None for a size whose family is unknown: find it with `az vm list-skus`."""
     if not known(need):
         return None
-    table = data.load("azure_quota")
+    table = catalog.load("azure_quota")
     resource_type = "lowPriority" if need.counter == table["spotCounter"] else "dedicated"
     return table["requestCommand"].format(family=shlex.quote(need.counter), region=need.region,
                                           vcpus=need.vcpus_max, resource_type=resource_type)

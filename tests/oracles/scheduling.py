@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from aksgpu.components import data
+from aksgpu import catalog
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Node:
 
     @property
     def gpus(self) -> int:
-        size = data.vm_size(self.vm_size) or {}
+        size = catalog.vm_size(self.vm_size) or {}
         return int(size.get("gpus", 0))
 
     def with_state(self, labels: dict[str, str] | None = None, taints: list[str] | None = None) -> Node:
@@ -52,7 +52,7 @@ def _node(pool: str, props: dict[str, Any], mode: str) -> Node:
     if props.get("scaleSetPriority") == "Spot":
         labels["kubernetes.azure.com/scalesetpriority"] = "spot"
         taints.append({"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"})
-    size = data.vm_size(vm_size) or {}
+    size = catalog.vm_size(vm_size) or {}
     if size.get("gpus") and size.get("vendor", "nvidia") == "nvidia":
         labels["kubernetes.azure.com/accelerator"] = "nvidia"
     return Node(pool, vm_size, labels, taints)

@@ -14,10 +14,10 @@ import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentsArg
 from aksgpu.cli.console import fail, say
-from aksgpu.cli.exit_codes import EXIT_FAILED
+from aksgpu.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
-    from aksgpu.cli.ci.pipelines import CiSettings
+    from aksgpu.ci.pipelines import CiSettings
 
 ci_app = typer.Typer(help="CI for pull requests: offline checks, previews, gated deploys, drift checks.",
                      no_args_is_help=True, context_settings=CONTEXT_SETTINGS)
@@ -34,9 +34,9 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
     """Write (or with `check`, compare) rendered files; hand-edited ones are refused unless forced."""
     import difflib
 
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.project.files import read_text_if_exists
-    from aksgpu.cli.project.generated import write_generated
+    from aksgpu.errors import UserError
+    from aksgpu.project.files import read_text_if_exists
+    from aksgpu.project.generated import write_generated
 
     if check:
         stale = []
@@ -70,9 +70,9 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
 def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, branch: str,
                output_dir: Path | None, *, check: bool, force: bool) -> CiSettings:
     """Render CI files for the project in the current folder, then write or check them."""
-    from aksgpu.cli.ci.pipelines import ci_settings
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.project.stackfile import find_project_dir
+    from aksgpu.ci.pipelines import ci_settings
+    from aksgpu.errors import UserError
+    from aksgpu.project.stackfile import find_project_dir
 
     try:
         project_dir = find_project_dir(Path.cwd().resolve())
@@ -99,7 +99,7 @@ def github(
     environment, with Azure OIDC), aksgpu-deploy (pulumi up per environment behind GitHub
     environments, protected ones last) and aksgpu-drift (a daily drift check that opens an issue).
     """
-    from aksgpu.cli.ci.pipelines import render_github
+    from aksgpu.ci.pipelines import render_github
 
     settings = _render_ci(render_github, "aksgpu ci github", branch, output_dir, check=check, force=force)
     if settings.local_only and not check:
@@ -120,8 +120,8 @@ def summary(
     planned, 1 some environment has errors or failing security policy findings (the summary still
     lists them), 2 bad input.
     """
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.plan.summary import check_environments, summary_markdown
+    from aksgpu.errors import UserError
+    from aksgpu.plan.summary import check_environments, summary_markdown
 
     try:
         results = check_environments(environments or [])
@@ -131,7 +131,7 @@ def summary(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        from aksgpu.cli.project.files import write_text_atomically
+        from aksgpu.project.files import write_text_atomically
 
         try:
             write_text_atomically(output, text)
@@ -157,10 +157,10 @@ def changed(
     changed. A fleet lists its stacks one by one: a member (or the upgrades stack) whose stack file
     changed, or every member and the upgrades stack when the fleet's shared stack changed.
     """
-    from aksgpu.cli.ci.pipelines import changed_environments, changed_files
-    from aksgpu.cli.environments.file import load_environments
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.project.stackfile import stack_config_dir
+    from aksgpu.ci.pipelines import changed_environments, changed_files
+    from aksgpu.environments.file import load_environments
+    from aksgpu.errors import UserError
+    from aksgpu.project.stackfile import stack_config_dir
 
     try:
         environments = load_environments()
@@ -197,7 +197,7 @@ def azure_devops(
     scheduled drift check. Azure sign-in uses workload-identity-federation service connections
     named aksgpu-ENV-plan and aksgpu-ENV-deploy.
     """
-    from aksgpu.cli.ci.pipelines import render_azure_devops
+    from aksgpu.ci.pipelines import render_azure_devops
 
     _render_ci(render_azure_devops, "aksgpu ci azure-devops", branch, output_dir, check=check, force=force)
 
@@ -211,9 +211,9 @@ def azure_devops_comment(
     previous run posted (the pipeline calls this; it needs SYSTEM_ACCESSTOKEN)."""
     import os
 
-    from aksgpu.cli.ci.comment import post_or_update
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.project.files import read_text_if_exists
+    from aksgpu.ci.comment import post_or_update
+    from aksgpu.errors import UserError
+    from aksgpu.project.files import read_text_if_exists
 
     try:
         body = read_text_if_exists(file)
@@ -249,12 +249,12 @@ def oidc(
     the repository variables and GitHub environment the workflows expect. Exit codes: 0 done,
     1 an az command failed or the spec has errors, 2 bad input, a local state backend, or az missing.
     """
-    from aksgpu.cli.ci.oidc import github_commands, github_variables, notes, oidc_document, oidc_script, run_oidc
-    from aksgpu.cli.ci.oidc_settings import input_problems, oidc_settings
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.workflow.az_steps import AZ_MISSING, substitute
+    from aksgpu.ci.oidc import github_commands, github_variables, notes, oidc_document, oidc_script, run_oidc
+    from aksgpu.ci.oidc_settings import input_problems, oidc_settings
+    from aksgpu.errors import UserError
+    from aksgpu.workflow.az_steps import AZ_MISSING, substitute
     from aksgpu.cli.workflow.runner import command_errors
-    from aksgpu.components.spec import SpecError
+    from aksgpu.spec import SpecError
 
     with command_errors("ci oidc", []):
         problems = input_problems(repo, branch, subscription)
@@ -275,7 +275,7 @@ def oidc(
         if shutil.which("az") is None:
             raise UserError(AZ_MISSING)
         try:
-            values = run_oidc(settings)
+            values = run_oidc(settings, say=say)
         except UserError as error:
             fail(str(error), EXIT_FAILED)
             return

@@ -20,16 +20,16 @@ from aksgpu.cli.arguments import (
     preset_names,
 )
 from aksgpu.cli.console import echo_json, fail, show_value, table_width
+from aksgpu.errors import UserError
 
 if TYPE_CHECKING:
-    from aksgpu.cli.environments.file import EnvironmentsFile
+    from aksgpu.environments.file import EnvironmentsFile
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
 def _environments() -> EnvironmentsFile:
-    from aksgpu.cli.environments.file import load_environments
-    from aksgpu.cli.errors import UserError
+    from aksgpu.environments.file import load_environments
 
     try:
         return load_environments()
@@ -58,12 +58,16 @@ def validate(
     Exit codes: 0 valid (warnings may be printed), 1 errors or failing policy findings, 2 bad input
     (a target that cannot be read).
     """
-    from aksgpu.cli.environments.validation import validate_targets
+    from aksgpu.environments.validation import validate_targets
 
     try:
-        reports = validate_targets(targets or [], policies=not spec_only)
+        reports = validate_targets(targets or [])
+        if not spec_only:
+            from aksgpu.plan.policy_results import check_policies
+
+            for report in reports:
+                check_policies(report)
     except Exception as error:  # UserError: one clear message
-        from aksgpu.cli.errors import UserError
 
         if isinstance(error, UserError):
             fail(str(error))
@@ -94,9 +98,8 @@ def render(
     the others are still written. Exit codes: 0 written or current, 1 --check found a file out of
     date or an environment has spec errors, 2 bad input or a hand-edited file.
     """
-    from aksgpu.cli.environments.render import plan_renders, write_rendered
-    from aksgpu.cli.errors import UserError
-    from aksgpu.components.spec import SpecError
+    from aksgpu.environments.render import plan_renders, write_rendered
+    from aksgpu.spec import SpecError
 
     if check and force:
         fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
@@ -193,9 +196,8 @@ def init(
 
     Nothing is written unless the new environment's spec is valid.
     """
-    from aksgpu.cli.environments.initialize import InitRequest, add_environment
-    from aksgpu.cli.errors import UserError
-    from aksgpu.components.spec import SpecError
+    from aksgpu.environments.initialize import InitRequest, add_environment
+    from aksgpu.spec import SpecError
 
     request = InitRequest(environment=environment, preset=preset, location=location, name=name,
                           resource_group=resource_group, admin_groups=admin_group or [], description=description,
@@ -233,10 +235,9 @@ def new(
     workflows. DIR must be new or empty; nothing is written unless all of it can be. Exit codes:
     0 written, 1 the first environment's spec has errors, 2 bad input.
     """
-    from aksgpu.cli.environments.initialize import InitRequest
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.project.scaffold import new_project
-    from aksgpu.components.spec import SpecError
+    from aksgpu.environments.initialize import InitRequest
+    from aksgpu.ci.scaffold import new_project
+    from aksgpu.spec import SpecError
 
     request = InitRequest(environment=environment, preset=preset, location=location,
                           admin_groups=admin_group or [])
@@ -264,10 +265,10 @@ def diff(
     typical and max scale and the difference (`aksgpu cost`). Exit codes: 0 (whether or not
     they differ), 1 a spec has errors, 2 bad input.
     """
-    from aksgpu.cli.environments.fields import field_differences, field_rows
-    from aksgpu.cli.environments.render import effective_environment, spec_config
-    from aksgpu.cli.errors import UserError
-    from aksgpu.components.spec import SpecError
+    from aksgpu.environments.fields import field_differences, field_rows
+    from aksgpu.environments.effective import spec_config
+    from aksgpu.environments.render import effective_environment
+    from aksgpu.spec import SpecError
 
     env_file = _environments()
     rows, specs = {}, {}
@@ -306,8 +307,7 @@ def diff(
 
 def _cost_difference(project_dir: Path, specs: dict[str, Any], name_a: str, name_b: str) -> dict[str, Any]:
     """Monthly cost of both environments at typical and max scale, and B - A (`aksgpu cost`)."""
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.preflight.tables import price_table
+    from aksgpu.preflight.tables import price_table
     from aksgpu.preflight.cost import estimate
     from aksgpu.preflight.cost_report import difference
 
@@ -330,7 +330,7 @@ def schema(
     stacks/environments.yaml starts with a yaml-language-server comment that points editors at
     stacks/environments.schema.json (`aksgpu schema environments -o stacks/environments.schema.json`).
     """
-    from aksgpu.cli.environments.schema import cluster_schema, environments_schema
+    from aksgpu.environments.schema import cluster_schema, environments_schema
 
     builders = {"cluster": cluster_schema, "environments": environments_schema}
     if kind not in builders:
@@ -339,8 +339,7 @@ def schema(
     if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.project.files import read_text_if_exists, write_text_atomically
+    from aksgpu.project.files import read_text_if_exists, write_text_atomically
 
     try:
         existing = read_text_if_exists(output)
@@ -364,7 +363,7 @@ def _is_json_schema(text: str) -> bool:
 
 def presets_list(as_json: JsonOption = False) -> None:
     """List the presets with what each is for."""
-    from aksgpu.cli.environments.presets import all_presets
+    from aksgpu.environments.presets import all_presets
 
     presets = all_presets()
     if as_json:
@@ -384,8 +383,7 @@ def presets_show(
     `preset` marks the values the preset sets; `default` the spec's defaults; `init` the values
     `aksgpu init` fills in (name, location, resource group).
     """
-    from aksgpu.cli.environments.presets_view import preset_rows
-    from aksgpu.cli.errors import UserError
+    from aksgpu.environments.presets_view import preset_rows
 
     try:
         rows = preset_rows(name)

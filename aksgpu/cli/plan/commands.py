@@ -13,14 +13,14 @@ from aksgpu.cli.arguments import StackArg
 from aksgpu.cli.console import fail, progress
 
 if TYPE_CHECKING:
-    from aksgpu.cli.project.stackfile import StackFile
-    from aksgpu.components.spec import ClusterSpec, Issue
+    from aksgpu.project.stackfile import StackFile
+    from aksgpu.spec import ClusterSpec, Issue
     from aksgpu.preflight.cost import CostEstimate
 
 
 def _resolve(stack: str) -> StackFile:
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.project.stackfile import resolve_stack
+    from aksgpu.errors import UserError
+    from aksgpu.project.stackfile import resolve_stack
 
     try:
         return resolve_stack(stack)
@@ -30,7 +30,7 @@ def _resolve(stack: str) -> StackFile:
 
 def _load(stack_file: StackFile) -> tuple[StackFile, ClusterSpec, list[Issue]]:
     """The stack file, its spec and the spec's warnings; exits 1 on spec errors."""
-    from aksgpu.components.spec import SpecError, parse_cluster_spec
+    from aksgpu.spec import SpecError, parse_cluster_spec
 
     try:
         spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
@@ -43,7 +43,7 @@ def _load(stack_file: StackFile) -> tuple[StackFile, ClusterSpec, list[Issue]]:
 def _stale_note(stack_file: StackFile) -> str | None:
     """A note when the stack file is not what environments.yaml renders (None: current or unknown);
     exits when environments.yaml cannot render the stack's environment (it may be out of date)."""
-    from aksgpu.cli.environments.render import EnvironmentNotRendered, render_state
+    from aksgpu.environments.render import EnvironmentNotRendered, render_state
 
     try:
         rendered = render_state(stack_file)
@@ -57,8 +57,8 @@ def _stale_note(stack_file: StackFile) -> str | None:
 
 def _cost(spec: ClusterSpec, stack_file: StackFile) -> CostEstimate:
     """The cost estimate the plan shows (`aksgpu cost`); exits 2 on a broken project price table."""
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.preflight.tables import cost_of
+    from aksgpu.errors import UserError
+    from aksgpu.preflight.tables import cost_of
 
     try:
         return cost_of(spec, stack_file.project_dir)
@@ -92,11 +92,11 @@ def plan(
     stack_file, spec, warnings = _load(stack_file)
     note = _stale_note(stack_file)
 
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.plan.planner import plan_stack
-    from aksgpu.cli.plan.policy_results import evaluate_plan, policy_lines
-    from aksgpu.cli.plan.preflight_report import preflight_document, preflight_lines
-    from aksgpu.cli.plan.report import plan_document, render_text
+    from aksgpu.errors import UserError
+    from aksgpu.plan.planner import plan_stack
+    from aksgpu.plan.policy_results import evaluate_plan, policy_lines
+    from aksgpu.plan.preflight_report import preflight_document, preflight_lines
+    from aksgpu.plan.report import plan_document, render_text
 
     with progress("Planning offline: running the Pulumi program under the mock engine"):
         try:
@@ -106,7 +106,7 @@ def plan(
     policy = evaluate_plan(result, spec)
     found = _cost(spec, stack_file)
     if manifests is not None:
-        from aksgpu.cli.plan.manifests import write_manifests
+        from aksgpu.plan.manifests import write_manifests
 
         try:
             written = write_manifests(result, manifests)
@@ -132,11 +132,11 @@ def plan(
 
 def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) -> None:
     """`aksgpu plan FLEET`: the shared stack and every member, then the fleet's own section."""
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.plan.fleet import fleet_facts, fleet_lines, plan_fleet
-    from aksgpu.cli.plan.policy_results import policy_lines
-    from aksgpu.cli.plan.report import plan_document, render_text
-    from aksgpu.components.spec import SpecError
+    from aksgpu.errors import UserError
+    from aksgpu.plan.fleet import fleet_facts, fleet_lines, plan_fleet
+    from aksgpu.plan.policy_results import policy_lines
+    from aksgpu.plan.report import plan_document, render_text
+    from aksgpu.spec import SpecError
 
     if manifests is not None:
         fail(f"{stack_file.path.name} is a fleet's shared stack, which declares no Kubernetes objects. Fix: pass "
@@ -175,11 +175,11 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
 
 def _plan_fleet_upgrades(stack_file: StackFile, as_json: bool) -> None:
     """`aksgpu plan FLEET-upgrades`: the update strategy and auto-upgrade profiles, after the fleet's plan."""
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.plan.planner import plan_stack
-    from aksgpu.cli.plan.report import plan_document, render_text
-    from aksgpu.components.spec import SpecError
-    from aksgpu.components.spec.fleet import parse_fleet_upgrades_spec
+    from aksgpu.errors import UserError
+    from aksgpu.plan.planner import plan_stack
+    from aksgpu.plan.report import plan_document, render_text
+    from aksgpu.spec import SpecError
+    from aksgpu.spec.fleet import parse_fleet_upgrades_spec
 
     try:
         _, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,

@@ -11,10 +11,10 @@ import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
 from aksgpu.cli.console import echo_json, fail
-from aksgpu.cli.exit_codes import EXIT_FAILED
+from aksgpu.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
-    from aksgpu.cli.project.stackfile import StackFile
+    from aksgpu.project.stackfile import StackFile
 
 prices_app = typer.Typer(help="The price table behind cost estimates: its date, and a fresh one from Azure.",
                          context_settings=CONTEXT_SETTINGS, no_args_is_help=True)
@@ -33,10 +33,10 @@ def cost(
     and not counted. Exit codes: 0 estimated (missing prices are listed), 1 the spec has errors,
     2 bad input (stack, YAML, price table).
     """
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.preflight.tables import cost_of
-    from aksgpu.cli.project.stackfile import resolve_stack
-    from aksgpu.components.spec import SpecError, parse_cluster_spec
+    from aksgpu.errors import UserError
+    from aksgpu.preflight.tables import cost_of
+    from aksgpu.project.stackfile import resolve_stack
+    from aksgpu.spec import SpecError, parse_cluster_spec
     from aksgpu.preflight.cost_report import text_lines
 
     try:
@@ -64,10 +64,10 @@ def cost(
 
 def _fleet_cost(stack_file: StackFile, as_json: bool) -> None:
     """The cost of a fleet: the shared parts (registry and replicas, a hub) and each member's estimate."""
-    from aksgpu.cli.preflight.tables import cost_of, price_table
-    from aksgpu.cli.project.stackfile import resolve_stack
-    from aksgpu.components.spec import parse_cluster_spec
-    from aksgpu.components.spec.fleet import parse_fleet_spec
+    from aksgpu.preflight.tables import cost_of, price_table
+    from aksgpu.project.stackfile import resolve_stack
+    from aksgpu.spec import parse_cluster_spec
+    from aksgpu.spec.fleet import parse_fleet_spec
     from aksgpu.preflight.cost import fleet_estimate
     from aksgpu.preflight.cost_report import headline, scale_text, text_lines
 
@@ -113,10 +113,10 @@ def refresh(
     replaced without --force. Exit codes: 0 written, 1 the API could not be reached (the
     current table stays in use), 2 bad input (PATH, no project).
     """
-    from aksgpu.cli.errors import UserError
-    from aksgpu.cli.preflight.tables import price_table, project_table_path
-    from aksgpu.cli.project.files import write_text_atomically
-    from aksgpu.cli.project.stackfile import find_project_dir
+    from aksgpu.errors import UserError
+    from aksgpu.preflight.tables import price_table, project_table_path
+    from aksgpu.project.files import write_text_atomically
+    from aksgpu.project.stackfile import find_project_dir
     from aksgpu.preflight import retail_prices
     from aksgpu.preflight.prices import is_price_table
 

@@ -20,13 +20,13 @@ def vm_sizes(
     goes, InfiniBand, MIG, vCPU quota family, encryption at host and retirement.
 
     "?" marks a fact no public source gives (query it with `az vm list-skus`). The table, with the
-    source of every series, is aksgpu/components/data/vm_sizes.yaml.
+    source of every series, is aksgpu/catalog/vm_sizes.yaml.
     """
-    from aksgpu.components import data
+    from aksgpu import catalog
 
-    sizes = {name: size for name, size in sorted(data.vm_sizes().items()) if size.get("gpus") or not gpu}
+    sizes = {name: size for name, size in sorted(catalog.vm_sizes().items()) if size.get("gpus") or not gpu}
     if as_json:
-        table = data.load("vm_sizes")
+        table = catalog.load("vm_sizes")
         echo_json({"source": table["source"], "retrieved": str(table["retrieved"]),
                    "sizes": {name: _json_ready(size) for name, size in sizes.items()},
                    "gpuModels": table["gpuModels"], "series": table["series"]})
@@ -37,8 +37,8 @@ def vm_sizes(
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    table = data.load("vm_sizes")
-    typer.echo(f"\n{len(sizes)} sizes; table of {table['retrieved']} (aksgpu/components/data/vm_sizes.yaml, sources "
+    table = catalog.load("vm_sizes")
+    typer.echo(f"\n{len(sizes)} sizes; table of {table['retrieved']} (aksgpu/catalog/vm_sizes.yaml, sources "
                "per series: `aksgpu vm-sizes --json`). ? = not published.")
 
 

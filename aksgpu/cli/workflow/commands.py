@@ -22,10 +22,10 @@ import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
 from aksgpu.cli.console import fail, say
-from aksgpu.cli.errors import UserError
-from aksgpu.cli.exit_codes import EXIT_CHANGES, EXIT_FAILED
-from aksgpu.cli.workflow.az_steps import AZ_MISSING
-from aksgpu.cli.workflow.backend import (
+from aksgpu.errors import UserError
+from aksgpu.errors import EXIT_CHANGES, EXIT_FAILED
+from aksgpu.workflow.az_steps import AZ_MISSING
+from aksgpu.workflow.backend import (
     STORAGE_SKUS,
     BootstrapSettings,
     bootstrap_problems,
@@ -34,7 +34,7 @@ from aksgpu.cli.workflow.backend import (
     environments_snippet,
     run_bootstrap,
 )
-from aksgpu.cli.workflow.kubeconfig import LoginMode, kubeconfig_for_login, write_kubeconfig
+from aksgpu.workflow.kubeconfig import LoginMode, kubeconfig_for_login, write_kubeconfig
 from aksgpu.cli.workflow.runner import (
     EngineOutput,
     command_errors,
@@ -56,7 +56,7 @@ from aksgpu.cli.workflow.runner import (
     summarize_changes,
     validate_spec,
 )
-from aksgpu.cli.workflow.target import DEFAULT_STATE_DIR, PULUMI_CLOUD_URL, Target
+from aksgpu.workflow.target import DEFAULT_STATE_DIR, PULUMI_CLOUD_URL, Target
 
 BackendOption = Annotated[str | None, typer.Option(
     "--backend", metavar="URL",
@@ -369,7 +369,7 @@ def bootstrap(
         if shutil.which("az") is None:
             raise UserError(AZ_MISSING)
         try:
-            run_bootstrap(settings)
+            run_bootstrap(settings, say=say)
         except UserError as error:
             fail(str(error), EXIT_FAILED)
         say("Backend ready. Put these lines in stacks/environments.yaml:", "bold")

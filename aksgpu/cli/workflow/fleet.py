@@ -21,10 +21,10 @@ from typing import Any
 import typer
 
 from aksgpu.cli.console import say
-from aksgpu.cli.environments.file import UPGRADES
-from aksgpu.cli.errors import UserError
-from aksgpu.cli.exit_codes import EXIT_FAILED
-from aksgpu.cli.project.stackfile import StackFile, resolve_stack
+from aksgpu.environments.file import UPGRADES
+from aksgpu.errors import UserError
+from aksgpu.errors import EXIT_FAILED
+from aksgpu.project.stackfile import StackFile, resolve_stack
 from aksgpu.cli.workflow.runner import (
     EngineOutput,
     describe_changes,
@@ -38,7 +38,7 @@ from aksgpu.cli.workflow.runner import (
     summarize_changes,
     validate_spec,
 )
-from aksgpu.cli.workflow.target import Target, target_for
+from aksgpu.workflow.target import Target, target_for
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def fleet_steps(shared: StackFile, members: list[str] | None, *, backend: str | 
                 secrets_provider: str | None, env: dict[str, str]) -> tuple[FleetStep, list[FleetStep], FleetStep]:
     """The shared stack's step, the members' (all, or those named by member name or stack) and the
     upgrades stack's."""
-    from aksgpu.components.spec.fleet import FleetSpec
+    from aksgpu.spec.fleet import FleetSpec
 
     spec = validate_spec(shared)
     assert isinstance(spec, FleetSpec)

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from aksgpu.cli.console import fail, say
-from aksgpu.cli.errors import UserError
-from aksgpu.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
-from aksgpu.cli.workflow.target import PULUMI_CLI_MISSING, Target, check_readiness, readiness_message, target_for
+from aksgpu.errors import UserError
+from aksgpu.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from aksgpu.workflow.target import PULUMI_CLI_MISSING, Target, check_readiness, readiness_message, target_for
 
 if TYPE_CHECKING:
     from pulumi.automation import Stack
 
-    from aksgpu.cli.project.stackfile import StackFile
-    from aksgpu.components.spec import ClusterSpec
-    from aksgpu.components.spec.fleet import FleetSpec, FleetUpgradesSpec
+    from aksgpu.project.stackfile import StackFile
+    from aksgpu.spec import ClusterSpec
+    from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec
 
 # Preview operations that change nothing in Azure.
 NO_CHANGE_OPS = frozenset({"same", "read"})
@@ -166,7 +166,7 @@ def prepare(stack: str, backend: str | None, secrets_provider: str | None,
             box: list[Target]) -> tuple[StackFile, Target]:
     """The stack file and where its stack lives; the target also goes into `box`, so
     command_errors can name the stack in its messages."""
-    from aksgpu.cli.project.stackfile import resolve_stack
+    from aksgpu.project.stackfile import resolve_stack
 
     stack_file = resolve_stack(stack)
     target = target_for(stack_file, backend_flag=backend, secrets_provider_flag=secrets_provider, env=os.environ)
@@ -200,7 +200,7 @@ def policy_packs(folders: list[Path] | None) -> list[str] | None:
 
 def require_rendered(command: str, stack_file: StackFile) -> None:
     """`up` deploys only a stack file that matches stacks/environments.yaml; `preview` warns."""
-    from aksgpu.cli.environments.render import EnvironmentNotRendered, render_state
+    from aksgpu.environments.render import EnvironmentNotRendered, render_state
 
     name = stack_file.stack
     try:
@@ -224,8 +224,8 @@ def require_rendered(command: str, stack_file: StackFile) -> None:
 def validate_spec(stack_file: StackFile) -> ClusterSpec | FleetSpec | FleetUpgradesSpec:
     """The spec (a fleet's shared stack: its FleetSpec), or its errors before Pulumi starts: the same
     message as `aksgpu validate`, exit 1."""
-    from aksgpu.components.spec import SpecError, parse_cluster_spec
-    from aksgpu.components.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
+    from aksgpu.spec import SpecError, parse_cluster_spec
+    from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
 
     try:
         if stack_file.is_fleet:

@@ -3,7 +3,7 @@ ND GB300 v6), for multi-node NVLink through ComputeDomains.
 
 What aksgpu installs, and why (each beside its source):
 
-- The chart `dra-driver-nvidia-gpu` (aksgpu/components/data/in_cluster.yaml draDriver), as NVIDIA
+- The chart `dra-driver-nvidia-gpu` (aksgpu/catalog/in_cluster.yaml draDriver), as NVIDIA
   documents it beside the GPU Operator for ComputeDomains (NVIDIA/cloud-native-docs@66160ebc
   gpu-operator/dra-intro-install.rst, tab "ComputeDomain"): `resources.gpus.enabled=false`, so GPUs
   stay with the GPU Operator's device plugin (`nvidia.com/gpu`, which aksgpu's gate, quotas, queues
@@ -33,7 +33,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import (
     PoolTarget,
     metadata,
@@ -43,11 +43,11 @@ from aksgpu.components.kubernetes.objects import (
     system_pool_placement,
     tolerations,
 )
-from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.in_cluster import is_grace_blackwell
-from aksgpu.components.spec.pools import NodePool
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.in_cluster import is_grace_blackwell
+from aksgpu.spec.pools import NodePool
 
-DRA_NAMESPACE: str = data.load("in_cluster")["draDriver"]["namespace"]
+DRA_NAMESPACE: str = catalog.load("in_cluster")["draDriver"]["namespace"]
 RELEASE_NAME = "dra-driver-nvidia-gpu"
 # Where the GPU Operator's driver container installs the driver (dra-intro-install.rst: "With GPU
 # Operator-managed drivers (default), drivers are installed to /run/nvidia/driver").
@@ -133,7 +133,7 @@ def compute_domain_example(pool: NodePool, *, nodes: int = 2, name: str = "mnnvl
                 "metadata": {"labels": dict(job_labels)},
                 "spec": {
                     "restartPolicy": "Never",
-                    "nodeSelector": {data.limit("aksNode")["agentPoolLabel"]: pool.name},
+                    "nodeSelector": {catalog.limit("aksNode")["agentPoolLabel"]: pool.name},
                     "tolerations": tolerations(pool.node_taints),
                     # All pods in one NVLink domain: the first pod picks the clique, the rest follow it.
                     "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -172,7 +172,7 @@ class DraDriver(pulumi.ComponentResource):
         role = compute_domain_editor_role()
         k8s.rbac.v1.ClusterRole(f"{name}-computedomains-edit", metadata=role["metadata"], rules=role["rules"],
                                 opts=inside)
-        chart = data.load("in_cluster")["draDriver"]
+        chart = catalog.load("in_cluster")["draDriver"]
         after = [namespace, *([args.gpu_operator] if args.gpu_operator is not None else [])]
         self.release = k8s.helm.v3.Release(
             f"{name}-release",

@@ -23,7 +23,7 @@ spec, only when the cluster has InfiniBand GPU pools:
   the gate checks the node);
 - in each team namespace that may use an InfiniBand size, a ConfigMap with the size's NCCL
   environment, and one with Azure's topology file where one is published
-  (aksgpu/components/data/fabric.yaml, aksgpu/components/spec/fabric.py).
+  (aksgpu/catalog/fabric.yaml, aksgpu/spec/fabric.py).
 
 GPUDirect RDMA: on driver None pools through DMA-BUF, which NVIDIA recommends and which needs no
 GPU Operator setting (its driver.kernelModuleType "auto" picks the open kernel module for current
@@ -43,7 +43,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import (
     PoolTarget,
     metadata,
@@ -52,22 +52,15 @@ from aksgpu.components.kubernetes.objects import (
     pool_tolerations,
     system_pool_placement,
 )
-from aksgpu.components.spec import ClusterSpec, Team
-from aksgpu.components.spec.fabric import (
-    TOPOLOGY_KEY,
-    FabricProfile,
-    fabric_profile,
-    fabric_table,
-    infiniband_pools,
-    pool_driver,
-)
+from aksgpu.spec import ClusterSpec, Team
+from aksgpu.spec.fabric import TOPOLOGY_KEY, FabricProfile, fabric_profile, fabric_table, infiniband_pools, pool_driver
 
 NETWORK_OPERATOR_NAMESPACE = "network-operator"  # Azure's guide: `kubectl create ns network-operator`
 NETWORK_OPERATOR_RELEASE = "network-operator"
 NIC_CLUSTER_POLICY_API = "mellanox.com/v1alpha1"
 NIC_CLUSTER_POLICY = "nic-cluster-policy"
 # PCI class of InfiniBand controllers: the HCAs of the ND sizes (class 0x020700 in Azure's
-# topology files, aksgpu/components/data/nccl_topology/).
+# topology files, aksgpu/catalog/nccl_topology/).
 INFINIBAND_PCI_CLASS = "0207"
 
 
@@ -130,7 +123,7 @@ def rdma_shared_device_plugin_config() -> dict[str, Any]:
 
 
 def _pinned(component: str) -> dict[str, str]:
-    entry = data.load("in_cluster")[component]
+    entry = catalog.load("in_cluster")[component]
     return {"repository": entry["repository"], "image": entry["image"], "version": str(entry["version"])}
 
 
@@ -206,7 +199,7 @@ class Fabric(pulumi.ComponentResource):
             metadata=metadata(NETWORK_OPERATOR_NAMESPACE,
                               extra_labels={"pod-security.kubernetes.io/enforce": "privileged"}),
             opts=base)
-        chart = data.load("in_cluster")["networkOperator"]
+        chart = catalog.load("in_cluster")["networkOperator"]
         self.network_operator = k8s.helm.v3.Release(
             f"{name}-network-operator",
             name=NETWORK_OPERATOR_RELEASE,

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aksgpu.components import data
-from aksgpu.components.kubernetes import fabric_acceptance, node_gate
+from aksgpu import catalog
+from aksgpu.node import fabric_acceptance, node_gate
 from aksgpu.components.kubernetes.objects import (
     PoolTarget,
     driver_mode,
@@ -33,15 +33,10 @@ from aksgpu.components.kubernetes.objects import (
     program_source,
     system_pool_placement,
 )
-from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.fabric import FabricProfile, fabric_profile, pod_requirements
-from aksgpu.components.spec.fabric_acceptance import (
-    AcceptanceFloor,
-    acceptance_floor,
-    acceptance_image,
-    measure_settings,
-)
-from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors, topology_aware
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.fabric import FabricProfile, fabric_profile, pod_requirements
+from aksgpu.spec.fabric_acceptance import AcceptanceFloor, acceptance_floor, acceptance_image, measure_settings
+from aksgpu.spec.scheduling import GpuFlavor, gpu_flavors, topology_aware
 
 ACCEPTANCE = "aksgpu-fabric-acceptance"  # CronJob, service account, ConfigMap, queues, PriorityClass
 RUN = "aksgpu-fabric-acceptance-run"  # the runs' pods (name label), the headless Service
@@ -54,7 +49,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue v0.19.2 constants: Queu
 UNCONSTRAINED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
 # Below the cluster autoscaler's expendable cutoff (as the re-checks): a waiting run never triggers
 # a scale-up, and with preemptionPolicy Never it never preempts a pod.
-PRIORITY = data.limit("autoscalerExpendablePriorityCutoff") - 10
+PRIORITY = catalog.limit("autoscalerExpendablePriorityCutoff") - 10
 SHM_GIB = 8
 RUN_EXCEPTIONS = {
     "k8s-non-root": "The acceptance run's image (NVIDIA's PyTorch container) runs as root, as Azure's own AKS NCCL test "
@@ -180,7 +175,7 @@ def topology_config_map(profile: FabricProfile) -> str:
 
 
 def topology_config_maps(spec: ClusterSpec, namespace: str, targets: list[PoolTarget]) -> list[dict[str, Any]]:
-    from aksgpu.components.spec.fabric import TOPOLOGY_KEY
+    from aksgpu.spec.fabric import TOPOLOGY_KEY
 
     found: dict[str, dict[str, Any]] = {}
     for target in acceptance_targets(targets, spec):
@@ -208,7 +203,7 @@ def settings(spec: ClusterSpec, namespace: str, targets: list[PoolTarget], queue
 
 
 def program_config_map(spec: ClusterSpec, namespace: str, targets: list[PoolTarget], queued: bool) -> dict[str, Any]:
-    from aksgpu.components.kubernetes import fabric_allreduce
+    from aksgpu.node import fabric_allreduce
 
     return {"metadata": metadata(ACCEPTANCE, namespace), "data": {
         "fabric_acceptance.py": program_source(fabric_acceptance),

@@ -37,8 +37,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from aksgpu.components import data
-from aksgpu.components.kubernetes.node_topology import PLACEMENT_GROUP_LABEL
+from aksgpu import catalog
+from aksgpu.node.node_topology import PLACEMENT_GROUP_LABEL
 from aksgpu.components.kubernetes.objects import (
     AGENT_POOL_LABEL,
     INSTANCE_TYPE_LABEL,
@@ -47,11 +47,11 @@ from aksgpu.components.kubernetes.objects import (
     system_pool_placement,
     tolerations,
 )
-from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
-from aksgpu.components.spec.base import quantity
-from aksgpu.components.spec.fabric import fabric_table, infiniband_pools
-from aksgpu.components.spec.pools import SPOT_TAINT_KEY, TEAM_KEY
-from aksgpu.components.spec.scheduling import GpuFlavor, gpu_flavors, nvlink_domains, topology_aware
+from aksgpu.spec import ClusterSpec, Team, team_gpu_quota
+from aksgpu.spec.base import quantity
+from aksgpu.spec.fabric import fabric_table, infiniband_pools
+from aksgpu.spec.pools import SPOT_TAINT_KEY, TEAM_KEY
+from aksgpu.spec.scheduling import GpuFlavor, gpu_flavors, nvlink_domains, topology_aware
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE_RELEASE = "kueue"
@@ -315,11 +315,11 @@ def kueue_configuration(spec: ClusterSpec) -> dict[str, Any]:
         # the gang does not tolerate, as the gate's cordon leaves (node.kubernetes.io/unschedulable),
         # once the gang's pods there stopped; evict and requeue when no replacement fits at once.
         # All default to true at v0.19.2; set here so a chart with other defaults keeps them
-        # (aksgpu/components/data/topology.yaml, kueueFeatureGates).
-        "featureGates": {gate: True for gate in data.load("topology")["kueueFeatureGates"]},
+        # (aksgpu/catalog/topology.yaml, kueueFeatureGates).
+        "featureGates": {gate: True for gate in catalog.load("topology")["kueueFeatureGates"]},
     }
     if infiniband_pools(spec):
-        # The RDMA device plugin's resource (aksgpu/components/data/fabric.yaml) is per node, not a
+        # The RDMA device plugin's resource (aksgpu/catalog/fabric.yaml) is per node, not a
         # team's quota: by default Kueue refuses a workload that requests a resource its ClusterQueue
         # does not cover (QuotaCheckBlockUndeclared "except those matching ExcludeResourcePrefixes",
         # apis/config/v1beta2/configuration_types.go at v0.19.2), so a gang asking for it would never start.
@@ -343,7 +343,7 @@ class GangScheduling(pulumi.ComponentResource):
         spec = args.spec
         base = pulumi.ResourceOptions(parent=self, provider=args.provider)
         namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=metadata(KUEUE_NAMESPACE), opts=base)
-        chart = data.load("in_cluster")["kueue"]
+        chart = catalog.load("in_cluster")["kueue"]
         kueue = k8s.helm.v3.Release(
             f"{name}-kueue", name=KUEUE_RELEASE, chart=chart["chart"], version=spec.gang_scheduling.kueue_version,
             namespace=KUEUE_NAMESPACE, values=kueue_values(spec),

@@ -30,9 +30,9 @@ import pulumi_kubernetes as k8s
 import yaml
 from pulumi_azure_native import alertsmanagement
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes import fabric_acceptance_objects as acceptance
-from aksgpu.components.kubernetes import node_gate
+from aksgpu.node import node_gate
 from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.gpu_software import (
     DCGM_METRICS_CONFIG,
@@ -57,9 +57,9 @@ from aksgpu.components.kubernetes.objects import (
     program_source,
     system_pool_placement,
 )
-from aksgpu.components.spec import ClusterSpec
-from aksgpu.components.spec.fabric import fabric_profile
-from aksgpu.components.spec.gpu_startup import gate_startup_minutes
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.fabric import fabric_profile
+from aksgpu.spec.gpu_startup import gate_startup_minutes
 
 GATE = "aksgpu-gpu-gate"
 RECHECK = "aksgpu-gpu-recheck"
@@ -86,7 +86,7 @@ CHECK_WRAPPER = (
     'echo "aksgpu: check exited with $code"; exit 0'
 )
 # Below the autoscaler's expendable cutoff: a pending re-check never triggers a scale-up.
-RECHECK_PRIORITY = data.limit("autoscalerExpendablePriorityCutoff") - 10
+RECHECK_PRIORITY = catalog.limit("autoscalerExpendablePriorityCutoff") - 10
 MAX_RECHECK_PODS = 100  # per run and CronJob, however many pools share it
 
 
@@ -155,9 +155,9 @@ def merged_exceptions(*reasons: dict[str, str]) -> dict[str, str]:
 
 
 def check_memory_gib(gpus: int) -> float:
-    """The check's peak host memory on a node with `gpus` GPUs, from aksgpu/components/data/gpu_gate.yaml:
+    """The check's peak host memory on a node with `gpus` GPUs, from aksgpu/catalog/gpu_gate.yaml:
     the parent process (with a CUDA context per further GPU) plus one all-reduce worker per GPU."""
-    table = data.load("gpu_gate")["checkMemory"]
+    table = catalog.load("gpu_gate")["checkMemory"]
     gpus = max(gpus, 1)
     return float(table["parentGib"] + (gpus - 1) * table["parentContextPerGpuGib"] + gpus * table["workerRssGib"])
 
@@ -166,7 +166,7 @@ def check_resources(gpus: int, vcpus: int | None = None) -> dict[str, dict[str, 
     """The check container's requests and limits on a node with `gpus` GPUs: memory for the measured
     peak (request) with room and the /dev/shm tmpfs on top (limit), never below the DCGM check's
     2Gi/4Gi; a core per GPU (the workers import PyTorch at once), at most half the node's vCPUs."""
-    table = data.load("gpu_gate")["checkMemory"]
+    table = catalog.load("gpu_gate")["checkMemory"]
     estimate = check_memory_gib(gpus)
     request = max(math.ceil(estimate), table["floorRequestGib"])
     limit = max(math.ceil(estimate * table["limitFactor"] + table["sharedMemoryGib"]), table["floorLimitGib"], request)
@@ -176,7 +176,7 @@ def check_resources(gpus: int, vcpus: int | None = None) -> dict[str, dict[str, 
 
 def _shared_memory_volume() -> dict[str, Any]:
     """/dev/shm for NCCL: a tmpfs, charged to the pod's memory (within the limit above)."""
-    size = data.load("gpu_gate")["checkMemory"]["sharedMemoryGib"]
+    size = catalog.load("gpu_gate")["checkMemory"]["sharedMemoryGib"]
     return {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{size}Gi"}}
 
 
@@ -232,7 +232,7 @@ def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
 
 
 def _exporter_port() -> int:
-    return int(data.load("in_cluster")["dcgmExporter"]["port"])
+    return int(catalog.load("in_cluster")["dcgmExporter"]["port"])
 
 
 def exporter_namespaces(spec: ClusterSpec, system_namespace: str) -> list[str]:
@@ -283,8 +283,8 @@ def scrape_job(spec: ClusterSpec, system_namespace: str) -> dict[str, Any]:
 
 
 def alert_rules() -> list[dict[str, Any]]:
-    """aksgpu's GPU alert rules (aksgpu/components/data/gpu_alerts.yaml), expressions expanded."""
-    table = data.load("gpu_alerts")
+    """aksgpu's GPU alert rules (aksgpu/catalog/gpu_alerts.yaml), expressions expanded."""
+    table = catalog.load("gpu_alerts")
     xids = "|".join(str(xid) for xid in table["nodeXids"])
     return [{**rule, "expression": rule["expression"].replace("NODE_XIDS", xids)} for rule in table["rules"]]
 
@@ -294,7 +294,7 @@ def cordon_conditions() -> list[dict[str, Any]]:
     scrape of a node's DCGM exporter: {"alert", "metric", "above"} and, where a label narrows it,
     "label" with "values", the list the block names expanded to strings. The node is cordoned when
     a sample of `metric` is above `above` (and its `label` is one of `values`)."""
-    table = data.load("gpu_alerts")
+    table = catalog.load("gpu_alerts")
     found = []
     for rule in table["rules"]:
         block = rule.get("cordon")
@@ -632,7 +632,7 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
                      "--exporter-port", str(_exporter_port())]
         if install:
             # AKS's node-problem-detector raises its GPU conditions where AKS installs the driver.
-            step += ["--npd-conditions", ",".join(data.load("gpu_gate")["npdConditions"]["cordon"])]
+            step += ["--npd-conditions", ",".join(catalog.load("gpu_gate")["npdConditions"]["cordon"])]
     container = _gate_container(spec, "watchdog", step)
     container["env"] = []
     container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "results"]
@@ -852,7 +852,7 @@ class GpuHealth(pulumi.ComponentResource):
         if health.metrics.enabled and device_plugin_pools:
             config = k8s.core.v1.ConfigMap(
                 f"{name}-dcgm-metrics", metadata=metadata(DCGM_METRICS_CONFIG, ns),
-                data={"dcgm-metrics.csv": data.text("dcgm_metrics.csv")}, opts=k8s_opts)
+                data={"dcgm-metrics.csv": catalog.text("dcgm_metrics.csv")}, opts=k8s_opts)
             manifest = exporter_daemonset(spec, ns)
             k8s.apps.v1.DaemonSet(f"{name}-dcgm-exporter", metadata=manifest["metadata"], spec=manifest["spec"],
                                   opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
@@ -865,7 +865,7 @@ class GpuHealth(pulumi.ComponentResource):
             if health.alerts.enabled and args.prometheus_workspace_id is not None:
                 self._azure_rule_group(name, spec, args)
         elif scraper == "bundled":
-            chart = data.load("in_cluster")["prometheus"]
+            chart = catalog.load("in_cluster")["prometheus"]
             k8s.helm.v3.Release(
                 f"{name}-prometheus", name="aksgpu-prometheus", chart=chart["chart"], version=chart["version"],
                 repository_opts={"repo": chart["repository"]}, namespace=ns,
@@ -899,7 +899,7 @@ class GpuHealth(pulumi.ComponentResource):
             location=args.prometheus_location or spec.location,
             scopes=[args.prometheus_workspace_id],
             cluster_name=spec.name,
-            description="aksgpu: GPU conditions that should take a node out (aksgpu/components/data/gpu_alerts.yaml)",
+            description="aksgpu: GPU conditions that should take a node out (aksgpu/catalog/gpu_alerts.yaml)",
             enabled=True,
             interval="PT1M",
             rules=rules,

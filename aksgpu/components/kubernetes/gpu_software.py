@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import (
     GPU_OPERATOR_NAMESPACE,
     PoolTarget,
@@ -32,7 +32,7 @@ from aksgpu.components.kubernetes.objects import (
     pool_tolerations,
     system_pool_placement,
 )
-from aksgpu.components.spec import ClusterSpec
+from aksgpu.spec import ClusterSpec
 
 DEVICE_PLUGIN = "nvidia-device-plugin"
 DCGM_METRICS_CONFIG = "aksgpu-dcgm-metrics"  # the ConfigMap the operator's exporter reads
@@ -128,7 +128,7 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
             "env": [{"name": "DCGM_EXPORTER_INTERVAL", "value": str(metrics.interval_seconds * 1000)}],
             # aksgpu's scrape configuration reads the exporters; no Prometheus Operator CRDs needed.
             "serviceMonitor": {"enabled": False},
-            "config": {"name": DCGM_METRICS_CONFIG, "create": True, "data": data.text("dcgm_metrics.csv")},
+            "config": {"name": DCGM_METRICS_CONFIG, "create": True, "data": catalog.text("dcgm_metrics.csv")},
         },
     }
     if spec.gpu_software.gpu_operator.driver_version:
@@ -162,7 +162,7 @@ class GpuSoftware(pulumi.ComponentResource):
                 metadata=metadata(GPU_OPERATOR_NAMESPACE,
                                   extra_labels={"pod-security.kubernetes.io/enforce": "privileged"}),
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
-            chart = data.load("in_cluster")["gpuOperator"]
+            chart = catalog.load("in_cluster")["gpuOperator"]
             self.gpu_operator = k8s.helm.v3.Release(
                 f"{name}-gpu-operator",
                 name="gpu-operator",

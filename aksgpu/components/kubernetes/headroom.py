@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import (
     image,
     labels,
@@ -30,8 +30,8 @@ from aksgpu.components.kubernetes.objects import (
     pool_targets,
     pool_tolerations,
 )
-from aksgpu.components.spec import ClusterSpec, NodePool
-from aksgpu.components.spec.access import DEFAULT_PRIORITY_CLASS
+from aksgpu.spec import ClusterSpec, NodePool
+from aksgpu.spec.access import DEFAULT_PRIORITY_CLASS
 
 PRIORITY_EXPANDER_CONFIG = "cluster-autoscaler-priority-expander"
 SPOT_PRIORITY = 20
@@ -42,7 +42,7 @@ PRIORITY_CLASSES = (
      "aksgpu: the priority of every pod that names no class (the Kubernetes default, made explicit)"),
     ("aksgpu-gpu-job", 1000, False, "PreemptLowerPriority",
      "aksgpu: GPU training and serving jobs; they preempt balloons and default-priority pods"),
-    ("aksgpu-balloon", data.limit("autoscalerExpendablePriorityCutoff"), False, "Never",
+    ("aksgpu-balloon", catalog.limit("autoscalerExpendablePriorityCutoff"), False, "Never",
      "aksgpu: balloons holding headroom; the lowest priority that still makes the autoscaler scale up"),
 )
 # A CPU balloon holds most of a node, leaving room for the node's daemons; a GPU balloon holds
@@ -60,8 +60,8 @@ class HeadroomArgs:
 
 
 def scale_set_pattern(agent_pool: str) -> str:
-    """A regex for the scale set AKS creates for the agent pool (aksgpu/components/data/aks_limits.yaml)."""
-    return data.limit("aksNode")["scaleSetNamePattern"].replace("{pool}", agent_pool)
+    """A regex for the scale set AKS creates for the agent pool (aksgpu/catalog/aks_limits.yaml)."""
+    return catalog.limit("aksNode")["scaleSetNamePattern"].replace("{pool}", agent_pool)
 
 
 def expander_priorities(spec: ClusterSpec) -> dict[int, list[str]]:

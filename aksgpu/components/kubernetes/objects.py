@@ -11,21 +11,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from aksgpu.components import data
-from aksgpu.components.kubernetes.node_gate import (  # noqa: F401 (shared)
-    FAILED_CHECK_LABEL,
-    GATE_TAINT_KEY,
-    HEALTH_LABEL,
-)
-from aksgpu.components.spec import ClusterSpec, NodePool
+from aksgpu import catalog
+from aksgpu.node.node_gate import GATE_TAINT_KEY, HEALTH_LABEL
+from aksgpu.spec import ClusterSpec, NodePool
 
 SYSTEM_NAMESPACE = "aksgpu-system"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 KUEUE_NAMESPACE = "kueue-system"
 
-# What AKS puts on its nodes (aksgpu/components/data/aks_limits.yaml, with sources).
-AGENT_POOL_LABEL = data.limit("aksNode")["agentPoolLabel"]
-MODE_LABEL = data.limit("aksNode")["modeLabel"]
+# What AKS puts on its nodes (aksgpu/catalog/aks_limits.yaml, with sources).
+AGENT_POOL_LABEL = catalog.limit("aksNode")["agentPoolLabel"]
+MODE_LABEL = catalog.limit("aksNode")["modeLabel"]
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 # The GPU node gate (aksgpu/components/kubernetes/gpu_health.py): a startup taint, so the cluster
@@ -77,8 +73,8 @@ def daemonset(name: str, namespace: str, pod_spec: dict[str, Any], *,
 
 
 def image(component: str, version: str | None = None) -> str:
-    """image:tag of a pinned component (aksgpu/components/data/in_cluster.yaml), or of another tag."""
-    entry = data.load("in_cluster")[component]
+    """image:tag of a pinned component (aksgpu/catalog/in_cluster.yaml), or of another tag."""
+    entry = catalog.load("in_cluster")[component]
     return f"{entry['image']}:{version or entry['version']}"
 
 

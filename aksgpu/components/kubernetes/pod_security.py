@@ -15,7 +15,7 @@ So a team that may use an InfiniBand pool (its own, or one no team owns) and is 
   short-circuits only when all three modes are privileged);
 - the ValidatingAdmissionPolicy `aksgpu-team-baseline-infiniband`, bound to those namespaces only,
   which implements the baseline level (policy/check_*.go at v1.37, every value in
-  aksgpu/components/data/pod_security.yaml) with one exception: a container or init container may
+  aksgpu/catalog/pod_security.yaml) with one exception: a container or init container may
   add IPC_LOCK when the pod is pinned to one of the team's InfiniBand pools (nodeSelector
   kubernetes.azure.com/agentpool, the label Kueue's ResourceFlavor for an InfiniBand pool sets,
   gang_scheduling.py resource_flavor). Nothing else beyond baseline; ephemeral containers stay at
@@ -47,13 +47,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import AGENT_POOL_LABEL, metadata, pool_targets
-from aksgpu.components.spec import ClusterSpec, Team
-from aksgpu.components.spec.pools import TEAM_KEY as TEAM_LABEL
+from aksgpu.spec import ClusterSpec, Team
+from aksgpu.spec.pools import TEAM_KEY as TEAM_LABEL
 
 INFINIBAND_BASELINE_POLICY = "aksgpu-team-baseline-infiniband"
-_TABLE = data.load("pod_security")
+_TABLE = catalog.load("pod_security")
 LEVEL = str(_TABLE["level"])
 VERSION = str(_TABLE["version"])
 ALLOWED_CAPABILITIES: list[str] = list(_TABLE["allowedCapabilities"])

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from aksgpu.components.kubeconfig import KubeconfigError, kubeconfig_for_login
 from aksgpu.components.kubernetes.objects import SYSTEM_NAMESPACE, metadata
-from aksgpu.components.spec import ClusterSpec
+from aksgpu.spec import ClusterSpec
 
 
 @dataclass

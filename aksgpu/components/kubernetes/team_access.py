@@ -13,7 +13,7 @@
   created with spec.nodeName, so a team cannot put work on another team's pools.
   aksgpu-team-gpus: a pod that may run on GPU nodes gets GPUs only through nvidia.com/gpu requests,
   never through the NVIDIA runtime's own device selection (gpu_exposure_policy; every path and its
-  source in aksgpu/components/data/gpu_visibility.yaml).
+  source in aksgpu/catalog/gpu_visibility.yaml).
   On InfiniBand pools (pod_security.py): the namespaces of baseline teams that may use one are at
   enforce privileged (warn and audit baseline), and aksgpu-team-baseline-infiniband enforces
   baseline there plus IPC_LOCK for pods pinned to the team's InfiniBand pools.
@@ -33,7 +33,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from aksgpu.components import data
+from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import (
     GATE_TAINT_KEY,
     metadata,
@@ -46,10 +46,10 @@ from aksgpu.components.kubernetes.pod_security import (
     infiniband_teams,
     namespace_pod_security_labels,
 )
-from aksgpu.components.spec import ClusterSpec, Team, team_gpu_quota
-from aksgpu.components.spec.access import DEFAULT_PRIORITY_CLASS
-from aksgpu.components.spec.pools import CRITICAL_ADDONS_TAINT
-from aksgpu.components.spec.pools import TEAM_KEY as TEAM_LABEL
+from aksgpu.spec import ClusterSpec, Team, team_gpu_quota
+from aksgpu.spec.access import DEFAULT_PRIORITY_CLASS
+from aksgpu.spec.pools import CRITICAL_ADDONS_TAINT
+from aksgpu.spec.pools import TEAM_KEY as TEAM_LABEL
 
 TOLERATION_POLICY = "aksgpu-team-tolerations"
 GPU_POLICY = "aksgpu-team-gpus"
@@ -176,9 +176,9 @@ def toleration_policy() -> tuple[dict[str, Any], dict[str, Any]]:
 # containerd template: `{{- if IsNSeriesSKU }} default_runtime_name = "nvidia-container-runtime"`),
 # and it gives a container the devices its environment names (NVIDIA_VISIBLE_DEVICES), whether or
 # not the device plugin allocated them: NVIDIA/k8s-device-plugin#87, NVIDIA/gpu-operator#700. Every
-# path, with its source, is in aksgpu/components/data/gpu_visibility.yaml; tests/oracles/
+# path, with its source, is in aksgpu/catalog/gpu_visibility.yaml; tests/oracles/
 # gpu_visibility.py models the chain (kubelet, containerd, the NVIDIA runtime) the policy is tested on.
-_VISIBILITY = data.load("gpu_visibility")
+_VISIBILITY = catalog.load("gpu_visibility")
 DEVICE_ENV_VARS: list[str] = list(_VISIBILITY["deviceEnvVars"])
 VISIBLE_DEVICES = str(_VISIBILITY["visibleDevicesEnvVar"])
 NO_DEVICES = str(_VISIBILITY["noDevicesValue"])

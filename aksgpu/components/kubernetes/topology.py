@@ -7,7 +7,7 @@ aksgpu.io/placement-group on its own node: the InfiniBand domain Kueue's Topolog
 labelled, the node leaves the DaemonSet's node affinity and its pod goes away.
 
 - On the host network: IMDS answers the VM's primary IP, and AKS's IMDS restriction (preview)
-  blocks only pods off the host network (aksgpu/components/data/topology.yaml, imdsFromPods).
+  blocks only pods off the host network (aksgpu/catalog/topology.yaml, imdsFromPods).
 - It tolerates the gate's startup taint and the pools' taints: the label is written while the node
   is still under check, so it is there when the gate admits the node.
 - Least privilege: its service account may get and patch nodes (RBAC cannot say less), and the
@@ -23,7 +23,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from aksgpu.components.kubernetes import node_topology
+from aksgpu.node import node_topology
 from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.objects import (
     NODE_METADATA_VARIABLES,
@@ -37,7 +37,7 @@ from aksgpu.components.kubernetes.objects import (
     pool_tolerations,
     program_source,
 )
-from aksgpu.components.spec import ClusterSpec
+from aksgpu.spec import ClusterSpec
 
 LABELLER = "aksgpu-topology-labeller"
 SCRIPT_CONFIG = "aksgpu-node-topology"

@@ -1,0 +1,240 @@
+"""stacks/environments.yaml, the authored file: per environment a preset plus overrides.
+
+Each environment's effective cluster spec is its preset, then the shared `defaults.overrides`,
+then its own `overrides`, deep-merged (see `merge`). `aksgpu render` writes that effective spec
+to stacks/Pulumi.<env>.yaml; nothing else in the chain reads environments.yaml back.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from aksgpu.errors import UserError
+from aksgpu.project.stackfile import find_project_dir, load_yaml, stack_config_dir
+from aksgpu.spec.base import Issue, checked, did_you_mean, issues_from_validation_error
+from aksgpu.spec.descriptions import describe_schema_properties
+
+ENVIRONMENTS_FILE = "environments.yaml"
+SCHEMA_FILE = "environments.schema.json"
+# Pulumi stack names allow letters, digits, '-', '_' and '.'; the name is also part of a file
+# name (Pulumi.<env>.yaml), so it may not end in '.' or in .yaml (then it reads as a path).
+ENVIRONMENT_NAME = re.compile(r"^(?![\s\S]*\.ya?ml$)[a-zA-Z0-9](?:[a-zA-Z0-9_.-]{0,62}[a-zA-Z0-9_-])?$")
+# In a list of named items (nodePools, teams, subnets), an override item with this key set to
+# true removes the preset's item of that name instead of merging into it.
+REMOVE_KEY = "_remove"
+# A fleet's stacks: "<environment>" (shared), "<environment>-<member>", and "<environment>-upgrades",
+# its update strategy and auto-upgrade profiles; so no member may be called "upgrades".
+UPGRADES = "upgrades"
+
+EnvironmentName = Annotated[
+    str,
+    checked(ENVIRONMENT_NAME.fullmatch,
+            "must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit, not ending in '.' "
+            "or .yaml (a Pulumi stack name, and part of a file name)",
+            'rename it, e.g. "prod"'),
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True, strict=True,
+                              json_schema_extra=describe_schema_properties, populate_by_name=True)
+
+
+class Defaults(_Model):
+    """Settings shared by every environment; an environment's own settings win."""
+
+    backend: str | None = None
+    """Pulumi state backend URL (file://, azblob://..., or https://api.pulumi.com). Unset: the local file backend in .pulumi-state/."""
+    secrets_provider: str | None = None
+    """Pulumi secrets provider (passphrase, or azurekeyvault://<vault>.vault.azure.net/keys/<key>). Unset: passphrase for the local backend, the service's own for Pulumi Cloud."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Cluster spec fields applied to every environment, after its preset and before its own overrides."""
+
+
+class FleetMemberSettings(_Model):
+    """One member cluster of a fleet environment: its preset and what it changes."""
+
+    name: str = Field(min_length=1)
+    """The member's name: 1-50 lowercase letters, digits or '-'. Its stack is "<environment>-<name>"."""
+    group: str = Field(min_length=1)
+    """The update group the member is in (lowercase letters, digits, '-'); updateStages name groups."""
+    preset: str | None = None
+    """The member's preset. None: the environment's."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Cluster spec fields of this member (e.g. name, location, resourceGroup, nodePools), on top of the environment's overrides."""
+
+
+class FleetSettings(_Model):
+    """A fleet: member clusters declared together, plus the parts they share (see FleetSpec)."""
+
+    name: str | None = None
+    """Name of the Fleet Manager fleet. None: the environment's name."""
+    location: str | None = None
+    """Region of the fleet, its registry and Azure Monitor workspace. None: the first member's region."""
+    resource_group: str | None = None
+    """The resource group of the fleet's shared parts. None: "rg-<fleet name>"."""
+    tags: dict[str, str] | None = None
+    """Tags on the shared parts. None: the environment's tags (its overrides and defaults.overrides)."""
+    protect: bool | None = None
+    """Protect the shared parts from `pulumi destroy`. None: as the environment's overrides say."""
+    hub: dict[str, Any] = Field(default_factory=dict)
+    """Fleet Manager's hub (enabled, dnsPrefix, vmSize); default hubless."""
+    registry: dict[str, Any] = Field(default_factory=dict)
+    """The fleet's geo-replicated registry (mode create or none, name, zoneRedundancy, publicNetworkAccess, untaggedRetentionDays)."""
+    log_analytics: dict[str, Any] = Field(default_factory=dict)
+    """The fleet's Log Analytics workspaces (mode perRegion, single or perMember; retentionDays)."""
+    prometheus: bool = True
+    """One Azure Monitor workspace for the fleet's managed Prometheus."""
+    update_stages: list[dict[str, Any]] | None = None
+    """Stages of the update strategy (name, groups, afterStageWaitSeconds). None: one stage per group in the order the members name them, an hour's wait after each but the last."""
+    auto_upgrade: list[dict[str, Any]] | None = None
+    """Auto-upgrade profiles (name, channel Stable, Rapid or NodeImage, nodeImageSelection, disabled). None: "kubernetes" on Stable and "node-image" on NodeImage; [] for none."""
+    members: list[FleetMemberSettings] = Field(min_length=1)
+    """The member clusters; each becomes a stack of its own."""
+
+
+class EnvironmentSettings(_Model):
+    """One environment: which preset it starts from and what it changes."""
+
+    preset: str = Field(min_length=1)
+    """The preset this environment starts from (`aksgpu presets list`)."""
+    description: str | None = None
+    """What this environment is for; shown in the rendered stack file's header."""
+    backend: str | None = None
+    """Pulumi state backend URL for this environment; overrides defaults.backend."""
+    secrets_provider: str | None = None
+    """Pulumi secrets provider for this environment; overrides defaults.secretsProvider."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Cluster spec fields that differ from the preset (camelCase, as in a stack file). Mappings merge key by key; lists of named items (nodePools, teams, subnets) merge by name, and an item with `_remove: true` drops the preset's item; other lists replace the preset's. In a fleet environment they apply to every member."""
+    fleet: FleetSettings | None = None
+    """Make this environment a fleet of clusters: its stack holds the shared parts (Fleet Manager, registry, workspaces), each member gets a stack "<environment>-<member>", and "<environment>-upgrades" holds the update strategy and auto-upgrade profiles (deployed after the members)."""
+
+
+class EnvironmentsDocument(_Model):
+    """The whole of stacks/environments.yaml."""
+
+    defaults: Defaults = Defaults()
+    """Settings shared by every environment."""
+    environments: dict[EnvironmentName, EnvironmentSettings] = Field(default_factory=dict)
+    """The environments, by name; each becomes the Pulumi stack of the same name."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One environment, resolved against the shared defaults."""
+
+    name: str
+    preset: str
+    description: str | None
+    overrides: dict[str, Any]
+    shared_overrides: dict[str, Any]
+    backend: str | None
+    secrets_provider: str | None
+    fleet: FleetSettings | None = None
+    member_of: str | None = None  # a fleet member's stack: the fleet environment it is rendered from
+
+
+@dataclass(frozen=True)
+class EnvironmentsFile:
+    """The parsed environments.yaml of a project (empty when the file does not exist yet)."""
+
+    project_dir: Path
+    path: Path
+    document: EnvironmentsDocument
+    exists: bool
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.document.environments)
+
+    def require(self, names: list[str]) -> None:
+        """Raise the UserError of `get` for the first of `names` that is neither an environment nor a
+        fleet member's stack."""
+        stacks = self.stacks()
+        for name in names:
+            if name not in stacks:
+                self.get(name)
+
+    def get(self, name: str) -> Environment:
+        settings = self.document.environments.get(name)
+        if settings is None:
+            known = ", ".join(self.names) or "(none yet)"
+            add = f"`aksgpu init {name} --preset NAME`" if ENVIRONMENT_NAME.fullmatch(name) else "`aksgpu init`"
+            raise UserError(f'no environment "{name}" in {self.relative_path}. Fix: {did_you_mean(name, self.names)}'
+                            f"use one of: {known}, or add it with {add}.")
+        defaults = self.document.defaults
+        return Environment(
+            name=name,
+            preset=settings.preset,
+            description=settings.description,
+            overrides=settings.overrides,
+            shared_overrides=defaults.overrides,
+            backend=settings.backend or defaults.backend,
+            secrets_provider=settings.secrets_provider or defaults.secrets_provider,
+            fleet=settings.fleet,
+        )
+
+    def stacks(self) -> dict[str, tuple[str, str | None]]:
+        """Every stack the file renders: stack name -> (environment, fleet member or None); a fleet's
+        upgrades stack has the member UPGRADES."""
+        found: dict[str, tuple[str, str | None]] = {}
+        for name, settings in self.document.environments.items():
+            found[name] = (name, None)
+            if settings.fleet is None:
+                continue
+            for member in [*(m.name for m in settings.fleet.members), UPGRADES]:
+                found.setdefault(member_stack(name, member), (name, member))
+        return found
+
+    @property
+    def relative_path(self) -> str:
+        return str(self.path.relative_to(self.project_dir))
+
+
+def environments_path(project_dir: Path) -> Path:
+    return project_dir / stack_config_dir(project_dir) / ENVIRONMENTS_FILE
+
+
+def load_environments(project_dir: Path | None = None) -> EnvironmentsFile:
+    """Read and check environments.yaml; a missing file is an empty one."""
+    project_dir = project_dir or find_project_dir(Path.cwd().resolve())
+    path = environments_path(project_dir)
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path} is a folder, not the environments file. Fix: move it away; aksgpu keeps the "
+                        "environments in a file of that name.")
+    if not path.is_file():
+        return EnvironmentsFile(project_dir, path, EnvironmentsDocument(), exists=False)
+    raw = load_yaml(path)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise UserError(f"{path.name} must be a YAML mapping with an environments: key. "
+                        "Fix: start from `aksgpu init dev --preset dev`.")
+    try:
+        document = EnvironmentsDocument.model_validate(raw)
+    except ValidationError as error:
+        issues = issues_from_validation_error(error, raw, EnvironmentsDocument)
+        raise UserError(_issues_text(path.name, issues)) from None
+    first_by_folded: dict[str, str] = {}
+    for name in document.environments:
+        first = first_by_folded.setdefault(name.casefold(), name)
+        if first != name:
+            raise UserError(f'{path.name}: environments "{first}" and "{name}" differ only in case, and their stack '
+                            "files would be one file on macOS and Windows. Fix: rename one of them.")
+    return EnvironmentsFile(project_dir, path, document, exists=True)
+
+
+def _issues_text(source: str, issues: list[Issue]) -> str:
+    noun = "problem" if len(issues) == 1 else "problems"
+    return "\n".join([f"{source} has {len(issues)} {noun}:", *(f"  - {issue}" for issue in issues)])
+
+def member_stack(environment: str, member: str) -> str:
+    """The stack of a fleet member: "<environment>-<member>"."""
+    return f"{environment}-{member}"
+

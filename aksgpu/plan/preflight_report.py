@@ -1,0 +1,66 @@
+"""The preflight parts of `aksgpu plan`: the vCPU quota to request and the addresses each range
+gives at full scale (aksgpu/preflight/, spec/network.py address_plan)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.base import network
+from aksgpu.spec.network import AddressRange, address_plan
+from aksgpu.preflight.quota import quota_needs, request_command, usage_command
+
+
+def preflight_document(spec: ClusterSpec) -> dict[str, Any]:
+    """The `preflight` object of `aksgpu plan --json`."""
+    needs = quota_needs(spec)
+    return {
+        "quota": [{**need.to_json(), "requestCommand": request_command(need)} for need in needs],
+        "quotaUsageCommand": usage_command(needs),
+        "addresses": [_range_json(found) for found in address_plan(spec)],
+    }
+
+
+def preflight_lines(spec: ClusterSpec) -> list[str]:
+    """The quota and address sections of the plan text."""
+    needs = quota_needs(spec)
+    lines = ["", f"vCPU quota in {spec.location} (min scale / full scale with upgrade surge; request the full-scale "
+             "figure before the first `pulumi up`):"]
+    width = max(len(need.counter) for need in needs)
+    for need in needs:
+        sizes = ", ".join(sorted(size.removeprefix("Standard_") for size in need.sizes))
+        unknown = f"; not counted, sizes not in aksgpu's table: {', '.join(sorted(need.unknown_sizes))}" \
+            if need.unknown_sizes else ""
+        label = "regional total of regular vCPUs" if need.counter == needs[-1].counter else sizes
+        lines.append(f"  {need.counter.ljust(width)}  {need.vcpus_min:>6} / {need.vcpus_max:<6}  {label}{unknown}")
+    lines.append(f"  Usage: {usage_command(needs)}")
+    lines.append("  Request: az quota create ... (the full command per counter is in `aksgpu plan --json`, "
+                 "preflight.quota[].requestCommand)")
+    ranges = address_plan(spec)
+    if ranges:
+        lines += ["", "Addresses (used at min scale / at full scale with upgrade surge, of the range's capacity):"]
+        lines += [_range_line(found) for found in ranges]
+    lines.append(f"  service CIDR {spec.network.service_cidr}: {network(spec.network.service_cidr).num_addresses} "
+                 "addresses for the cluster's Services (one each; AKS keeps the DNS service's)")
+    api = spec.control_plane.api_server
+    subnet = spec.network.vnet.subnet(api.subnet) if api.vnet_integration and api.subnet else None
+    if subnet is not None and subnet.cidr:
+        lines.append(f"  subnet {subnet.name} {subnet.cidr}: the API server's (VNet integration; AKS needs a /28 "
+                     "or larger, delegated to it)")
+    return lines
+
+
+def _range_line(found: AddressRange) -> str:
+    where = f"{found.name} {found.cidr}" if found.cidr else found.name
+    if found.capacity is None:
+        return f"  {where}: {found.at_min} / {found.at_max} {found.unit} ({found.holds}); capacity not known to aksgpu"
+    free = found.capacity - found.at_max
+    state = f"{free} free" if free >= 0 else f"SHORT by {-free}"
+    return (f"  {where}: {found.at_min} / {found.at_max} of {found.capacity} {found.unit} ({found.holds}); "
+            f"{state} at full scale")
+
+
+def _range_json(found: AddressRange) -> dict[str, Any]:
+    return {"name": found.name, "path": found.path, "cidr": found.cidr, "unit": found.unit,
+            "capacity": found.capacity, "atMin": found.at_min, "atMax": found.at_max, "holds": found.holds,
+            "freeAtMax": None if found.capacity is None else found.capacity - found.at_max}

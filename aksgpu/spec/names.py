@@ -1,0 +1,135 @@
+"""Names aksgpu derives for Azure resources, and the check that each obeys Azure's rule.
+
+A valid cluster name can still derive an invalid name (a cluster "gpu_prod" gives the workspace
+"gpu_prod-logs", which Log Analytics refuses; a 60-character one gives a 65-character VNet
+name). The components take their names from the functions here, and `check_derived_names`
+holds every name the spec would derive against its rule (aksgpu/catalog/azure_names.yaml),
+naming the field to change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from aksgpu import catalog
+
+from aksgpu.spec.base import Issue
+
+if TYPE_CHECKING:
+    from aksgpu.spec import ClusterSpec
+
+# AKS's managed-Prometheus template cuts the endpoint name to the service's 44 characters.
+_ENDPOINT_MAX = 44
+
+
+def log_analytics_workspace(cluster_name: str) -> str:
+    return f"{cluster_name}-logs"
+
+
+def prometheus_workspace(cluster_name: str) -> str:
+    return f"{cluster_name}-prometheus"
+
+
+def container_insights_rule(location: str, cluster_name: str) -> str:
+    return f"MSCI-{location}-{cluster_name}"
+
+
+def prometheus_rule(location: str, cluster_name: str) -> str:
+    return f"MSProm-{location}-{cluster_name}"
+
+
+def prometheus_endpoint(location: str, cluster_name: str) -> str:
+    return f"MSProm-{location}-{cluster_name}"[:_ENDPOINT_MAX].rstrip("-")
+
+
+def vnet(cluster_name: str) -> str:
+    return f"{cluster_name}-vnet"
+
+
+def nat_gateway(cluster_name: str) -> str:
+    return f"{cluster_name}-nat"
+
+
+def nat_public_ip(cluster_name: str, index: int) -> str:
+    return f"{cluster_name}-nat-ip-{index}"
+
+
+def network_security_group(cluster_name: str, subnet: str) -> str:
+    return f"{cluster_name}-{subnet}-nsg"
+
+
+def registry_private_endpoint(cluster_name: str) -> str:
+    return f"{cluster_name}-acr-pe"
+
+
+def disk_encryption_set(cluster_name: str) -> str:
+    return f"{cluster_name}-disks"
+
+
+def identity(cluster_name: str, role: str) -> str:
+    """The user-assigned identity of the cluster's control plane or kubelet."""
+    return f"{cluster_name}-{role}"
+
+
+def node_resource_group(resource_group: str, cluster_name: str) -> str:
+    return f"{resource_group}-{cluster_name}-nodes"[:80]
+
+
+def obeys(resource_type: str, name: str) -> bool:
+    """Whether `name` keeps Azure's naming rule for `resource_type` (data/azure_names.yaml)."""
+    rule = catalog.load("azure_names")["rules"][resource_type]
+    return rule["min"] <= len(name) <= rule["max"] and re.fullmatch(rule["pattern"], name) is not None
+
+
+def check_derived_names(spec: ClusterSpec) -> Iterator[Issue]:
+    """Every name the spec derives that breaks its resource type's rule, at the field to change."""
+    rename = "shorten or rename the cluster (name)"
+    # (resource type, derived name, the field it derives from, fix)
+    derived: list[tuple[str, str, str, str]] = [
+        ("Microsoft.ManagedIdentity/userAssignedIdentities", identity(spec.name, "control-plane"), "name", rename),
+        ("Microsoft.ContainerService/managedClusters/nodeResourceGroup",
+         node_resource_group(spec.resource_group.name, spec.name), "resourceGroup.name",
+         "shorten the resource group or cluster name, or end the resource group name with a letter or digit"),
+    ]
+    log_analytics = spec.monitoring.log_analytics
+    if log_analytics.mode == "create" and log_analytics.name is None:
+        derived.append(("Microsoft.OperationalInsights/workspaces", log_analytics_workspace(spec.name), "name",
+                        f"{rename}, or set monitoring.logAnalytics.name"))
+    if log_analytics.mode != "none" and spec.monitoring.container_insights:
+        derived.append(("Microsoft.Insights/dataCollectionRules", container_insights_rule(spec.location, spec.name),
+                        "name", rename))
+    if spec.monitoring.managed_prometheus:
+        derived += [
+            ("Microsoft.Monitor/accounts", prometheus_workspace(spec.name), "name",
+             f"{rename}, with letters, digits and '-' only"),
+            ("Microsoft.Insights/dataCollectionRules", prometheus_rule(spec.location, spec.name), "name", rename),
+            ("Microsoft.Insights/dataCollectionEndpoints", prometheus_endpoint(spec.location, spec.name), "name",
+             rename),
+        ]
+    vnet_spec = spec.network.vnet
+    if vnet_spec.mode == "create" and vnet_spec.name is None:
+        derived.append(("Microsoft.Network/virtualNetworks", vnet(spec.name), "name",
+                        f"{rename}, or set network.vnet.name"))
+    if vnet_spec.mode == "create":
+        derived += [("Microsoft.Network/networkSecurityGroups", network_security_group(spec.name, subnet.name), "name",
+                     f"{rename}, or the subnet ({subnet.name})") for subnet in vnet_spec.subnets]
+    if spec.registry.mode == "create" and not spec.registry.public_network_access:
+        derived.append(("Microsoft.Network/privateEndpoints", registry_private_endpoint(spec.name), "name", rename))
+    if spec.security.disk_encryption.mode == "create":
+        derived.append(("Microsoft.Compute/diskEncryptionSets", disk_encryption_set(spec.name), "name", rename))
+    if spec.network.outbound == "userAssignedNATGateway":
+        derived += [
+            ("Microsoft.Network/natGateways", nat_gateway(spec.name), "name", rename),
+            ("Microsoft.Network/publicIPAddresses", nat_public_ip(spec.name, spec.network.outbound_ips - 1), "name",
+             rename),
+        ]
+    values = {"name": spec.name, "resourceGroup.name": spec.resource_group.name}
+    for resource_type, name, path, fix in derived:
+        if obeys(resource_type, name):
+            continue
+        rule = catalog.load("azure_names")["rules"][resource_type]
+        yield Issue(path, values[path],
+                    f'the {rule["label"]} name aksgpu derives from it, "{name}" ({len(name)} characters), breaks '
+                    f'Azure\'s rule for {resource_type}: {rule["rule"]}', fix, rule.get("severity", "error"))
