@@ -1,4 +1,4 @@
-"""The layout of aksgpu/cli/ (README, "Layout"): one subpackage per concern, each saying what it
+"""The layout of aksgpu/cli/ (docs/architecture.md, "Layout"): one subpackage per concern, each saying what it
 owns; a thin app.py; modules a newcomer can read in one sitting; nothing heavy imported before a
 command runs; and the components layer knows nothing of the CLI."""
 
