@@ -19,7 +19,7 @@ prints, one JSON object a line:
                             is what the run added to /dev/shm
   {"what": "expected", ...} each figure against the table: parent GiB, per-worker GiB (the largest
                             worker), shm MiB, measured with --figure (rss by default: the gate's
-                            sizing table, components/data/gpu_gate.yaml, uses RSS)
+                            sizing table, catalog/gpu_gate.yaml, uses RSS)
 Expectations come from --expected (YAML: {N: {parentGib, workerGib, shmMib}}), --expect N=P,W,S, or
 else, on GPUs, the gate's own sizing table (gpu_gate.yaml checkMemory). Exit 0 when every figure is
 within its expectation (or none was given), 1 when one is over, 2 when it cannot run here.

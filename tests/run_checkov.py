@@ -57,7 +57,7 @@ DEV_REGISTRY = {
 }
 
 
-# A fleet's members leave upgrades to Fleet Manager (README, "Fleets"), waived in their specs.
+# A fleet's members leave upgrades to Fleet Manager (docs/guides/fleets.md), waived in their specs.
 FLEET_MEMBER = {
     "CKV_AZURE_171": "automatic upgrades: Fleet Manager's auto-upgrade profiles upgrade a fleet member stage by "
                      "stage, and its AKS channel is off so the two do not race (Fleet Manager's FAQ); waived in "

@@ -289,7 +289,9 @@ def test_preflight_modules_are_short_and_know_nothing_of_the_cli(module: Any) ->
 
 
 def test_the_readme_shows_the_prod_estimate_as_plan_prints_it(example_plans: dict[str, Plan]) -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Deploy-time estimate"):readme.index("## Figures")]
+    from tests.docs_pages import docs_page
+    from tests.docs_pages import section as docs_section
+
+    section = docs_section(docs_page("guides/estimates.md"), "Deploy-time estimate")
     printed = "\n".join(deploy_time.text_lines(deploy_time.document(deploy_time.estimate(example_plans["prod"]))))
     assert f"```\n{printed}\n```" in section, "paste the section of `aksgpu plan prod` again"

@@ -1,7 +1,7 @@
 """The NVIDIA DRA driver aksgpu declares for Grace Blackwell pools (aksgpu/components/kubernetes/dra.py),
 checked against the chart's own files at v0.4.1 (tests/data/dra-driver-nvidia-gpu, copied unchanged):
 its values, what its templates render with them, the ComputeDomain CRD, and the ResourceClaimTemplate
-the ComputeDomain controller creates; plus the README's ComputeDomain example and the Arm64 image rules."""
+the ComputeDomain controller creates; plus the docs' ComputeDomain example and the Arm64 image rules."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from tests.oracles.kubernetes import DATA, template_value_paths, unknown_value_p
 from tests.test_gb200_gb300 import GB200, GB300, POOL, errors, grace_spec
 
 CHART = DATA / "dra-driver-nvidia-gpu"
-README = Path(__file__).resolve().parents[1] / "README.md"
 H100_POOL = {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,
              "maxCount": 2, "gpu": {"driver": "None"}}
 
@@ -282,8 +281,9 @@ def test_the_example_lands_on_the_pool_inside_one_nvlink_domain() -> None:
 
 
 def test_the_readme_shows_the_example_aksgpu_builds() -> None:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("### Grace Blackwell pools (ND GB200 v6, ND GB300 v6)", 1)[1].split("\n## ", 1)[0]
+    from tests.docs_pages import docs_page, section as docs_section
+
+    section = docs_section(docs_page("guides/gpus/training.md"), "Grace Blackwell pools (ND GB200 v6, ND GB300 v6)")
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
     documents = [list(yaml.safe_load_all(block)) for block in blocks]
     example = next(d for d in documents if d and isinstance(d[0], dict) and d[0].get("kind") == "ComputeDomain")

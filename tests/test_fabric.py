@@ -347,8 +347,9 @@ def test_the_chart_version_is_a_spec_field() -> None:
 
 
 def readme_gang_example() -> list[dict[str, Any]]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("### How a user submits a gang job")[1].split("\n### ")[0]
+    from tests.docs_pages import docs_page, section as docs_section
+
+    section = docs_section(docs_page("guides/gpus/training.md"), "How a user submits a gang job")
     [block] = re.findall(r"```yaml\n(.*?)```", section, re.S)
     return list(yaml.safe_load_all(block))
 

@@ -323,8 +323,9 @@ def test_fleet_facts_add_up_over_the_members(fleet_plan: FleetPlan) -> None:
 def test_the_readme_shows_the_examples_fleet_section(fleet_plan: FleetPlan) -> None:
     from aksgpu.plan.fleet import fleet_lines
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Fleets"):readme.index("## Offline commands")]
+    from tests.docs_pages import docs_page, section as docs_section
+
+    section = docs_section(docs_page("guides/fleets.md"), "Fleets")
     printed = "\n".join(fleet_lines(fleet_facts(fleet_plan)))
     assert f"```\n{printed}\n```" in section, "paste the fleet section of `aksgpu plan training` again"
 

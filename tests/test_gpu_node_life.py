@@ -695,10 +695,10 @@ def test_the_gates_check_sees_every_gpu_where_unprivileged_containers_see_none(
 
 
 def test_the_readme_shows_what_the_gate_computes(example_plans: dict[str, Any]) -> None:
-    """The README's figures of the check's size and of the watchdog's limit are the code's."""
-    from tests.helpers import REPO
+    """The docs' figures of the check's size and of the watchdog's limit are the code's."""
+    from tests.docs_pages import docs_page
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("guides/gpus/node-life.md")
     for gpus in (1, 2, 4, 8):
         resources = check_resources(gpus)
         assert (f"| {gpus} | {resources['requests']['memory']} | {resources['limits']['memory']} | "

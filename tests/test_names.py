@@ -1,4 +1,4 @@
-"""Names aksgpu derives obey Azure's naming rules (components/data/azure_names.yaml)."""
+"""Names aksgpu derives obey Azure's naming rules (catalog/azure_names.yaml)."""
 
 from __future__ import annotations
 

@@ -321,10 +321,10 @@ def test_a_spec_that_relaxes_a_setting_fails_the_policy() -> None:
     assert {"aks-defender", "pool-ssh"} <= failing
 
 
-def test_the_readme_lists_every_policy() -> None:
-    from tests.helpers import REPO
+def test_the_docs_list_every_policy() -> None:
+    from tests.docs_pages import docs_page
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("guides/security.md")
     for rule in rules():
         assert f"| `{rule.id}` | {rule.severity} | {rule.enforcement} | {rule.title} |" in readme, rule.id
 
@@ -342,11 +342,11 @@ def test_a_workload_may_document_an_exception_on_itself() -> None:
     assert _failed_rules(props) == {"k8s-host-path"}
 
 
-def test_every_exception_of_the_gpu_stack_is_listed_in_the_readme(example_plans: dict[str, Any]) -> None:
+def test_every_exception_of_the_gpu_stack_is_listed_in_the_docs(example_plans: dict[str, Any]) -> None:
     from aksgpu.policy.workload_checks import documented_exceptions
-    from tests.helpers import REPO
+    from tests.docs_pages import docs_page
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("guides/security.md")
     found = documented_exceptions([PolicyResource(r.urn, r.type, r.name, r.inputs)
                                    for r in example_plans["prod"].resources])
     assert {rule for _, rule, _ in found} == {"k8s-non-root", "k8s-capabilities", "k8s-host-path",

@@ -92,18 +92,19 @@ def test_the_plan_shows_quota_and_addresses(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_the_readme_shows_each_presets_quota_and_the_example_addresses_as_computed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.helpers import REPO, preset_spec
+    from tests.docs_pages import docs_page
+    from tests.helpers import preset_spec
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("guides/estimates.md")
     for preset in ("dev", "inference", "training", "fleet"):
         spec, _ = parse_cluster_spec(preset_spec(preset))
         for need in quota_needs(spec):
             row = f"| `{preset}` | {need.counter} | {need.vcpus_min:,} | {need.vcpus_max:,} |"
-            assert row in readme, f"README quota table is stale: {row}"
+            assert row in readme, f"docs quota table is stale: {row}"
     monkeypatch.chdir(EXAMPLE)
     text = runner.invoke(app, ["plan", "stacks/Pulumi.prod.yaml"]).output
     shown = text.split("Addresses (used at min scale")[1].split("\n\n")[0].splitlines()[1:]
-    assert shown and all(line.strip() in readme for line in shown), "README address lines are stale"
+    assert shown and all(line.strip() in readme for line in shown), "docs address lines are stale"
 
 
 def preset_row(preset: str) -> str:
@@ -130,12 +131,12 @@ def preset_row(preset: str) -> str:
 
 
 def test_the_readme_shows_each_presets_cost_and_deploy_time_as_computed() -> None:
-    from tests.helpers import REPO
+    from tests.docs_pages import docs_page
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("guides/estimates.md")
     for preset in ("dev", "inference", "training", "fleet"):
         row = preset_row(preset)
-        assert row in readme, f"README preset table is stale: {row}"
+        assert row in readme, f"docs preset table is stale: {row}"
 
 
 def test_each_zone_of_a_per_zone_pool_surges_and_spot_pools_never_do() -> None:

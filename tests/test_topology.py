@@ -271,7 +271,7 @@ def test_topologies_and_flavors_pass_kueues_crds_and_their_rules(manifests: list
     changed = copy.deepcopy(by_pool["h100"])
     changed["spec"]["tolerations"] = changed["spec"]["tolerations"][:1]
     assert _rule_failures(flavor_schema, changed, old=by_pool["h100"]) == [
-        "tolerations are immutable when topologyName is set"], "why a pool's taints cannot change in place (README)"
+        "tolerations are immutable when topologyName is set"], "why a pool's taints cannot change in place (docs/guides/gpus/training.md)"
 
 
 def test_levels_end_at_the_node_and_each_has_a_writer() -> None:

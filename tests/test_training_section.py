@@ -1,5 +1,6 @@
-"""The README's "Multi-node training" section: its per-size table is what the data tables say (the
-InfiniBand ports of aksgpu/catalog/fabric.yaml and vm_sizes.yaml, the bus bandwidth and floor of
+"""The docs' "Multi-node training" section (docs/guides/gpus/training.md): its per-size table is
+what the data tables say (the InfiniBand ports of aksgpu/catalog/fabric.yaml and vm_sizes.yaml, the
+bus bandwidth and floor of
 data/fabric_acceptance.yaml), and its benchmark command runs."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from pathlib import Path
 
 from aksgpu.spec.fabric import fabric_profiles
 from aksgpu.spec.fabric_acceptance import acceptance_floor
+from tests.docs_pages import docs_page
+from tests.docs_pages import section as docs_section
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,15 +35,13 @@ def training_rows() -> list[str]:
 
 
 def test_the_readme_training_table_is_the_data_tables() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Multi-node training"):readme.index("### How a user submits a gang job")]
+    section = docs_section(docs_page("guides/gpus/training.md"), "Multi-node training")
     for row in training_rows():
         assert row in section, f"paste the row again: {row}"
     assert len(training_rows()) >= 6
 
 
 def test_the_benchmark_named_in_the_section_exists() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Multi-node training"):readme.index("### How a user submits a gang job")]
+    section = docs_section(docs_page("guides/gpus/training.md"), "Multi-node training")
     assert ".venv/bin/python tests/benchmark_training_pool.py" in section
     assert (REPO / "tests" / "benchmark_training_pool.py").is_file()

@@ -1,7 +1,7 @@
-"""The CI a user renders passes in the user's repository, set up the way the README says.
+"""The CI a user renders passes in the user's repository, set up the way the README and the docs say.
 
-The repository is set up step by step as the README describes it: the README's own `init`
-command (read from README.md), the placeholder admin group replaced, a shared backend under
+The repository is set up step by step as the docs describe it: the environments guide's own
+`init` command (read from docs/guides/environments.md), the placeholder admin group replaced, a shared backend under
 `defaults:`, `aksgpu ci github`. Then every step of the rendered checks workflow runs; each must
 be one this test knows how to run (no step may run aksgpu's own test suite, which is about
 aksgpu, not about the user's stacks) and each aksgpu step must pass.
@@ -18,7 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
-from tests.helpers import REPO
+from tests.docs_pages import docs_page
 
 runner = CliRunner()
 PLACEHOLDER_GROUP = "11111111-1111-1111-1111-111111111111"
@@ -28,10 +28,10 @@ RUNNER_STEPS = ("python -m venv .venv && .venv/bin/pip install -e .", "cat aksgp
 
 
 def _readme_command(prefix: str) -> list[str]:
-    """The README's command that starts with `prefix` (continuation lines joined), as arguments."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The docs' command that starts with `prefix` (continuation lines joined), as arguments."""
+    text = docs_page("guides/environments.md")
     match = re.search(rf"^{re.escape(prefix)}.*?(?<!\\)$", text, re.MULTILINE | re.DOTALL)
-    assert match, f"the README shows no `{prefix}` command"
+    assert match, f"the environments guide shows no `{prefix}` command"
     command = match.group(0).replace("\\\n", " ")
     return shlex.split(command.split("#")[0])[1:]  # without the leading aksgpu
 

@@ -2,7 +2,7 @@
 
 Each concern's commands live with its code (the package map is in cli/__init__.py) and import
 Pulumi, Azure, rich and the spec only when they run, so `aksgpu --help` stays fast. Exit codes
-(cli/exit_codes.py): 0 success; 1 the spec has errors, or a check found drift; 2 bad input
+(aksgpu/errors.py): 0 success; 1 the spec has errors, or a check found drift; 2 bad input
 (unknown environment or preset, unreadable YAML, bad option, missing tool); 3 changes found where
 none were expected; 70 a bug in aksgpu (one line; AKSGPU_DEBUG=1 for the traceback); 130 interrupted.
 """

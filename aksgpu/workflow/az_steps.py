@@ -23,7 +23,7 @@ KEY_NAME = re.compile(r"^[a-zA-Z0-9-]{1,127}$")
 
 @functools.cache
 def key_vault_name_rule() -> re.Pattern[str]:
-    """Azure's Key Vault naming rule, from the table the spec reads too (components/data/azure_names.yaml);
+    """Azure's Key Vault naming rule, from the table the spec reads too (catalog/azure_names.yaml);
     read when a command needs it, not when the CLI starts."""
     from aksgpu import catalog
 

@@ -8,7 +8,7 @@ aksgpu.node.gpu_check --help` says how to run it.
 - results.py: a check's result (verdict, measured value, threshold, reason), the node's verdict,
   straggler detection against the node's median GPU.
 - thresholds.py (+ thresholds.yaml): the limits per GPU model and VM size, each with its source;
-  the peaks come from aksgpu's VM catalog (components/data/vm_sizes.yaml).
+  the peaks come from aksgpu's VM catalog (catalog/vm_sizes.yaml).
 - probe.py: what NVML says (inventory, ECC, row remapping, retired pages, throttling,
   temperature, PCIe) behind a small interface tests replace; xids.py reads this boot's Xid events
   (/dev/kmsg where readable, else the node's text logs under its mounted /var/log).

@@ -1,5 +1,5 @@
 """The limits of the GPU health check: thresholds.yaml beside this file, and the peaks, the alert
-rules' fatal Xids and the InfiniBand HCAs from aksgpu's data tables (components/data, read through
+rules' fatal Xids and the InfiniBand HCAs from aksgpu's data tables (catalog, read through
 its loader; the image copies them)."""
 
 from __future__ import annotations
