@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from aksgpu import catalog  # noqa: E402
 from aksgpu.node.gpu_check import measure, probe, report, run, thresholds, xids  # noqa: E402
 
 
@@ -41,15 +42,15 @@ def main() -> int:
                     vm_size=args.vm_size, expected_gpus=args.expect_gpus or len(devices))
     name = torch.cuda.get_device_name(0)
     model = thresholds.model_of(name)
-    facts = thresholds.catalog()["gpuModels"].get(model or "", {})
+    facts = catalog.gpu_model(model or "")
     print(f"GPUs: {len(devices)} x {name} (catalog model {model}); torch {torch.__version__}, "
           f"CUDA {torch.version.cuda}; driver {node.probe.driver_version()}")
     quick = run.check_node(node, "quick")
     print(f"quick level: {quick.duration_seconds:.2f} s, verdict {quick.verdict}")
     standard = run.check_node(node, "standard")
     print(f"standard level: {standard.duration_seconds:.2f} s, verdict {standard.verdict} ({standard.reason})")
-    for check, unit, peak in (("gemm", "TFLOPS", facts.get("bf16DenseTflops")),
-                              ("memory-bandwidth", "TB/s", facts.get("memoryBandwidthTBs"))):
+    for check, unit, peak in (("gemm", "TFLOPS", facts.bf16_dense_tflops if facts else None),
+                              ("memory-bandwidth", "TB/s", facts.memory_bandwidth_tbs if facts else None)):
         values = [r.value for r in standard.results if r.check == check and r.value is not None]
         if values:
             share = f", {statistics.median(values) / peak:.1%} of the {peak} {unit} peak" if peak else ""

@@ -92,7 +92,7 @@ def mixed_plan() -> Plan:
 
 def test_every_infiniband_size_has_a_fabric_profile_and_no_other() -> None:
     sizes = catalog.vm_sizes()
-    infiniband = {name for name, size in sizes.items() if size.get("infiniband")}
+    infiniband = {name for name, size in sizes.items() if size.infiniband}
     assert infiniband >= {"Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5", "Standard_ND96asr_v4",
                           "Standard_ND96amsr_A100_v4", "Standard_ND128isr_NDR_GB200_v6", "Standard_ND128isr_GB300_v6"}
     assert set(fabric_profiles()) == infiniband
@@ -100,8 +100,8 @@ def test_every_infiniband_size_has_a_fabric_profile_and_no_other() -> None:
         profile = fabric_profile(name)
         assert profile is not None
         # One HCA per GPU (the size pages: a dedicated InfiniBand link per GPU), at the size's rate.
-        assert profile.hca_count == sizes[name]["gpus"], name
-        assert f"{profile.port_gbps} Gb/s" in sizes[name]["infiniband"], name
+        assert profile.hca_count == sizes[name].gpus, name
+        assert f"{profile.port_gbps} Gb/s" in (sizes[name].infiniband or ""), name
         assert profile.rdma_resource == "rdma/shared_ib" and profile.rdma_per_node == 1
         assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", profile.nccl_config_map) and \
             len(profile.nccl_config_map) <= 63
@@ -142,7 +142,7 @@ def test_topology_files_are_azures_unchanged_and_describe_the_size() -> None:
         assert xml is not None
         digest = hashlib.sha256(xml.encode()).hexdigest()
         assert re.search(rf"\| {re.escape(profile.topology_file)} \|.*\| {digest} \|", source), name
-        assert xml.count('class="0x030200"') == catalog.vm_size(name)["gpus"], name
+        assert xml.count('class="0x030200"') == catalog.vm_sizes()[name].gpus, name
         assert xml.count('class="0x020700"') == profile.hca_count, name
         assert profile.nccl_env["NCCL_TOPO_FILE"] == f"{topology_mount_path()}/{TOPOLOGY_KEY}"
     assert shipped == 4  # ND A100 v4 (two sizes) and ND H100/H200 v5
@@ -366,7 +366,7 @@ def test_the_readme_gang_example_runs_nccl_over_infiniband_as_aksgpu_sets_it_up(
     [container] = pod["containers"]
     limits = container["resources"]["limits"]
     assert limits[profile.rdma_resource] == profile.rdma_per_node
-    assert limits["nvidia.com/gpu"] == catalog.vm_size(profile.vm_size)["gpus"]
+    assert limits["nvidia.com/gpu"] == catalog.vm_sizes()[profile.vm_size].gpus
     assert {"prefix": "NCCL_", "configMapRef": {"name": profile.nccl_config_map}} in container["envFrom"]
     needs = pod_requirements()
     assert set(needs.capabilities) <= set(container["securityContext"]["capabilities"]["add"])

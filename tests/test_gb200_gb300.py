@@ -41,19 +41,19 @@ def warnings(spec: dict[str, Any]) -> list[Issue]:
 def test_gb300_is_in_the_catalog_with_the_microsoft_page_figures() -> None:
     size = catalog.vm_size(GB300)
     assert size is not None
-    assert (size["vcpus"], size["memoryGib"], size["gpus"], size["gpuMemoryGb"]) == (128, 864, 4, 288)
-    assert size["nvme"] == {"disks": 4, "diskGib": 4096} and size["tempDiskGib"] == 0
-    assert size["infiniband"] == "800 Gb/s" and size["cpuArchitecture"] == "Arm64"
-    assert size["quotaFamily"] == "standardNDISRGB300V6Family"
-    assert (size["vendor"], size["architecture"], size["mig"]) == ("nvidia", "Blackwell", False)
-    model = catalog.load("vm_sizes")["gpuModels"]["GB300"]
-    assert model["bf16DenseTflops"] is None and "not collected" in model["peakSource"], "no figure was invented"
+    assert (size.vcpus, size.memory_gib, size.gpus, size.gpu_memory_gb) == (128, 864, 4, 288)
+    assert size.nvme is not None and (size.nvme.disks, size.nvme.disk_gib) == (4, 4096) and size.temp_disk_gib == 0
+    assert size.infiniband == "800 Gb/s" and size.cpu_architecture == "Arm64"
+    assert size.quota_family == "standardNDISRGB300V6Family"
+    assert size.gpu is not None and (size.vendor, size.gpu.architecture, size.mig) == ("nvidia", "Blackwell", False)
+    model = size.gpu
+    assert model.bf16_dense_tflops is None and "not collected" in model.peak_source, "no figure was invented"
 
 
 def test_the_rules_name_both_series_and_each_rule_has_a_source() -> None:
     table = catalog.load("vm_sizes")
     rules = table["graceBlackwell"]
-    assert {catalog.vm_size(GB200)["series"], catalog.vm_size(GB300)["series"]} == set(rules["series"])
+    assert {catalog.vm_sizes()[GB200].series, catalog.vm_sizes()[GB300].series} == set(rules["series"])
     assert set(rules["series"]) <= set(table["series"])
     for rule in ("osSku", "gpuDriver", "minKubernetes", "infinibandFeature"):
         assert rules[rule] and rules["source"][rule]

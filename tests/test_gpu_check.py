@@ -15,6 +15,7 @@ import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
 
+from aksgpu import catalog
 from aksgpu.node import node_gate
 from aksgpu.node.gpu_check import interconnect, measure, report, results, run, thresholds, xids
 from aksgpu.node.gpu_check.probe import GpuState, error_checks, inventory_checks
@@ -50,11 +51,10 @@ def by_check(found: list[results.CheckResult], check: str) -> list[results.Check
 # --- thresholds ---------------------------------------------------------------------------
 
 def test_limits_come_from_the_catalog_peak_and_the_fraction_table() -> None:
-    catalog = thresholds.catalog()
     limits = thresholds.limits("H100 SXM", "Standard_ND96isr_H100_v5")
-    peak = catalog["gpuModels"]["H100 SXM"]["bf16DenseTflops"]
-    assert limits.tflops_floor == round(peak * thresholds.table()["computeFraction"]["H100 SXM"]["value"], 1)
-    assert limits.expected_gpus == catalog["sizes"]["Standard_ND96isr_H100_v5"]["gpus"] == 8
+    peak = catalog.gpu_models()["H100 SXM"].bf16_dense_tflops
+    assert peak and limits.tflops_floor == round(peak * thresholds.table()["computeFraction"]["H100 SXM"]["value"], 1)
+    assert limits.expected_gpus == catalog.vm_sizes()["Standard_ND96isr_H100_v5"].gpus == 8
     assert limits.infiniband_gbps == 400 and limits.straggler_tolerance == 0.10
     unknown = thresholds.limits(None, None)
     assert unknown.tflops_floor is None and unknown.expected_gpus is None and "no peak" in unknown.tflops_source
@@ -68,7 +68,7 @@ def test_limits_come_from_the_catalog_peak_and_the_fraction_table() -> None:
 ])
 def test_nvml_names_map_to_catalog_models(name: str, model: str | None) -> None:
     assert thresholds.model_of(name) == model
-    assert model is None or model in thresholds.catalog()["gpuModels"]
+    assert model is None or model in catalog.gpu_models()
 
 
 # --- inventory and error state ---------------------------------------------------------------
@@ -720,13 +720,13 @@ def test_the_image_carries_everything_the_check_imports() -> None:
     dockerfile = (package / "Dockerfile").read_text(encoding="utf-8")
     copied = {path for line in dockerfile.splitlines() if line.startswith("COPY ")
               for path in line.split()[1:-1]}
-    copied_modules = {"aksgpu", "aksgpu.catalog", "aksgpu.node", "aksgpu.node.node_gate", "aksgpu.node.gpu_check"}
+    copied_modules = {"aksgpu", "aksgpu.catalog", "aksgpu.catalog.vm", "aksgpu.node", "aksgpu.node.node_gate", "aksgpu.node.gpu_check"}
     copied_modules |= {f"aksgpu.node.gpu_check.{m.stem}" for m in package.glob("*.py")}
     assert {"aksgpu/node/gpu_check/*.py", "aksgpu/node/gpu_check/*.yaml", "aksgpu/node/__init__.py", "aksgpu/node/node_gate.py",
             "aksgpu/catalog/vm_sizes.yaml", "aksgpu/catalog/gpu_alerts.yaml", "aksgpu/catalog/fabric.yaml",
-            "aksgpu/catalog/__init__.py"} <= copied
+            "aksgpu/catalog/__init__.py", "aksgpu/catalog/vm.py"} <= copied
     for module in [*package.glob("*.py"), package.parent / "__init__.py", package.parent / "node_gate.py",
-                   package.parent.parent / "catalog" / "__init__.py"]:
+                   package.parent.parent / "catalog" / "__init__.py", package.parent.parent / "catalog" / "vm.py"]:
         for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -745,5 +745,7 @@ def test_the_image_carries_everything_the_check_imports() -> None:
     source = (package / "thresholds.py").read_text(encoding="utf-8")
     read = set(re.findall(r'"([a-z_]+\.yaml)"', source)) | {f"{name}.yaml" for name in
                                                            re.findall(r'tables\.load\("([a-z_]+)"\)', source)}
+    if re.search(r"tables\.(vm_size|gpu_model)\(", source):  # the typed VmSize and GpuModel of vm_sizes.yaml
+        read.add("vm_sizes.yaml")
     assert read == {"thresholds.yaml", "vm_sizes.yaml", "gpu_alerts.yaml", "fabric.yaml"}
     assert "nvidia-ml-py" in dockerfile and "pyyaml" in dockerfile

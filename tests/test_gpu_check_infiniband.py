@@ -79,7 +79,7 @@ EIGHT = [f"mlx5_{index}" for index in range(8)]
 def test_the_check_expects_what_the_fabric_table_says_for_every_infiniband_size() -> None:
     """Every size with InfiniBand in the catalog has a fabric profile, and the check's figures for it
     (read from the same tables inside the check's image) are the profile's: HCAs and port rate."""
-    sizes = [name for name, size in catalog.vm_sizes().items() if size.get("infiniband")]
+    sizes = [name for name, size in catalog.vm_sizes().items() if size.infiniband]
     assert len(sizes) >= 7
     for name in sizes:
         profile = fabric_profile(name)

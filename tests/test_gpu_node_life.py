@@ -65,7 +65,7 @@ def _measured_peak_gib(gpus: int) -> float:
     return table["parentGib"] + gpus * table["workerRssGib"]
 
 
-@pytest.mark.parametrize("gpus", sorted({int(size["gpus"]) for size in catalog.vm_sizes().values() if size.get("gpus")}))
+@pytest.mark.parametrize("gpus", sorted({size.gpus for size in catalog.vm_sizes().values() if size.gpus}))
 def test_the_check_container_holds_the_measured_peak_for_every_gpu_count(gpus: int) -> None:
     resources = check_resources(gpus)
     shm = catalog.load("gpu_gate")["checkMemory"]["sharedMemoryGib"]

@@ -32,20 +32,20 @@ def _needs(spec_dict: dict) -> dict:
 
 def test_quota_per_family_counts_vcpus_at_min_and_at_full_scale_with_surge() -> None:
     needs = _needs(base_spec())
-    gpu, system = catalog.vm_size("Standard_NC24ads_A100_v4"), catalog.vm_size("Standard_D8ds_v5")
-    a100 = needs[gpu["quotaFamily"]]
-    assert (a100.vcpus_min, a100.vcpus_max) == (0, _surged(4) * gpu["vcpus"])
-    d8 = needs[system["quotaFamily"]]
-    assert (d8.vcpus_min, d8.vcpus_max) == (3 * system["vcpus"], _surged(3) * system["vcpus"])
+    gpu, system = catalog.vm_sizes()["Standard_NC24ads_A100_v4"], catalog.vm_sizes()["Standard_D8ds_v5"]
+    a100 = needs[gpu.quota_family]
+    assert (a100.vcpus_min, a100.vcpus_max) == (0, _surged(4) * gpu.vcpus)
+    d8 = needs[system.quota_family]
+    assert (d8.vcpus_min, d8.vcpus_max) == (3 * system.vcpus, _surged(3) * system.vcpus)
     assert needs["cores"].vcpus_max == a100.vcpus_max + d8.vcpus_max and "lowPriorityCores" not in needs
 
 
 def test_spot_pools_count_against_the_regional_spot_counter_without_surge() -> None:
     needs = _needs(edit(base_spec(), "nodePools.0.priority", "spot"))
-    gpu = catalog.vm_size("Standard_NC24ads_A100_v4")
-    assert needs["lowPriorityCores"].vcpus_max == 4 * gpu["vcpus"]
-    assert gpu["quotaFamily"] not in needs and needs["cores"].sizes == {"Standard_D8ds_v5"}
-    assert request_command(needs["lowPriorityCores"]).endswith(f"value={4 * gpu['vcpus']} --resource-type lowPriority")
+    gpu = catalog.vm_sizes()["Standard_NC24ads_A100_v4"]
+    assert needs["lowPriorityCores"].vcpus_max == 4 * gpu.vcpus
+    assert gpu.quota_family not in needs and needs["cores"].sizes == {"Standard_D8ds_v5"}
+    assert request_command(needs["lowPriorityCores"]).endswith(f"value={4 * gpu.vcpus} --resource-type lowPriority")
 
 
 def test_a_size_outside_the_table_is_named_not_counted() -> None:
@@ -142,9 +142,9 @@ def test_the_readme_shows_each_presets_cost_and_deploy_time_as_computed() -> Non
 def test_each_zone_of_a_per_zone_pool_surges_and_spot_pools_never_do() -> None:
     per_zone = edit(edit(base_spec(), "nodePools.0.perZone", True), "nodePools.0.zones", ["1", "2", "3"])
     per_zone = edit(per_zone, "nodePools.0.upgrade", {"maxSurge": "1"})
-    gpu = catalog.vm_size("Standard_NC24ads_A100_v4")
-    need = _needs(per_zone)[gpu["quotaFamily"]]
-    assert need.vcpus_max == 3 * (4 + 1) * gpu["vcpus"], "maxSurge 1 on each of the three AgentPools"
+    gpu = catalog.vm_sizes()["Standard_NC24ads_A100_v4"]
+    need = _needs(per_zone)[gpu.quota_family]
+    assert need.vcpus_max == 3 * (4 + 1) * gpu.vcpus, "maxSurge 1 on each of the three AgentPools"
     spot, _ = parse_cluster_spec(edit(base_spec(), "nodePools.0.priority", "spot"))
     assert spot.node_pools[0].node_range == (0, 4)
     nodes = {found.name: found for found in address_plan(spot)}["pod CIDR"]

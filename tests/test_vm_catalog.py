@@ -29,27 +29,28 @@ def test_the_table_is_dated_and_every_series_and_gpu_model_has_a_source() -> Non
 def test_each_size_is_consistent(name: str) -> None:
     size = SIZES[name]
     named_vcpus = re.match(r"^Standard_[A-Za-z]+(\d+)", name)
-    assert named_vcpus and int(named_vcpus.group(1)) == size["vcpus"], "the name's number is the vCPU count"
-    assert size["memoryGib"] >= size["vcpus"] and size["tempDiskGib"] >= 0
-    assert size.get("ephemeralPlacement") in PLACEMENTS
-    if size.get("ephemeralPlacement") == "CacheDisk":
-        assert size.get("cacheGib"), "a cache placement needs the cache size"
-    if size.get("ephemeralPlacement") == "NvmeDisk":
-        assert size.get("nvme") and size["tempDiskGib"] == 0
-    if size.get("ephemeralPlacement") == "ResourceDisk":
-        assert size["tempDiskGib"] > 0
-    if size.get("gpus"):
-        assert size["gpuModel"] in TABLE["gpuModels"] and size["vendor"] in ("nvidia", "amd")
-        if size.get("gpuFraction"):
-            numerator, denominator = map(int, size["gpuFraction"].split("/"))
-            model_memory = TABLE["gpuModels"][size["gpuModel"]]["memoryGb"]
-            assert size["gpuMemoryGb"] * denominator == model_memory * numerator and not size["mig"]
+    assert named_vcpus and int(named_vcpus.group(1)) == size.vcpus, "the name's number is the vCPU count"
+    assert size.memory_gib >= size.vcpus and size.temp_disk_gib >= 0
+    assert size.ephemeral_placement in PLACEMENTS
+    if size.ephemeral_placement == "CacheDisk":
+        assert size.cache_gib, "a cache placement needs the cache size"
+    if size.ephemeral_placement == "NvmeDisk":
+        assert size.nvme and size.temp_disk_gib == 0
+    if size.ephemeral_placement == "ResourceDisk":
+        assert size.temp_disk_gib > 0
+    if size.gpus:
+        assert size.gpu is not None and size.gpu_model in catalog.gpu_models() and size.vendor in ("nvidia", "amd")
+        if size.gpu_fraction:
+            numerator, denominator = map(int, size.gpu_fraction.split("/"))
+            assert size.gpu_memory_gb is not None and not size.mig
+            assert size.gpu_memory_gb * denominator == size.gpu.memory_gb * numerator
     else:
-        assert "gpuModel" not in size
-    if size.get("retired"):
-        replacement = SIZES[size["replacement"]]
-        assert not replacement.get("retired") and bool(replacement.get("gpus")) == bool(size.get("gpus"))
-    family = size.get("quotaFamily")
+        assert size.gpu is None and "gpuModel" not in size.row
+    if size.retired:
+        assert size.replacement is not None
+        replacement = SIZES[size.replacement]
+        assert not replacement.retired and bool(replacement.gpus) == bool(size.gpus)
+    family = size.quota_family
     assert family is None or re.fullmatch(r"[Ss]tandard ?[A-Za-z0-9_ ]+Family", family)
 
 
@@ -81,7 +82,7 @@ def test_the_command_lists_sizes_and_gpu_filters() -> None:
 def test_the_json_carries_every_fact_and_the_sources() -> None:
     result = runner.invoke(app, ["vm-sizes", "--gpu", "--json"])
     document = json.loads(result.output)
-    assert set(document["sizes"]) == {name for name, size in SIZES.items() if size.get("gpus")}
+    assert set(document["sizes"]) == {name for name, size in SIZES.items() if size.gpus}
     assert document["sizes"]["Standard_ND96isr_H100_v5"]["migProfiles"]["MIG3g"] == "3g.40gb"
     assert document["retrieved"] == str(TABLE["retrieved"]) and document["series"]["ND_H100_v5"]
 
@@ -91,7 +92,7 @@ def test_the_availability_table_is_sourced_and_names_known_sizes_and_regions() -
     assert table["retrieved"] and table["source"]["regions"] and table["source"]["zones"]
     known_regions = set(catalog.load("azure_regions")["regions"])
     for size, regions in table["regions"].items():
-        assert size in SIZES and SIZES[size].get("gpus"), size
+        assert size in SIZES and SIZES[size].gpus, size
         assert regions == sorted(set(regions)) and set(regions) <= known_regions, (size, set(regions) - known_regions)
     for region, sizes in table["zones"].items():
         assert region in known_regions and set(sizes) <= set(SIZES)

@@ -32,7 +32,7 @@ def _sources() -> dict[str, Any]:
     from aksgpu.policy.catalog import rules
 
     return {"app": app, "ClusterSpec": ClusterSpec, "FleetSpec": FleetSpec, "rules": rules(),
-            "vm_sizes": catalog.vm_sizes(), "vm_table": catalog.load("vm_sizes")}
+            "vm_sizes": catalog.vm_sizes(), "gpu_models": catalog.gpu_models(), "vm_table": catalog.load("vm_sizes")}
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -281,25 +281,25 @@ def vm_sizes_page(sources: dict[str, Any]) -> str:
     for name in sorted(sizes):
         size = sizes[name]
         gpus = "-"
-        if size.get("gpus"):
-            share = size.get("gpuFraction") or f"{size['gpus']}x"
-            gpus = f"{share} {size['gpuModel']} ({size['gpuMemoryGb']} GB)"
-        nvme = f"{size['nvme']['disks']} x {size['nvme']['diskGib']} GiB" if size.get("nvme") else "-"
-        mig = ", ".join(size.get("migProfiles", {})) if size.get("mig") else "-"
-        retired = f"{size['retired']} (use {size.get('replacement', '?')})" if size.get("retired") else "-"
-        rows.append([f"`{name}`", _cell(size["series"]), _fact(size["vcpus"]), _fact(size["memoryGib"]), gpus,
-                     _fact(size["tempDiskGib"]), nvme, _fact(size["cacheGib"]) if "cacheGib" in size else "-",
-                     _fact(size.get("ephemeralPlacement")), _cell(size.get("infiniband", "-")), mig,
-                     _fact(size.get("quotaFamily")), _fact(size.get("encryptionAtHost")), retired])
+        if size.gpus:
+            share = size.gpu_fraction or f"{size.gpus}x"
+            gpus = f"{share} {size.gpu_model} ({size.gpu_memory_gb} GB)"
+        nvme = f"{size.nvme.disks} x {size.nvme.disk_gib} GiB" if size.nvme else "-"
+        mig = ", ".join(size.mig_profiles) if size.mig else "-"
+        retired = f"{size.retired} (use {size.replacement or '?'})" if size.retired else "-"
+        rows.append([f"`{name}`", _cell(size.series), _fact(size.vcpus), _fact(size.memory_gib), gpus,
+                     _fact(size.temp_disk_gib), nvme, _fact(size.cache_gib) if size.cache_listed else "-",
+                     _fact(size.ephemeral_placement), _cell(size.infiniband or "-"), mig,
+                     _fact(size.quota_family), _fact(size.encryption_at_host), retired])
     lines += _table(["size", "series", "vCPU", "memory GiB", "GPUs", "temp disk GiB", "NVMe", "cache GiB",
                      "ephemeral OS", "InfiniBand", "MIG", "quota family", "encryption at host", "retired"], rows)
     lines += ["", "## GPU models", ""]
-    models = table["gpuModels"]
+    models = sources["gpu_models"]
     lines += _table(["model", "vendor", "architecture", "memory GB", "BF16 dense TFLOPS", "memory TB/s", "MIG profiles",
                      "source of the peaks"],
-                    [[f"`{name}`", _fact(m.get("vendor")), _fact(m.get("architecture")), _fact(m.get("memoryGb")),
-                      _fact(m.get("bf16DenseTflops")), _fact(m.get("memoryBandwidthTBs")),
-                      ", ".join(m["mig"]) if m.get("mig") else "-", _cell(m.get("peakSource", ""))]
+                    [[f"`{name}`", _fact(m.vendor), _fact(m.architecture), _fact(m.memory_gb),
+                      _fact(m.bf16_dense_tflops), _fact(m.memory_bandwidth_tbs),
+                      ", ".join(m.mig_profiles) if m.mig_profiles else "-", _cell(m.peak_source)]
                      for name, m in sorted(models.items())])
     lines += ["", "## Sources", ""] + [f"- {_cell(source)}" for source in table["source"]] + [""]
     return "\n".join(lines)

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from aksgpu.catalog.vm import GpuModel, VmSize, gpu_models_of, vm_sizes_of
+
 DATA_DIR = Path(__file__).resolve().parent
 # libyaml's loader when PyYAML was built with it (the wheels are): the same tables, about ten times faster.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -25,31 +27,28 @@ def text(file_name: str) -> str:
     return (DATA_DIR / file_name).read_text(encoding="utf-8")
 
 
-def vm_size(name: str) -> dict[str, Any] | None:
-    """Hardware facts of a VM size, or None when aksgpu's table does not list it. A GPU size carries
-    its GPU model's facts too: vendor, architecture, gpuMemoryGb (the size's own share for a
-    partial GPU), and mig (whether AKS can split the GPU) with migProfiles."""
-    return _vm_sizes().get(name)
-
-
-def vm_sizes() -> dict[str, dict[str, Any]]:
-    """Every size of the table, as vm_size gives it."""
-    return _vm_sizes()
+def vm_size(name: str) -> VmSize | None:
+    """A VM size's facts (typed: catalog/vm.py), or None when aksgpu's table does not list it. A
+    GPU size carries its GPU model's facts too (`gpu`), gpu_memory_gb (the size's own share for a
+    partial GPU), and mig (whether AKS can split the GPU) with mig_profiles."""
+    return vm_sizes().get(name)
 
 
 @functools.cache
-def _vm_sizes() -> dict[str, dict[str, Any]]:
-    table = load("vm_sizes")
-    sizes: dict[str, dict[str, Any]] = {}
-    for name, facts in table["sizes"].items():
-        size = dict(facts)
-        model = table["gpuModels"].get(facts.get("gpuModel", ""))
-        if model is not None:
-            size.setdefault("gpuMemoryGb", model["memoryGb"])
-            size.update(vendor=model["vendor"], architecture=model["architecture"],
-                        mig=bool(model["mig"]) and "gpuFraction" not in facts, migProfiles=model["mig"] or {})
-        sizes[name] = size
-    return sizes
+def vm_sizes() -> dict[str, VmSize]:
+    """Every size of the table, as vm_size gives it, built once."""
+    return vm_sizes_of(load("vm_sizes"))
+
+
+def gpu_model(name: str) -> GpuModel | None:
+    """A GPU model's facts (vm_sizes.yaml gpuModels), or None for a model the table does not list."""
+    return gpu_models().get(name)
+
+
+@functools.cache
+def gpu_models() -> dict[str, GpuModel]:
+    """Every GPU model of the table, built once."""
+    return gpu_models_of(load("vm_sizes"))
 
 
 def limit(key: str) -> Any:

@@ -129,7 +129,7 @@ def _wrap(text: str, width: int) -> list[str]:
 def _pool_summary(pool: Any) -> str:
     """One line a reviewer reads before the pool's fields: what it becomes in Azure."""
     size = pool.size
-    gpus = f", {size['gpus']} x {size['gpuModel']} each" if size and size.get("gpus") else ""
+    gpus = f", {size.gpus} x {size.gpu_model} each" if size and size.gpus else ""
     agent_pools = pool.agent_pools()
     where = (f"{len(agent_pools)} AgentPools, one per zone {', '.join(pool.zones)}" if len(agent_pools) > 1
              else f"zones {', '.join(pool.zones) or 'none'}")

@@ -116,8 +116,8 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
             teams.setdefault(team.name, {})[member.stack_file.stack] = team_gpu_quota(member.spec, team)
         for pool in member.spec.all_pools:
             size = pool[1].size
-            if size and size.get("gpus"):
-                gpus_by_model[size["gpuModel"]] += pool[1].max_nodes * pool[1].zone_pool_count * size["gpus"]
+            if size and size.gpu_model:
+                gpus_by_model[size.gpu_model] += pool[1].max_nodes * pool[1].zone_pool_count * size.gpus
         for need in quota_needs(member.spec):
             totals = quota.setdefault((need.region, need.counter), [0, 0])
             totals[0] += need.vcpus_min

@@ -83,9 +83,9 @@ def duration_key(resource: ResourceLike) -> str:
     if resource.type == POOL_TYPE:
         if inputs.get("count") == 0:
             return f"{POOL_TYPE}#noNodes"
-        size = catalog.vm_size(str(inputs.get("vmSize", ""))) or {}
+        size = catalog.vm_size(str(inputs.get("vmSize", "")))
         driver = (inputs.get("gpuProfile") or {}).get("driver", "Install")
-        if size.get("gpus", 0) and driver != "None":
+        if size is not None and size.gpus and driver != "None":
             return f"{POOL_TYPE}#gpuDriver"
     if resource.type == RELEASE_TYPE and inputs.get("skipAwait") is True:
         return f"{RELEASE_TYPE}#skipAwait"

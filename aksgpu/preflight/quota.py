@@ -44,11 +44,11 @@ def quota_needs(spec: ClusterSpec) -> list[QuotaNeed]:
         if size is None:
             regional.unknown_sizes.add(pool.vm_size)
             continue
-        counter = table["spotCounter"] if spot else size.get("quotaFamily") or UNKNOWN_FAMILY.format(pool.vm_size)
+        counter = table["spotCounter"] if spot else size.quota_family or UNKNOWN_FAMILY.format(pool.vm_size)
         need = needs.setdefault(counter, QuotaNeed(counter, spec.location))
         for target in (need, regional) if not spot else (need,):
-            target.vcpus_min += low * size["vcpus"]
-            target.vcpus_max += high * size["vcpus"]
+            target.vcpus_min += low * size.vcpus
+            target.vcpus_max += high * size.vcpus
             target.sizes.add(pool.vm_size)
     return sorted(needs.values(), key=lambda need: need.counter.lower()) + [regional]
 

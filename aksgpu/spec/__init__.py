@@ -34,7 +34,8 @@ from aksgpu.spec.monitoring import LogAnalytics, Monitoring, check_monitoring
 from aksgpu.spec.names import check_derived_names
 from aksgpu.spec.network import Network, Subnet, Vnet, check_network
 from aksgpu.spec.policy import PolicySettings, Waiver, check_policy
-from aksgpu.spec.pools import GpuSettings, NodePool, PoolBase, SpotSettings, SystemPool, ZonePool, check_pools
+from aksgpu.spec.pool_checks import check_pools
+from aksgpu.spec.pools import GpuSettings, NodePool, PoolBase, SpotSettings, SystemPool, ZonePool
 from aksgpu.spec.registry import Registry, check_registry, default_registry_name
 from aksgpu.spec.scheduling import GangScheduling, check_scheduling, spot_fallbacks
 from aksgpu.spec.security import KeyVaultSecretsProvider, Security, check_security

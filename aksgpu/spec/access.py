@@ -194,7 +194,7 @@ def _check_infiniband_pod_security(spec: ClusterSpec) -> Iterator[Issue]:
         if team.pod_security != "restricted":
             continue
         pools = [pool.name for pool in spec.node_pools
-                 if pool.size is not None and pool.size.get("infiniband") and pool.team in (None, team.name)]
+                 if pool.size is not None and pool.size.infiniband and pool.team in (None, team.name)]
         if pools:
             yield Issue(f"access.teams[{index}].podSecurity", team.pod_security,
                         f"team {team.name} may use the InfiniBand pools {', '.join(pools)}, but restricted refuses "

@@ -118,7 +118,7 @@ def topology_mount_path() -> str:
 def port_gbps(vm_size: str) -> int | None:
     """The InfiniBand port rate of a size from vm_sizes.yaml (e.g. "400 Gb/s NDR" -> 400), or None."""
     size = catalog.vm_size(vm_size)
-    rate = size.get("infiniband") if size else None
+    rate = size.infiniband if size else None
     if not rate:
         return None
     match = re.match(r"^(\d+)\s*Gb/s", str(rate))

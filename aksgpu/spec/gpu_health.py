@@ -277,7 +277,7 @@ def _check_acceptance(spec: ClusterSpec) -> Iterator[Issue]:
     if not health.acceptance.enabled:
         return
     for index, pool in enumerate(spec.node_pools):
-        if pool.kind != "gpu" or not (pool.size and pool.size.get("infiniband")):
+        if pool.kind != "gpu" or not (pool.size and pool.size.infiniband):
             continue
         if not health.gate.enabled:
             yield Issue("gpuHealth.acceptance.enabled", True, f"the cross-node acceptance of {pool.name} "

@@ -98,7 +98,7 @@ def is_grace_blackwell(pool: NodePool) -> bool:
     multi-node NVLink through the NVIDIA DRA driver's ComputeDomains."""
     size = pool.size
     return (pool.kind == "gpu" and size is not None
-            and size["series"] in catalog.load("vm_sizes")["graceBlackwell"]["series"])
+            and size.series in catalog.load("vm_sizes")["graceBlackwell"]["series"])
 
 
 def arm64_image(component: str) -> tuple[bool | None, str]:
@@ -131,7 +131,7 @@ def _check_compute_domain_driver(spec: ClusterSpec) -> Iterator[Issue]:
 def _check_arm64_images(spec: ClusterSpec) -> Iterator[Issue]:
     """Every image aksgpu runs on an Arm64 GPU pool must publish linux/arm64 (in_cluster.yaml arm64)."""
     arm = [f"nodePools[{index}]" for index, pool in enumerate(spec.node_pools)
-           if pool.kind == "gpu" and pool.size is not None and pool.size.get("cpuArchitecture") == "Arm64"]
+           if pool.kind == "gpu" and pool.size is not None and pool.size.cpu_architecture == "Arm64"]
     gate = spec.gpu_health.gate
     if not arm or not gate.enabled:
         return

@@ -66,18 +66,18 @@ class GpuFlavor:
         """What the flavor's agent pools hold at full scale: vCPUs (cores), memory (bytes), GPUs."""
         gpus = cpus = memory = 0
         for _, pool in self.members:
-            size = pool.size or {}
+            size = pool.size
             gpus += (pool.gpus_per_node or 0) * pool.max_nodes
-            cpus += int(size.get("vcpus", 0)) * pool.max_nodes
-            memory += int(size.get("memoryGib", 0)) * pool.max_nodes
+            cpus += (size.vcpus if size else 0) * pool.max_nodes
+            memory += (size.memory_gib if size else 0) * pool.max_nodes
         return {"cpu": Decimal(cpus), "memory": Decimal(memory) * 2**30, "nvidia.com/gpu": Decimal(gpus)}
 
 
 def nvlink_domains(flavor: GpuFlavor) -> bool:
     """Whether the flavor's VMs are Grace Blackwell ones, whose GPUs span VMs over NVLink (an
     NVL72 rack): GPU Feature Discovery labels each node with its NVLink clique."""
-    size = flavor.members[0][1].size or {}
-    return size.get("series") in catalog.load("vm_sizes")["graceBlackwell"]["series"]
+    size = flavor.members[0][1].size
+    return size is not None and size.series in catalog.load("vm_sizes")["graceBlackwell"]["series"]
 
 
 def topology_aware(spec: ClusterSpec, flavor: GpuFlavor) -> bool:
@@ -103,7 +103,7 @@ def gpu_flavors(spec: ClusterSpec) -> list[GpuFlavor]:
     for pool in spec.node_pools:
         if pool.gpu_vendor != "nvidia":
             continue
-        infiniband = bool(pool.size and pool.size.get("infiniband"))
+        infiniband = bool(pool.size and pool.size.infiniband)
         for zone_pool in pool.agent_pools():
             key = (pool.vm_size, pool.priority == "spot", pool.team, zone_pool.name if infiniband else None,
                    tuple(sorted(pool.taints)))
@@ -197,7 +197,7 @@ def _check_infiniband(spec: ClusterSpec) -> Iterator[Issue]:
     """InfiniBand connects only the VMs of one scale set, which lives in one zone: a job's nodes must
     come from one pool, and the autoscaler must not spread a scale-up over look-alike pools."""
     infiniband = [(index, pool) for index, pool in enumerate(spec.node_pools)
-                  if pool.size is not None and pool.size.get("infiniband")]
+                  if pool.size is not None and pool.size.infiniband]
     cap = catalog.load("topology")["infiniband"]
     for index, pool in infiniband:
         field = "maxCount" if pool.autoscale else "count"

@@ -29,8 +29,8 @@ class Node:
 
     @property
     def gpus(self) -> int:
-        size = catalog.vm_size(self.vm_size) or {}
-        return int(size.get("gpus", 0))
+        size = catalog.vm_size(self.vm_size)
+        return size.gpus if size else 0
 
     def with_state(self, labels: dict[str, str] | None = None, taints: list[str] | None = None) -> Node:
         """The node with extra labels and taints (a node's later life)."""
@@ -52,8 +52,8 @@ def _node(pool: str, props: dict[str, Any], mode: str) -> Node:
     if props.get("scaleSetPriority") == "Spot":
         labels["kubernetes.azure.com/scalesetpriority"] = "spot"
         taints.append({"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"})
-    size = catalog.vm_size(vm_size) or {}
-    if size.get("gpus") and size.get("vendor", "nvidia") == "nvidia":
+    size = catalog.vm_size(vm_size)
+    if size is not None and size.gpus and (size.vendor or "nvidia") == "nvidia":
         labels["kubernetes.azure.com/accelerator"] = "nvidia"
     return Node(pool, vm_size, labels, taints)
 

@@ -3,11 +3,14 @@ quota plan and cost estimate use. Only typer and the standard library at import.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from aksgpu.cli.console import echo_json
+
+if TYPE_CHECKING:
+    from aksgpu.catalog import VmSize
 
 UNKNOWN = "?"
 
@@ -24,7 +27,7 @@ def vm_sizes(
     """
     from aksgpu import catalog
 
-    sizes = {name: size for name, size in sorted(catalog.vm_sizes().items()) if size.get("gpus") or not gpu}
+    sizes = {name: size for name, size in sorted(catalog.vm_sizes().items()) if size.gpus or not gpu}
     if as_json:
         table = catalog.load("vm_sizes")
         echo_json({"source": table["source"], "retrieved": str(table["retrieved"]),
@@ -42,21 +45,21 @@ def vm_sizes(
                "per series: `aksgpu vm-sizes --json`). ? = not published.")
 
 
-def _row(name: str, size: dict[str, Any]) -> list[str]:
+def _row(name: str, size: VmSize) -> list[str]:
     gpus = "-"
-    if size.get("gpus"):
-        share = f"{size['gpuFraction']} " if size.get("gpuFraction") else f"{size['gpus']}x "
-        memory = f"{size['gpuMemoryGb']}GB"
-        gpus = f"{share}{size['gpuModel']}" + ("" if memory in size["gpuModel"] and not size.get("gpuFraction")
-                                               else f" ({memory})")
-    nvme = f"{size['nvme']['disks']}x{size['nvme']['diskGib']}" if size.get("nvme") else "-"
+    if size.gpus:
+        share = f"{size.gpu_fraction} " if size.gpu_fraction else f"{size.gpus}x "
+        memory = f"{size.gpu_memory_gb}GB"
+        model = size.gpu_model or ""
+        gpus = f"{share}{model}" + ("" if memory in model and not size.gpu_fraction else f" ({memory})")
+    nvme = f"{size.nvme.disks}x{size.nvme.disk_gib}" if size.nvme else "-"
     return [
-        name.removeprefix("Standard_"), str(size["vcpus"]), str(size["memoryGib"]), gpus,
-        str(size["tempDiskGib"]), nvme, _known(size.get("cacheGib"), "cacheGib" in size),
-        _known(size.get("ephemeralPlacement"), True), size.get("infiniband", "-"),
-        ",".join(p.removeprefix("MIG") for p in size.get("migProfiles", {})) if size.get("mig") else "-",
-        _known(size.get("quotaFamily"), True), _known(size.get("encryptionAtHost"), True),
-        f"{size['retired']} -> {size.get('replacement', '?')}" if size.get("retired") else "-",
+        name.removeprefix("Standard_"), str(size.vcpus), str(size.memory_gib), gpus,
+        str(size.temp_disk_gib), nvme, _known(size.cache_gib, size.cache_listed),
+        _known(size.ephemeral_placement, True), size.infiniband or "-",
+        ",".join(p.removeprefix("MIG") for p in size.mig_profiles) if size.mig else "-",
+        _known(size.quota_family, True), _known(size.encryption_at_host, True),
+        f"{size.retired} -> {size.replacement or '?'}" if size.retired else "-",
     ]
 
 
@@ -70,5 +73,5 @@ def _known(value: Any, applies: bool) -> str:
     return str(value)
 
 
-def _json_ready(size: dict[str, Any]) -> dict[str, Any]:
-    return {key: str(value) if key == "retired" else value for key, value in size.items()}
+def _json_ready(size: VmSize) -> dict[str, Any]:
+    return {key: str(value) if key == "retired" else value for key, value in size.row.items()}

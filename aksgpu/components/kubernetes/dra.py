@@ -112,8 +112,8 @@ def compute_domain_example(pool: NodePool, *, nodes: int = 2, name: str = "mnnvl
     description, v0.4.1). The pods share one value of the clique label: one NVLink domain."""
     namespace = pool.team or "default"
     channel = f"{name}-channel"
-    size = pool.size or {}
-    gpus = int(size.get("gpus", 4))
+    size = pool.size
+    gpus = (size.gpus if size else 0) or 4
     job_labels = {"app.kubernetes.io/name": name}
     compute_domain = {
         "apiVersion": COMPUTE_DOMAIN_API,

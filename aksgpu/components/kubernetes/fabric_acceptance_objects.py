@@ -65,12 +65,13 @@ def acceptance_targets(targets: list[PoolTarget], spec: ClusterSpec) -> list[Poo
     health = spec.gpu_health
     if not (spec.in_cluster.enabled and health.gate.enabled and health.acceptance.enabled):
         return []
-    return [target for target in targets if target.pool.size and target.pool.size.get("infiniband")
+    return [target for target in targets if target.pool.size and target.pool.size.infiniband
             and fabric_profile(target.pool.vm_size) is not None and acceptance_floor(target.pool.vm_size) is not None]
 
 
 def _physical_gpus(target: PoolTarget) -> int:
-    return int((target.pool.size or {}).get("gpus") or 8)
+    size = target.pool.size
+    return (size.gpus if size else 0) or 8
 
 
 def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: bool) -> dict[str, Any]:

@@ -553,8 +553,8 @@ UNKNOWN_SIZE_GPUS = 8
 def physical_gpus(target: PoolTarget) -> tuple[int, int | None]:
     """(GPUs, vCPUs) of a pool's nodes: whole GPUs, which the check's processes use (a MIG pool
     advertises more nvidia.com/gpu than that)."""
-    size = target.pool.size or {}
-    return int(size.get("gpus") or UNKNOWN_SIZE_GPUS), size.get("vcpus")
+    size = target.pool.size
+    return (size.gpus if size else 0) or UNKNOWN_SIZE_GPUS, size.vcpus if size else None
 
 
 def check_shapes(targets: list[PoolTarget]) -> dict[int, tuple[list[PoolTarget], int | None]]:

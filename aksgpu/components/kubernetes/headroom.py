@@ -83,14 +83,14 @@ def priority_expander_config(spec: ClusterSpec) -> dict[str, Any]:
 
 
 def balloon_resources(pool: NodePool) -> dict[str, dict[str, str]]:
-    size = pool.size or {}
+    size = pool.size
     gpus = pool.gpus_per_node or 0
     # The memory limit equals the request: a pause container uses next to none of it (policy k8s-resources).
     if gpus:
         requests = {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}
         return {"requests": requests, "limits": {"nvidia.com/gpu": str(gpus), "memory": "1Gi"}}
-    cpu_millis = int(size.get("vcpus", 2) * 1000 * CPU_BALLOON_SHARE)
-    memory_mib = int(size.get("memoryGib", 4) * 1024 * MEMORY_BALLOON_SHARE)
+    cpu_millis = int((size.vcpus if size else 2) * 1000 * CPU_BALLOON_SHARE)
+    memory_mib = int((size.memory_gib if size else 4) * 1024 * MEMORY_BALLOON_SHARE)
     return {"requests": {"cpu": f"{cpu_millis}m", "memory": f"{memory_mib}Mi"}, "limits": {"memory": f"{memory_mib}Mi"}}
 
 

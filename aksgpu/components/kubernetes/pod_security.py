@@ -75,7 +75,7 @@ CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 def infiniband_pools(spec: ClusterSpec, team: Team) -> list[str]:
     """The AKS agent pools of the InfiniBand sizes (vm_sizes.yaml `infiniband`) that the team may run
     on: its own and those no team owns (other teams' pools carry a taint it may not tolerate)."""
-    targets = pool_targets(spec, lambda pool: bool(pool.size and pool.size.get("infiniband"))
+    targets = pool_targets(spec, lambda pool: bool(pool.size and pool.size.infiniband)
                            and pool.team in (None, team.name))
     return sorted({target.name for target in targets})
 

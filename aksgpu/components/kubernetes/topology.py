@@ -63,7 +63,7 @@ class NodeTopologyArgs:
 def labeller_targets(spec: ClusterSpec) -> list[PoolTarget]:
     """The agent pools whose nodes get topology labels: every NVIDIA GPU pool with InfiniBand
     (ND H100/H200 v5, the GB200/GB300 v6 sizes, the A100 'r' sizes)."""
-    return pool_targets(spec, lambda pool: pool.gpu_vendor == "nvidia" and bool((pool.size or {}).get("infiniband")))
+    return pool_targets(spec, lambda pool: pool.gpu_vendor == "nvidia" and bool(pool.size and pool.size.infiniband))
 
 
 def labeller_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:

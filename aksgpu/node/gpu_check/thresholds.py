@@ -23,11 +23,6 @@ def table() -> dict[str, Any]:
         return yaml.safe_load(handle)
 
 
-def catalog() -> dict[str, Any]:
-    """aksgpu's VM catalog (data/vm_sizes.yaml)."""
-    return tables.load("vm_sizes")
-
-
 def infiniband_hcas(vm_size: str | None) -> int | None:
     """How many InfiniBand HCAs the VM size has (data/fabric.yaml, the table behind
     aksgpu.spec.fabric.fabric_profile, whose hcas the RDMA shared device plugin hands a pod),
@@ -86,23 +81,23 @@ class Limits:
 
 
 def limits(model: str | None, vm_size: str | None) -> Limits:
-    thresholds, gpus = table(), catalog()
-    facts = gpus["gpuModels"].get(model or "", {})
-    size = gpus["sizes"].get(vm_size or "", {})
-    peak = facts.get("bf16DenseTflops") or facts.get("fp16DenseTflops")
+    thresholds = table()
+    facts = tables.gpu_model(model or "")
+    size = tables.vm_size(vm_size or "")
+    peak = facts.peak_tflops if facts else None
+    memory_tbs = facts.memory_bandwidth_tbs if facts else None
     compute = thresholds["computeFraction"].get(model or "")
     bandwidth = thresholds["bandwidthFraction"].get(model or "")
     nccl = thresholds["ncclBusBandwidth"].get(vm_size or "")
-    ib = size.get("infiniband")
+    ib = size.infiniband if size else None
     return Limits(
         model=model,
         tflops_floor=round(peak * compute["value"], 1) if peak and compute else None,
         tflops_source=(f"{compute['value']:.0%} of {model}'s {peak} TFLOPS dense peak ({compute['source']}; peak: "
-                       f"{facts['peakSource']})") if peak and compute else "no peak or fraction for this GPU",
-        bandwidth_floor_tbs=(round(facts["memoryBandwidthTBs"] * bandwidth["value"], 3)
-                             if facts.get("memoryBandwidthTBs") and bandwidth else None),
-        bandwidth_source=(f"{bandwidth['value']:.0%} of {model}'s {facts['memoryBandwidthTBs']} TB/s "
-                          f"({bandwidth['source']})") if facts.get("memoryBandwidthTBs") and bandwidth
+                       f"{facts.peak_source if facts else ''})") if peak and compute else "no peak or fraction for this GPU",
+        bandwidth_floor_tbs=round(memory_tbs * bandwidth["value"], 3) if memory_tbs and bandwidth else None,
+        bandwidth_source=(f"{bandwidth['value']:.0%} of {model}'s {memory_tbs} TB/s "
+                          f"({bandwidth['source']})") if memory_tbs and bandwidth
         else "no bandwidth floor for this GPU",
         nccl_floor_gbs=nccl["value"] if nccl else None,
         nccl_message_bytes=nccl["messageBytes"] if nccl else None,
@@ -112,7 +107,7 @@ def limits(model: str | None, vm_size: str | None) -> Limits:
         straggler_tolerance=thresholds["stragglerTolerance"]["value"],
         temperature_margin_c=thresholds["temperatureMarginC"]["value"],
         critical_xids=alert_xids() | frozenset(thresholds["extraCriticalXids"]["values"]),
-        expected_gpus=size.get("gpus"),
+        expected_gpus=(size.gpus or None) if size else None,
         infiniband_gbps=float(ib.split()[0]) if ib else None,
         infiniband_hcas=infiniband_hcas(vm_size),
         pattern_headroom_bytes=int(thresholds["memoryPattern"]["headroomGib"]["value"] * 2**30),
