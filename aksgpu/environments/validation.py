@@ -74,7 +74,7 @@ def _issue_json(issue: Issue) -> dict[str, Any]:
 
 def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report]:
     """Reports for `targets` (environment names or stack file paths); none: everything. The security
-    policies over each valid target's offline plan are aksgpu.plan's (policy_results.check_policies)."""
+    policies over each valid target's offline plan are aksgpu.plan's (review.check_policies)."""
     project_dir = find_project_dir((cwd or Path.cwd()).resolve())
     environments = load_environments(project_dir)
     if environments.exists and not environments.names:

@@ -63,10 +63,11 @@ def validate(
     try:
         reports = validate_targets(targets or [])
         if not spec_only:
-            from aksgpu.plan.policy_results import check_policies
+            from aksgpu.plan.review import Stacks, check_policies
 
+            stacks = Stacks()  # a fleet's shared stack is planned once for all its members
             for report in reports:
-                check_policies(report)
+                check_policies(report, stacks)
     except Exception as error:  # UserError: one clear message
 
         if isinstance(error, UserError):
