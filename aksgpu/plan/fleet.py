@@ -15,6 +15,7 @@ from aksgpu.plan.review import Review, Stacks, review
 from aksgpu.project.stackfile import StackFile
 from aksgpu.spec import ClusterSpec, Issue, SpecError, parse_cluster_spec
 from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, parse_fleet_spec, parse_fleet_upgrades_spec
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 from aksgpu.policy.engine import PolicyReport
 from aksgpu.preflight.cost import CostEstimate, Scale
 
@@ -82,7 +83,7 @@ class FleetPlan:
 
 
 def load_fleet(stack_file: StackFile) -> tuple[FleetSpec, list[Issue]]:
-    return parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+    return parse_fleet_spec(stack_file.fleet, source=stack_file.source(FLEET_KEY))
 
 
 def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: Stacks | None = None) -> FleetPlan:
@@ -95,10 +96,10 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: 
     shared = stacks.plan(stack_file, stack_outputs={})
     upgrades_file = stacks.resolve(f"{stack_file.stack}-{UPGRADES}", cwd=stack_file.project_dir)
     if not upgrades_file.is_fleet_upgrades:
-        raise UserError(f"{upgrades_file.path.name} holds no aksgpu:fleetUpgrades. Fix: render the fleet environment "
+        raise UserError(f"{upgrades_file.path.name} holds no {FLEET_UPGRADES_KEY}. Fix: render the fleet environment "
                         "(`aksgpu render`).")
     upgrades_spec, _ = parse_fleet_upgrades_spec(upgrades_file.fleet_upgrades,
-                                                 source=f"aksgpu:fleetUpgrades in {upgrades_file.path.name}")
+                                                 source=upgrades_file.source(FLEET_UPGRADES_KEY))
     upgrades = stacks.plan(upgrades_file, stack_outputs={stack_file.stack: shared.outputs})
     prices = price_table(stack_file.project_dir)
     result = FleetPlan(stack_file, spec, warnings, review(shared, spec, prices=prices), upgrades_spec,
@@ -108,7 +109,7 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: 
         if wanted and member.name not in wanted and member.stack not in wanted:
             continue
         member_file = stacks.resolve(member.stack, cwd=stack_file.project_dir)
-        source = f"aksgpu:cluster in {member_file.path.name}"
+        source = member_file.source(CLUSTER_KEY)
         member_spec, member_warnings = parse_cluster_spec(member_file.cluster, source=source)
         if member_spec.fleet is None or member_spec.fleet.stack != stack_file.stack:
             raise SpecError([Issue("fleet", None if member_spec.fleet is None else member_spec.fleet.stack,

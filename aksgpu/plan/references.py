@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from aksgpu.errors import UserError
 from aksgpu.project.stackfile import StackFile, resolve_stack
+from aksgpu.stack_config import FLEET_KEY
 
 
 class _Planned(Protocol):
@@ -36,5 +37,5 @@ def referenced_stack_outputs(stack_file: StackFile, project: str | None,
                         f"stack reference: {error}") from None
     if not shared.is_fleet:
         raise UserError(f"{stack_file.path.name} belongs to fleet stack {stack}, but {shared.path.name} holds no "
-                        "aksgpu:fleet. Fix: render the fleet environment (`aksgpu render`).")
+                        f"{FLEET_KEY}. Fix: render the fleet environment (`aksgpu render`).")
     return {stack: plan_stack(shared, project, {}).outputs}

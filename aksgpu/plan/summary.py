@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 
 if TYPE_CHECKING:
     from aksgpu.plan.review import Review, Stacks
@@ -172,9 +173,9 @@ def _fleet_result(name: str, stack_name: str, stack_file: StackFile, notes: list
 
     if stack_file.is_fleet_upgrades:
         spec, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
-                                                   source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")
+                                                   source=stack_file.source(FLEET_UPGRADES_KEY))
     else:
-        spec, warnings = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+        spec, warnings = parse_fleet_spec(stack_file.fleet, source=stack_file.source(FLEET_KEY))
     return _result(name, stack_name, review(stacks.plan(stack_file), spec, prices=prices), warnings, notes)
 
 
@@ -220,7 +221,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
             if stack_file.is_fleet or stack_file.is_fleet_upgrades:
                 results.append(_fleet_result(name, stack_name, stack_file, notes, prices, planned))
                 continue
-            spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+            spec, warnings = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
         except SpecError as error:
             results.append(EnvironmentResult(name, stack_name, None, errors=[str(i) for i in error.errors],
                                              notes=notes))

@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from aksgpu.spec.descriptions import describe_schema_properties
+from aksgpu.stack_config import CLUSTER_KEY
 
 Severity = Literal["error", "warning"]
 # Line breaks (\n, \r, U+0085, U+2028, U+2029) and other control characters.
@@ -69,7 +70,7 @@ class Issue:
 class SpecError(Exception):
     """The spec has errors; `issues` lists every one of them (warnings too)."""
 
-    def __init__(self, issues: list[Issue], source: str = "aksgpu:cluster") -> None:
+    def __init__(self, issues: list[Issue], source: str = CLUSTER_KEY) -> None:
         self.issues = issues
         self.source = source
         super().__init__(self.render())

@@ -21,6 +21,7 @@ from aksgpu.cli.arguments import (
 )
 from aksgpu.cli.console import echo_json, fail, show_value, table_width
 from aksgpu.errors import UserError
+from aksgpu.stack_config import CLUSTER_KEY
 
 if TYPE_CHECKING:
     from aksgpu.environments.file import EnvironmentsFile
@@ -320,7 +321,7 @@ def _cost_difference(project_dir: Path, specs: dict[str, Any], name_a: str, name
 
 
 def schema(
-    kind: Annotated[str, typer.Argument(help="cluster (the aksgpu:cluster value of a stack file) or environments "
+    kind: Annotated[str, typer.Argument(help=f"cluster (the {CLUSTER_KEY} value of a stack file) or environments "
                                              "(stacks/environments.yaml).")] = "cluster",
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write to this file instead of printing (- prints); an existing file is "

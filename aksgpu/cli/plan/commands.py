@@ -11,6 +11,7 @@ import typer
 
 from aksgpu.cli.arguments import StackArg
 from aksgpu.cli.console import fail, progress
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_UPGRADES_KEY
 
 if TYPE_CHECKING:
     from aksgpu.project.stackfile import StackFile
@@ -34,7 +35,7 @@ def _load(stack_file: StackFile) -> tuple[StackFile, ClusterSpec, list[Issue]]:
     from aksgpu.spec import SpecError, parse_cluster_spec
 
     try:
-        spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+        spec, warnings = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
     except SpecError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(1) from None
@@ -187,7 +188,7 @@ def _plan_fleet_upgrades(stack_file: StackFile, as_json: bool) -> None:
 
     try:
         _, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
-                                                source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")
+                                                source=stack_file.source(FLEET_UPGRADES_KEY))
         with progress("Planning offline: the fleet's shared stack, then its upgrades stack"):
             result = plan_stack(stack_file)
     except SpecError as error:
