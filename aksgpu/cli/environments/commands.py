@@ -19,7 +19,7 @@ from aksgpu.cli.arguments import (
     PresetOption,
     preset_names,
 )
-from aksgpu.cli.console import echo_json, fail, show_value, table_width
+from aksgpu.cli.console import echo_json, fail, fail_problems, show_problems, show_value, table_width
 from aksgpu.errors import UserError
 from aksgpu.stack_config import CLUSTER_KEY
 
@@ -127,7 +127,7 @@ def render(
             failed.append(name)
             bad_input = True
         except SpecError as error:
-            typer.echo(str(error), err=True)
+            show_problems(error)
             failed.append(name)
     project = env_file.project_dir
     if check:
@@ -209,7 +209,7 @@ def init(
     except UserError as error:
         fail(str(error))
     except SpecError as error:
-        typer.echo(str(error), err=True)
+        show_problems(error)
         typer.echo("Nothing was written.", err=True)
         raise typer.Exit(1) from None
     for line in outcome.messages:
@@ -248,8 +248,7 @@ def new(
     except UserError as error:
         fail(str(error))
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        fail_problems(error)
     for path in project.written:
         typer.echo(f"{path}: created")
     typer.echo(f"Next: cd {directory}, `python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt`, "
@@ -280,8 +279,7 @@ def diff(
         except UserError as error:
             fail(str(error))
         except SpecError as error:
-            typer.echo(str(error), err=True)
-            raise typer.Exit(1) from None
+            fail_problems(error)
         rows[env] = {row.path: row.value for row in field_rows(spec_config(effective.spec))}
         specs[env] = effective.spec
     differences = field_differences(rows[environment_a], rows[environment_b], environment_a, environment_b)

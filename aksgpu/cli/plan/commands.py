@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import StackArg
-from aksgpu.cli.console import fail, progress
+from aksgpu.cli.console import fail, fail_problems, progress
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_UPGRADES_KEY
 
 if TYPE_CHECKING:
@@ -37,8 +37,7 @@ def _load(stack_file: StackFile) -> tuple[StackFile, ClusterSpec, list[Issue]]:
     try:
         spec, warnings = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        fail_problems(error)
     return stack_file, spec, warnings
 
 
@@ -150,8 +149,7 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
         with progress("Planning the fleet offline: its shared stack, then each member"):
             fleet = plan_fleet(stack_file)
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        fail_problems(error)
     except UserError as error:
         fail(str(error))
     facts = fleet_facts(fleet)
@@ -192,8 +190,7 @@ def _plan_fleet_upgrades(stack_file: StackFile, as_json: bool) -> None:
         with progress("Planning offline: the fleet's shared stack, then its upgrades stack"):
             result = plan_stack(stack_file)
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        fail_problems(error)
     except UserError as error:
         fail(str(error))
     note = _stale_note(stack_file)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
-from aksgpu.cli.console import echo_json, fail
+from aksgpu.cli.console import echo_json, fail, fail_problems
 from aksgpu.errors import EXIT_FAILED
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY
 
@@ -53,8 +53,7 @@ def cost(
     except UserError as error:
         fail(str(error))
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(EXIT_FAILED) from None
+        fail_problems(error)
     if as_json:
         echo_json({"stack": stack_file.stack, "stackFile": str(stack_file.path.relative_to(stack_file.project_dir)),
                    **found.json()})

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from aksgpu.cli.console import fail, say
+from aksgpu.cli.console import fail, fail_problems, say
 from aksgpu.errors import UserError
 from aksgpu.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
@@ -238,8 +238,7 @@ def validate_spec(stack_file: StackFile) -> ClusterSpec | FleetSpec | FleetUpgra
             return upgrades
         spec, _ = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(EXIT_FAILED) from None
+        fail_problems(error)
     return spec
 
 
