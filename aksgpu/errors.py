@@ -1,9 +1,20 @@
 """The errors aksgpu's domain raises and the exit codes of every aksgpu command (docs: "Exit codes").
 
-UserError is the one exception commands turn into a clear message and an exit code instead of a
-traceback; the spec's own problems (path, value, rule, fix) are aksgpu.spec.base.Issue, carried by
-SpecError.
+A `Problem` is one problem with what the user wrote: where (path), what (value), which rule it
+breaks, how to fix it, its severity and, where known, its source (the stack file key or file it came
+from). It is the one problem type of every layer: the spec's rules yield them (aksgpu.spec.Issue is
+this class), SpecError carries a spec's problems, and UserError can carry them too. A UserError with
+a message only (`UserError("...")`) stays what it was: a problem that is not about one field.
+The command line prints them in one place (aksgpu/cli/console.py). Imports nothing of aksgpu.
 """
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 EXIT_FAILED = 1  # the spec has errors, a check found drift, or an operation failed
 EXIT_USAGE = 2  # bad input or a missing prerequisite
@@ -12,6 +23,74 @@ EXIT_INTERNAL_ERROR = 70  # an error aksgpu did not foresee: a bug (BSD's EX_SOF
 EXIT_INTERRUPTED = 130  # Ctrl-C
 EXIT_BROKEN_PIPE = 141  # the reader of the output went away (128 + SIGPIPE, as a shell reports it)
 
+Severity = Literal["error", "warning"]
+# Line breaks (\n, \r, U+0085, U+2028, U+2029) and other control characters.
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """`text` with line breaks and control characters as \\uXXXX escapes: it stays one line (of
+    a message, or of a YAML comment, which a line break would end early)."""
+    return _LINE_BREAKING.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(not set)"
+
+
+MISSING = _Missing()  # a Problem's value for a field the user left out
+
+
+def is_missing(value: Any) -> bool:
+    """Whether a problem's value stands for a field the user leaves out."""
+    return value is MISSING
+
+
+def render_value(value: Any) -> str:
+    """A short, JSON-like rendering of a user's value for messages."""
+    if value is MISSING:
+        return "(not set)"
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    except RecursionError:
+        text = "(a value nested too deeply to show)"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in what the user wrote: where, what, which rule, and how to fix it."""
+
+    path: str
+    value: Any
+    rule: str
+    fix: str
+    severity: Severity = "error"
+    source: str | None = None  # where it was written ("aksgpu:cluster in Pulumi.dev.yaml"), when known
+
+    def __str__(self) -> str:
+        # A path holds the user's keys, which may hold line breaks: escaped, one problem stays one line.
+        return f"{one_line(self.path)} = {render_value(self.value)}: {self.rule}. Fix: {self.fix}"
+
+
+def render_problems(source: str, problems: Sequence[Problem]) -> str:
+    """The errors among `problems` as every command prints them: the source and their count, then
+    one line each."""
+    errors = [problem for problem in problems if problem.severity == "error"]
+    noun = "problem" if len(errors) == 1 else "problems"
+    return "\n".join([f"{source} has {len(errors)} {noun}:", *(f"  - {problem}" for problem in errors)])
+
 
 class UserError(Exception):
-    """A problem with the user's input or environment: printed as one message, no traceback."""
+    """A problem with the user's input or environment: printed as one message, no traceback.
+
+    `UserError(message)` for a problem that is not about one field; `problems` (and their `source`)
+    for those that are, in which case the message, when not given, is their rendering."""
+
+    def __init__(self, message: str = "", problems: Sequence[Problem] = (), source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        super().__init__(message or (render_problems(source or "the input", self.problems) if self.problems else ""))

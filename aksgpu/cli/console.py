@@ -15,12 +15,24 @@ from typing import Any, NoReturn
 
 import typer
 
-from aksgpu.errors import EXIT_USAGE
+from aksgpu.errors import EXIT_FAILED, EXIT_USAGE
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """`error: message` on stderr, then exit with `code` (2, bad input, unless said otherwise)."""
     typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def show_problems(error: Exception) -> None:
+    """A spec's problems (aksgpu.errors.Problem, carried by SpecError) on stderr, as every command
+    prints them: their source and count, then one line each (aksgpu.errors.render_problems)."""
+    typer.echo(str(error), err=True)
+
+
+def fail_problems(error: Exception, code: int = EXIT_FAILED) -> NoReturn:
+    """show_problems, then exit with `code` (1, the spec has errors, unless said otherwise)."""
+    show_problems(error)
     raise typer.Exit(code)
 
 

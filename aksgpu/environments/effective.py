@@ -17,6 +17,7 @@ from aksgpu.environments.presets import Preset, load_preset
 from aksgpu.environments.stack_text import aksgpu_text, to_yaml, value_digest
 from aksgpu.project.generated import stamp, stamp_placeholder
 from aksgpu.spec.base import Issue
+from aksgpu.stack_config import CLUSTER_KEY, DIGEST_KEY
 
 if TYPE_CHECKING:
     import jinja2
@@ -181,7 +182,9 @@ def render_text(effective: EffectiveEnvironment, environments_file: str,
                                                  subsequent_indent="  ", break_on_hyphens=False)],
         stamp_line=stamp_placeholder(),
         kept_top_level=[to_yaml({key: value}) for key, value in kept_top_level.items()],
+        spec_key=CLUSTER_KEY,
         sections=_sections(effective.spec, config),
+        digest_key=DIGEST_KEY,
         value_digest=value_digest(config),
         kept_config=to_yaml(kept_config) if kept_config else "",
     )

@@ -30,7 +30,7 @@ from aksgpu.environments.file import (
 )
 from aksgpu.environments.effective import HEADER_WIDTH, EffectiveEnvironment, effective_layers, template
 from aksgpu.environments.overrides import merge
-from aksgpu.environments.stack_text import FLEET_KEY, FLEET_UPGRADES_KEY, aksgpu_text, to_yaml, value_digest
+from aksgpu.environments.stack_text import aksgpu_text, to_yaml, value_digest
 from aksgpu.errors import UserError
 from aksgpu.project.generated import stamp, stamp_placeholder
 from aksgpu.spec.base import Issue, SpecError, issues_from_validation_error
@@ -41,6 +41,7 @@ from aksgpu.spec.fleet import (
     parse_fleet_spec,
     parse_fleet_upgrades_spec,
 )
+from aksgpu.stack_config import DIGEST_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 
 # An hour to watch each stage's clusters before the next stage starts (the default strategy).
 DEFAULT_STAGE_WAIT_SECONDS = 3600
@@ -329,6 +330,7 @@ def render_fleet_text(fleet: EffectiveFleet, environments_file: str, kept_top_le
         stamp_line=stamp_placeholder(),
         kept_top_level=[to_yaml({key: value}) for key, value in kept_top_level.items()],
         spec_key=FLEET_UPGRADES_KEY if upgrades else FLEET_KEY,
+        digest_key=DIGEST_KEY,
         fleet_yaml=to_yaml(config),
         value_digest=value_digest(config),
         kept_config=to_yaml(kept_config) if kept_config else "",

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from aksgpu.environments.effective import EffectiveEnvironment, effective_layers, render_text
 from aksgpu.environments.file import UPGRADES, EnvironmentsFile
 from aksgpu.environments.fleet import effective_fleet, fleet_has_no_cluster_spec, is_fleet, member_stack, render_fleet_text
-from aksgpu.environments.stack_text import CLUSTER_KEY, DIGEST_KEY, SPEC_KEYS, aksgpu_text, value_digest
+from aksgpu.environments.stack_text import aksgpu_text, value_digest
 from aksgpu.errors import UserError
 from aksgpu.project.files import read_text_if_exists, write_text_atomically
 from aksgpu.project.generated import free_backup_path, stamp_state
 from aksgpu.project.stackfile import load_yaml
 from aksgpu.spec.base import Issue
+from aksgpu.stack_config import CLUSTER_KEY, DIGEST_KEY, SPEC_KEYS
 
 if TYPE_CHECKING:
 
@@ -153,7 +154,7 @@ def _existing_state(text: str, document: Any, problem: str) -> tuple[State, str]
         return "hand-edited", f"it is not valid YAML ({problem})"
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict) or DIGEST_KEY not in config:
-        return "hand-edited", "it was not written by `aksgpu render` (it has no aksgpu:renderDigest)"
+        return "hand-edited", f"it was not written by `aksgpu render` (it has no {DIGEST_KEY})"
     key = next((key for key in SPEC_KEYS if key in config), CLUSTER_KEY)
     if value_digest(config.get(key)) != config[DIGEST_KEY]:
         return "hand-edited", f"its {key} values were changed after it was rendered"

@@ -7,6 +7,7 @@ from typing import Any
 
 from aksgpu.environments.file import REMOVE_KEY
 from aksgpu.environments.overrides import LIST_ITEM_KEYS
+from aksgpu.stack_config import CLUSTER_KEY
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -16,7 +17,7 @@ def cluster_schema() -> dict[str, Any]:
     from aksgpu.spec import ClusterSpec
 
     schema = ClusterSpec.model_json_schema(by_alias=True)
-    return {"$schema": DRAFT, "title": "aksgpu cluster spec (aksgpu:cluster)", **schema}
+    return {"$schema": DRAFT, "title": f"aksgpu cluster spec ({CLUSTER_KEY})", **schema}
 
 
 def environments_schema() -> dict[str, Any]:

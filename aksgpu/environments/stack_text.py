@@ -10,11 +10,7 @@ from typing import Any
 
 import yaml
 
-CLUSTER_KEY = "aksgpu:cluster"
-FLEET_KEY = "aksgpu:fleet"
-FLEET_UPGRADES_KEY = "aksgpu:fleetUpgrades"
-SPEC_KEYS = (CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY)
-DIGEST_KEY = "aksgpu:renderDigest"
+from aksgpu.stack_config import DIGEST_KEY, SPEC_KEYS
 
 
 def value_digest(cluster: Any) -> str:

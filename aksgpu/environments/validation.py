@@ -12,6 +12,7 @@ from aksgpu.project.stackfile import StackFile, find_project_dir, resolve_stack
 from aksgpu.project.yaml_input import parse_yaml
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.base import Issue, render_value
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 
 
 @dataclass
@@ -74,7 +75,7 @@ def _issue_json(issue: Issue) -> dict[str, Any]:
 
 def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report]:
     """Reports for `targets` (environment names or stack file paths); none: everything. The security
-    policies over each valid target's offline plan are aksgpu.plan's (policy_results.check_policies)."""
+    policies over each valid target's offline plan are aksgpu.plan's (review.check_policies)."""
     project_dir = find_project_dir((cwd or Path.cwd()).resolve())
     environments = load_environments(project_dir)
     if environments.exists and not environments.names:
@@ -170,15 +171,15 @@ def _validate_stack_file(target: str, cwd: Path | None) -> Report:
     if stack_file.is_fleet or stack_file.is_fleet_upgrades:  # members are validated as their own stacks
         from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
 
-        key, raw, parse = (("aksgpu:fleet", stack_file.fleet, parse_fleet_spec) if stack_file.is_fleet else
-                           ("aksgpu:fleetUpgrades", stack_file.fleet_upgrades, parse_fleet_upgrades_spec))
-        report = Report(stack_file.path.name, f"{key} in {stack_file.path.name}")
+        key, raw, parse = ((FLEET_KEY, stack_file.fleet, parse_fleet_spec) if stack_file.is_fleet else
+                           (FLEET_UPGRADES_KEY, stack_file.fleet_upgrades, parse_fleet_upgrades_spec))
+        report = Report(stack_file.path.name, stack_file.source(key))
         try:
             report.issues = list(parse(raw, source=report.source)[1])
         except SpecError as error:
             report.issues = list(error.issues)
         return report
-    source = f"aksgpu:cluster in {stack_file.path.name}"
+    source = stack_file.source(CLUSTER_KEY)
     report = Report(stack_file.path.name, source)
     cluster = stack_file.cluster
     if isinstance(cluster, dict) and isinstance(cluster.get("fleet"), dict):

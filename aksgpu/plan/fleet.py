@@ -10,10 +10,12 @@ from typing import Any
 
 from aksgpu.environments.file import UPGRADES
 from aksgpu.errors import UserError
-from aksgpu.plan.planner import Plan, plan_stack
-from aksgpu.project.stackfile import StackFile, resolve_stack
+from aksgpu.plan.planner import Plan
+from aksgpu.plan.review import Review, Stacks, review
+from aksgpu.project.stackfile import StackFile
 from aksgpu.spec import ClusterSpec, Issue, SpecError, parse_cluster_spec
 from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, parse_fleet_spec, parse_fleet_upgrades_spec
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 from aksgpu.policy.engine import PolicyReport
 from aksgpu.preflight.cost import CostEstimate, Scale
 
@@ -25,9 +27,21 @@ class MemberPlan:
     stack_file: StackFile
     spec: ClusterSpec
     warnings: list[Issue]
-    plan: Plan
-    policy: PolicyReport
-    cost: CostEstimate
+    review: Review
+
+    @property
+    def plan(self) -> Plan:
+        return self.review.plan
+
+    @property
+    def policy(self) -> PolicyReport:
+        return self.review.policy
+
+    @property
+    def cost(self) -> CostEstimate:
+        cost = self.review.cost
+        assert cost is not None  # a cluster's review has a cost
+        return cost
 
 
 @dataclass
@@ -35,12 +49,28 @@ class FleetPlan:
     stack_file: StackFile
     spec: FleetSpec
     warnings: list[Issue]
-    shared: Plan
-    policy: PolicyReport
-    cost: CostEstimate
+    review: Review
     upgrades_spec: FleetUpgradesSpec
-    upgrades: Plan
+    upgrades_review: Review
     members: list[MemberPlan] = field(default_factory=list)
+
+    @property
+    def shared(self) -> Plan:
+        return self.review.plan
+
+    @property
+    def policy(self) -> PolicyReport:
+        return self.review.policy
+
+    @property
+    def cost(self) -> CostEstimate:
+        cost = self.review.cost
+        assert cost is not None  # a fleet's shared stack's review has a cost
+        return cost
+
+    @property
+    def upgrades(self) -> Plan:
+        return self.upgrades_review.plan
 
     @property
     def failed(self) -> bool:
@@ -53,41 +83,41 @@ class FleetPlan:
 
 
 def load_fleet(stack_file: StackFile) -> tuple[FleetSpec, list[Issue]]:
-    return parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+    return parse_fleet_spec(stack_file.fleet, source=stack_file.source(FLEET_KEY))
 
 
-def plan_fleet(stack_file: StackFile, members: list[str] | None = None) -> FleetPlan:
-    """Plan the shared stack, the upgrades stack and the members (all, or those named by member name
-    or stack)."""
-    from aksgpu.plan.policy_results import evaluate_plan, evaluate_resources
-    from aksgpu.preflight.tables import cost_of, price_table
-    from aksgpu.preflight.cost import fleet_estimate
+def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: Stacks | None = None) -> FleetPlan:
+    """Plan and review the shared stack, the upgrades stack and the members (all, or those named by
+    member name or stack), each stack file resolved and planned once (through `stacks`)."""
+    from aksgpu.preflight.tables import price_table
 
+    stacks = stacks or Stacks()
     spec, warnings = load_fleet(stack_file)
-    shared = plan_stack(stack_file, stack_outputs={})
-    upgrades_file = resolve_stack(f"{stack_file.stack}-{UPGRADES}", cwd=stack_file.project_dir)
+    shared = stacks.plan(stack_file, stack_outputs={})
+    upgrades_file = stacks.resolve(f"{stack_file.stack}-{UPGRADES}", cwd=stack_file.project_dir)
     if not upgrades_file.is_fleet_upgrades:
-        raise UserError(f"{upgrades_file.path.name} holds no aksgpu:fleetUpgrades. Fix: render the fleet environment "
+        raise UserError(f"{upgrades_file.path.name} holds no {FLEET_UPGRADES_KEY}. Fix: render the fleet environment "
                         "(`aksgpu render`).")
     upgrades_spec, _ = parse_fleet_upgrades_spec(upgrades_file.fleet_upgrades,
-                                                 source=f"aksgpu:fleetUpgrades in {upgrades_file.path.name}")
-    upgrades = plan_stack(upgrades_file, stack_outputs={stack_file.stack: shared.outputs})
-    result = FleetPlan(stack_file, spec, warnings, shared, evaluate_resources(shared, []),
-                       fleet_estimate(spec, price_table(stack_file.project_dir)), upgrades_spec, upgrades)
+                                                 source=upgrades_file.source(FLEET_UPGRADES_KEY))
+    upgrades = stacks.plan(upgrades_file, stack_outputs={stack_file.stack: shared.outputs})
+    prices = price_table(stack_file.project_dir)
+    result = FleetPlan(stack_file, spec, warnings, review(shared, spec, prices=prices), upgrades_spec,
+                       review(upgrades, upgrades_spec))
     wanted = set(members or [])
     for member in spec.members:
         if wanted and member.name not in wanted and member.stack not in wanted:
             continue
-        member_file = resolve_stack(member.stack, cwd=stack_file.project_dir)
-        source = f"aksgpu:cluster in {member_file.path.name}"
+        member_file = stacks.resolve(member.stack, cwd=stack_file.project_dir)
+        source = member_file.source(CLUSTER_KEY)
         member_spec, member_warnings = parse_cluster_spec(member_file.cluster, source=source)
         if member_spec.fleet is None or member_spec.fleet.stack != stack_file.stack:
             raise SpecError([Issue("fleet", None if member_spec.fleet is None else member_spec.fleet.stack,
                                    f"fleet {stack_file.stack} lists this stack as member {member.name}",
                                    "render the fleet environment again (`aksgpu render`)")], source)
-        plan = plan_stack(member_file, stack_outputs={stack_file.stack: shared.outputs})
-        result.members.append(MemberPlan(member_file, member_spec, member_warnings, plan,
-                                         evaluate_plan(plan, member_spec), cost_of(member_spec, stack_file.project_dir)))
+        plan = stacks.plan(member_file, stack_outputs={stack_file.stack: shared.outputs})
+        result.members.append(MemberPlan(member_file, member_spec, member_warnings,
+                                         review(plan, member_spec, prices=prices)))
     return result
 
 
@@ -99,7 +129,6 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
     deployed `parallel` at a time, as `aksgpu up` does by default)."""
     from aksgpu.plan.report import summary
     from aksgpu.spec import team_gpu_quota
-    from aksgpu.preflight import deploy_time
     from aksgpu.preflight.quota import quota_needs
 
     spec = fleet.spec
@@ -122,7 +151,7 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
             totals = quota.setdefault((need.region, need.counter), [0, 0])
             totals[0] += need.vcpus_min
             totals[1] += need.vcpus_max
-        seconds = deploy_time.estimate(member.plan).schedule.total
+        seconds = member.review.deploy_time.schedule.total
         member_seconds.append(seconds)
         monthly = monthly + member.cost.monthly
         complete = complete and member.cost.complete
@@ -134,9 +163,9 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
             "policyFailing": len(member.policy.problems()), "deployMinutes": round(seconds / 60),
             "monthly": member.cost.monthly.json(0), "costComplete": member.cost.complete,
         })
-    shared_seconds = deploy_time.estimate(fleet.shared).schedule.total
+    shared_seconds = fleet.review.deploy_time.schedule.total
     members_seconds = _makespan(member_seconds, parallel)
-    upgrades_seconds = deploy_time.estimate(fleet.upgrades).schedule.total
+    upgrades_seconds = fleet.upgrades_review.deploy_time.schedule.total
     monthly = monthly + fleet.cost.monthly
     by_group = {m["group"]: [] for m in members}
     for m in members:

@@ -1,12 +1,12 @@
 """aksgpu's security policies (aksgpu.policy) over an offline plan: the resources it recorded, the
-environment's waivers and today's date (waivers expire)."""
+environment's waivers and today's date (waivers expire). A plan's whole review (policies, cost,
+deploy time) is plan/review.py's."""
 
 from __future__ import annotations
 
 from datetime import date
 
-from aksgpu.environments.validation import Report
-from aksgpu.plan.planner import Plan, plan_stack
+from aksgpu.plan.planner import Plan
 from aksgpu.spec import ClusterSpec, Waiver
 from aksgpu.policy.checks import PolicyResource
 from aksgpu.policy.engine import PolicyReport, evaluate
@@ -21,17 +21,6 @@ def evaluate_resources(plan: Plan, waivers: list[Waiver], today: date | None = N
     """Every policy over the plan's resources (a fleet's shared stack has no waivers)."""
     resources = [PolicyResource(r.urn, r.type, r.name, r.inputs) for r in plan.resources]
     return evaluate(resources, waivers, today=today or date.today())
-
-
-def check_policies(report: Report) -> None:
-    """The security policies over a valid validation target's offline plan, with its waivers: the
-    findings go into the report (`aksgpu validate` without --spec-only)."""
-    if report.planned is None or report.errors:
-        return
-    stack_file, spec = report.planned
-    policy = evaluate_plan(plan_stack(stack_file), spec)
-    report.policy_problems = policy.problems()
-    report.policy_notes = policy.notes()
 
 
 def policy_lines(report: PolicyReport) -> list[str]:

@@ -4,10 +4,12 @@ stack read the fleet's shared stack through a stack reference, answered from its
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from aksgpu.errors import UserError
 from aksgpu.project.stackfile import StackFile, resolve_stack
+from aksgpu.stack_config import FLEET_KEY
 
 
 class _Planned(Protocol):
@@ -15,11 +17,12 @@ class _Planned(Protocol):
 
 
 def referenced_stack_outputs(stack_file: StackFile, project: str | None,
-                             plan_stack: Callable[[StackFile, str | None, Mapping[str, Mapping[str, Any]]], _Planned]
-                             ) -> dict[str, dict[str, Any]]:
+                             plan_stack: Callable[[StackFile, str | None, Mapping[str, Mapping[str, Any]]], _Planned],
+                             resolve: Callable[[str, Path], StackFile] = resolve_stack) -> dict[str, dict[str, Any]]:
     """The outputs of the stacks `stack_file`'s program reads through stack references, from their
     own offline plans (made with `plan_stack`, the planner's, which calls this: passed in rather than
-    imported, so the two modules do not import each other): the fleet stack of a fleet member
+    imported, so the two modules do not import each other; `resolve` finds that stack's file, by
+    default resolve_stack): the fleet stack of a fleet member
     (aksgpu:cluster fleet.stack) or of a fleet's upgrades stack (aksgpu:fleetUpgrades stack).
     UserError when that stack file is missing or holds no fleet."""
     cluster = stack_file.cluster
@@ -28,11 +31,11 @@ def referenced_stack_outputs(stack_file: StackFile, project: str | None,
     if not isinstance(stack, str) or not stack:
         return {}
     try:
-        shared = resolve_stack(stack, cwd=stack_file.project_dir)
+        shared = resolve(stack, stack_file.project_dir)
     except UserError as error:
         raise UserError(f"{stack_file.path.name} belongs to fleet stack {stack}, whose outputs it reads through a "
                         f"stack reference: {error}") from None
     if not shared.is_fleet:
         raise UserError(f"{stack_file.path.name} belongs to fleet stack {stack}, but {shared.path.name} holds no "
-                        "aksgpu:fleet. Fix: render the fleet environment (`aksgpu render`).")
+                        f"{FLEET_KEY}. Fix: render the fleet environment (`aksgpu render`).")
     return {stack: plan_stack(shared, project, {}).outputs}

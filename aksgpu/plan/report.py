@@ -99,8 +99,10 @@ def summary(plan: Plan) -> dict[str, Any]:
     }
 
 
-def plan_document(plan: Plan, warnings: list[Issue]) -> dict[str, Any]:
-    """The stable JSON document of `aksgpu plan --json`."""
+def plan_document(plan: Plan, warnings: list[Issue], estimate: deploy_time.DeployTime | None = None
+                  ) -> dict[str, Any]:
+    """The stable JSON document of `aksgpu plan --json` (`estimate`: the plan's deploy time, when its
+    review (plan/review.py) has it)."""
     return {
         "formatVersion": PLAN_FORMAT_VERSION,
         "project": plan.project,
@@ -109,7 +111,7 @@ def plan_document(plan: Plan, warnings: list[Issue]) -> dict[str, Any]:
         "offline": True,
         "warnings": [_issue_json(issue) for issue in warnings],
         "summary": summary(plan),
-        "deployTime": deploy_time.document(deploy_time.estimate(plan)),
+        "deployTime": deploy_time.document(estimate or deploy_time.estimate(plan)),
         "resources": [_resource_json(resource) for resource in plan.resources],
         "outputs": plan.outputs,
     }
@@ -134,8 +136,8 @@ def _resource_json(resource: PlannedResource) -> dict[str, Any]:
     }
 
 
-def render_text(plan: Plan, warnings: list[Issue]) -> str:
-    """The human-readable plan: resource tree, counts by type, pools, warnings, outputs."""
+def render_text(plan: Plan, warnings: list[Issue], estimate: deploy_time.DeployTime | None = None) -> str:
+    """The human-readable plan: resource tree, counts by type, pools, deploy time, warnings, outputs."""
     facts = summary(plan)
     lines = [
         f"Plan for stack {plan.stack} ({plan.stack_file}), made offline: nothing was sent to Azure.",
@@ -149,7 +151,7 @@ def render_text(plan: Plan, warnings: list[Issue]) -> str:
     lines += _pool_table(facts["pools"])
     gpus = f"{facts['maxGpus']} GPUs" + ("" if facts["gpuCountsComplete"] else " (sizes not in the table not counted)")
     lines += [f"  At full scale: {facts['maxNodes']} nodes, {gpus}."]
-    lines += ["", *deploy_time.text_lines(deploy_time.document(deploy_time.estimate(plan)))]
+    lines += ["", *deploy_time.text_lines(deploy_time.document(estimate or deploy_time.estimate(plan)))]
     if warnings:
         lines += ["", f"Warnings ({len(warnings)}):"]
         lines += [f"  - {issue}" for issue in warnings]

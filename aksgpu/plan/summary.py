@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
+
+if TYPE_CHECKING:
+    from aksgpu.plan.review import Review, Stacks
+    from aksgpu.preflight.prices import PriceTable
+    from aksgpu.project.stackfile import StackFile
+    from aksgpu.spec import Issue
 
 MARKER = "<!-- aksgpu:plan-summary -->"
 
@@ -157,29 +164,28 @@ def summary_markdown(results: list[EnvironmentResult], *, commit: str | None = N
     return "\n".join(lines) + "\n"
 
 
-def _fleet_result(name: str, stack_name: str, stack_file: Any, notes: list[str], prices: Any) -> EnvironmentResult:
+def _fleet_result(name: str, stack_name: str, stack_file: StackFile, notes: list[str], prices: PriceTable,
+                  stacks: Stacks) -> EnvironmentResult:
     """A fleet's shared stack (its plan, policies and the cost of the shared parts) or upgrades stack
     (no cost: Fleet Manager's update strategies and profiles are free)."""
-    from aksgpu.plan.planner import plan_stack
-    from aksgpu.plan.policy_results import evaluate_resources
-    from aksgpu.plan.report import summary
+    from aksgpu.plan.review import review
     from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
-    from aksgpu.preflight import deploy_time
-    from aksgpu.preflight.cost import fleet_estimate
 
     if stack_file.is_fleet_upgrades:
         spec, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
-                                                   source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")
-        cost = None
+                                                   source=stack_file.source(FLEET_UPGRADES_KEY))
     else:
-        spec, warnings = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
-        cost = fleet_estimate(spec, prices).json()
-    plan = plan_stack(stack_file)
-    report = evaluate_resources(plan, [])
-    policy = {"counts": report.counts(), "problems": report.problems(), "notes": report.notes()}
-    return EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes, policy=policy,
-                             cost=cost,
-                             deploy_time=deploy_time.document(deploy_time.estimate(plan)))
+        spec, warnings = parse_fleet_spec(stack_file.fleet, source=stack_file.source(FLEET_KEY))
+    return _result(name, stack_name, review(stacks.plan(stack_file), spec, prices=prices), warnings, notes)
+
+
+def _result(name: str, stack_name: str, found: Review, warnings: list[Issue], notes: list[str]) -> EnvironmentResult:
+    """An environment's part of the summary from its plan's review (plan/review.py)."""
+    from aksgpu.plan.report import summary
+
+    cost = None if found.cost is None else found.cost.json()
+    return EnvironmentResult(name, stack_name, summary(found.plan), [str(w) for w in warnings], notes=notes,
+                             policy=found.policy_document(), cost=cost, deploy_time=found.deploy_time_document())
 
 
 def check_environments(names: list[str] | None = None) -> list[EnvironmentResult]:
@@ -187,14 +193,9 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
     from aksgpu.environments.file import load_environments
     from aksgpu.environments.render import plan_render
     from aksgpu.errors import UserError
-    from aksgpu.plan.planner import plan_stack
-    from aksgpu.plan.policy_results import evaluate_plan
-    from aksgpu.plan.report import summary
+    from aksgpu.plan.review import Stacks, review
     from aksgpu.preflight.tables import price_table
-    from aksgpu.project.stackfile import resolve_stack
     from aksgpu.spec import SpecError, parse_cluster_spec
-    from aksgpu.preflight import deploy_time
-    from aksgpu.preflight.cost import estimate
 
     environments = load_environments()
     environments.require(names or [])  # an unknown name is bad input (exit 2)
@@ -202,6 +203,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
         raise UserError(f"{environments.relative_path} defines no environments, so there is nothing to plan. "
                         "Fix: add one with `aksgpu init ENV --preset NAME`.")
     prices = price_table(environments.project_dir)
+    planned = Stacks()  # a fleet's shared stack is resolved and planned once for all its members
     results = []
     stacks = environments.stacks()
     wanted = names or environments.names
@@ -214,12 +216,12 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
             if rendered.state != "current":
                 notes.append(f"{stack_name} is not what `aksgpu render {name}` writes ({rendered.state}); "
                              "the plan below is of the stack file as committed.")
-            stack_file = resolve_stack(name, environments.project_dir)
+            stack_file = planned.resolve(name, environments.project_dir)
             stack_name = str(stack_file.path.relative_to(stack_file.project_dir))
             if stack_file.is_fleet or stack_file.is_fleet_upgrades:
-                results.append(_fleet_result(name, stack_name, stack_file, notes, prices))
+                results.append(_fleet_result(name, stack_name, stack_file, notes, prices, planned))
                 continue
-            spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+            spec, warnings = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
         except SpecError as error:
             results.append(EnvironmentResult(name, stack_name, None, errors=[str(i) for i in error.errors],
                                              notes=notes))
@@ -227,10 +229,6 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
         except UserError as error:
             results.append(EnvironmentResult(name, stack_name, None, errors=[str(error)], notes=notes))
             continue
-        plan = plan_stack(stack_file)
-        report = evaluate_plan(plan, spec)
-        policy = {"counts": report.counts(), "problems": report.problems(), "notes": report.notes()}
-        results.append(EnvironmentResult(name, stack_name, summary(plan), [str(w) for w in warnings], notes=notes,
-                                          policy=policy, cost=estimate(spec, prices).json(),
-                                          deploy_time=deploy_time.document(deploy_time.estimate(plan))))
+        found = review(planned.plan(stack_file), spec, prices=prices)
+        results.append(_result(name, stack_name, found, warnings, notes))
     return results

@@ -22,6 +22,7 @@ from aksgpu.components.aks_gpu_cluster import AksGpuCluster
 from aksgpu.components.fleet import AksGpuFleet, FleetOutputs, FleetUpgrades
 from aksgpu.spec import ClusterSpec, SpecError, parse_cluster_spec
 from aksgpu.spec.fleet import FLEET_OUTPUTS, parse_fleet_spec, parse_fleet_upgrades_spec
+from aksgpu.stack_config import CLUSTER, CLUSTER_KEY, FLEET, FLEET_UPGRADES, NAMESPACE
 
 T = TypeVar("T")
 
@@ -30,17 +31,17 @@ def run() -> AksGpuCluster | AksGpuFleet | FleetUpgrades:
     """Declare the cluster of this stack's `aksgpu:cluster` config (or the fleet's shared parts of
     its `aksgpu:fleet`) and export its outputs."""
     defer_alias_urns()  # the engine gets the same aliases; Python skips ~8 s of unused URNs at 100 pools
-    config = pulumi.Config("aksgpu")
-    raw_fleet = _structured(config, "fleet")
+    config = pulumi.Config(NAMESPACE)
+    raw_fleet = _structured(config, FLEET)
     if raw_fleet is not None:
         return _run_fleet(raw_fleet)
-    raw_upgrades = _structured(config, "fleetUpgrades")
+    raw_upgrades = _structured(config, FLEET_UPGRADES)
     if raw_upgrades is not None:
         return _run_fleet_upgrades(raw_upgrades)
-    raw_spec = _structured(config, "cluster")
+    raw_spec = _structured(config, CLUSTER)
     if raw_spec is None:
         raise pulumi.RunError(
-            "aksgpu:cluster is not set in this stack's config. Fix: add the environment to stacks/environments.yaml "
+            f"{CLUSTER_KEY} is not set in this stack's config. Fix: add the environment to stacks/environments.yaml "
             "and render its stack file (`aksgpu init ENV --preset NAME`).")
     spec = _validated(parse_cluster_spec, raw_spec)
     fleet = fleet_outputs(spec.fleet.stack, spec) if spec.fleet is not None else None
@@ -58,7 +59,7 @@ def _structured(config: pulumi.Config, key: str) -> object:
     try:
         return config.get_object(key)
     except (ValueError, RecursionError) as error:  # the engine hands structured config over as JSON
-        raise pulumi.RunError(f"aksgpu:{key} in this stack's config cannot be read ({type(error).__name__}). "
+        raise pulumi.RunError(f"{NAMESPACE}:{key} in this stack's config cannot be read ({type(error).__name__}). "
                               "Fix: check it with `aksgpu validate STACK`, which names the line.") from None
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from aksgpu.errors import UserError
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY, SPEC_KEYS
 
 
 @dataclass(frozen=True)
@@ -19,25 +20,29 @@ class StackFile:
 
     @property
     def cluster(self) -> Any:
-        return self.config.get("aksgpu:cluster")
+        return self.config.get(CLUSTER_KEY)
 
     @property
     def fleet(self) -> Any:
         """A fleet's shared stack holds `aksgpu:fleet` instead of a cluster."""
-        return self.config.get("aksgpu:fleet")
+        return self.config.get(FLEET_KEY)
 
     @property
     def is_fleet(self) -> bool:
-        return "aksgpu:fleet" in self.config
+        return FLEET_KEY in self.config
 
     @property
     def fleet_upgrades(self) -> Any:
         """A fleet's upgrades stack holds `aksgpu:fleetUpgrades` (its update strategy and profiles)."""
-        return self.config.get("aksgpu:fleetUpgrades")
+        return self.config.get(FLEET_UPGRADES_KEY)
 
     @property
     def is_fleet_upgrades(self) -> bool:
-        return "aksgpu:fleetUpgrades" in self.config
+        return FLEET_UPGRADES_KEY in self.config
+
+    def source(self, key: str) -> str:
+        """Where a spec under `key` comes from, as its problems name it: "aksgpu:cluster in Pulumi.dev.yaml"."""
+        return f"{key} in {self.path.name}"
 
     def engine_config(self) -> dict[str, str]:
         """Config as the Pulumi engine hands it to a program: structured values as JSON."""
@@ -118,9 +123,9 @@ def _read_config(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise UserError(f"{path.name}: config must be a mapping of keys to values. Fix: render it from "
                         "environments.yaml (`aksgpu render ENV`).")
-    if not {"aksgpu:cluster", "aksgpu:fleet", "aksgpu:fleetUpgrades"} & set(config):
-        raise UserError(f"{path.name} has no aksgpu:cluster in its config. Fix: render it from environments.yaml "
-                        "(`aksgpu render ENV`), or add the cluster spec under config: aksgpu:cluster:.")
+    if not set(SPEC_KEYS) & set(config):
+        raise UserError(f"{path.name} has no {CLUSTER_KEY} in its config. Fix: render it from environments.yaml "
+                        f"(`aksgpu render ENV`), or add the cluster spec under config: {CLUSTER_KEY}:.")
     return config
 
 

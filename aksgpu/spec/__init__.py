@@ -39,6 +39,7 @@ from aksgpu.spec.pools import GpuSettings, NodePool, PoolBase, SpotSettings, Sys
 from aksgpu.spec.registry import Registry, check_registry, default_registry_name
 from aksgpu.spec.scheduling import GangScheduling, check_scheduling, spot_fallbacks
 from aksgpu.spec.security import KeyVaultSecretsProvider, Security, check_security
+from aksgpu.stack_config import CLUSTER_KEY
 
 __all__ = [
     "Aad", "Access", "ApiServer", "Autoscaler", "ClusterSpec", "ControlPlane", "FleetMembership", "GangScheduling",
@@ -203,7 +204,7 @@ def _check_location(location: str) -> Iterator[Issue]:
                 "warning")
 
 
-def parse_cluster_spec(raw: Any, source: str = "aksgpu:cluster") -> tuple[ClusterSpec, list[Issue]]:
+def parse_cluster_spec(raw: Any, source: str = CLUSTER_KEY) -> tuple[ClusterSpec, list[Issue]]:
     """Validate `raw` (the parsed `aksgpu:cluster` value).
 
     Returns the spec and its warnings; raises SpecError listing every error (and warning).
@@ -212,7 +213,7 @@ def parse_cluster_spec(raw: Any, source: str = "aksgpu:cluster") -> tuple[Cluste
     """
     if not isinstance(raw, dict):
         issue = Issue("(top level)", raw, "the cluster spec must be a mapping of fields",
-                      "write aksgpu:cluster as a YAML mapping (name:, location:, resourceGroup:, ...)")
+                      f"write {CLUSTER_KEY} as a YAML mapping (name:, location:, resourceGroup:, ...)")
         raise SpecError([issue], source)
     try:
         spec = ClusterSpec.model_validate(raw)

@@ -1,39 +1,33 @@
 """Building blocks of the cluster spec: strict models, issues, and readable errors.
 
-Every problem a spec can have is reported as an `Issue` that names the field path, the value,
-the rule and the fix. Shape and type problems come from pydantic and are translated here;
-cross-field rules live beside the fields they govern (see the `check_*` functions of each
-concern module) and yield `Issue`s directly.
+Every problem a spec can have is reported as an `Issue` (aksgpu.errors.Problem, the domain's one
+problem type) that names the field path, the value, the rule and the fix. Shape and type problems
+come from pydantic and are translated here; cross-field rules live beside the fields they govern
+(see the `check_*` functions of each concern module) and yield `Issue`s directly.
 """
 
 from __future__ import annotations
 
 import difflib
 import ipaddress
-import json
 import re
 import types
 import typing
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from aksgpu.spec.descriptions import describe_schema_properties
-
-Severity = Literal["error", "warning"]
-# Line breaks (\n, \r, U+0085, U+2028, U+2029) and other control characters.
-_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def one_line(text: str) -> str:
-    """`text` with line breaks and control characters as \\uXXXX escapes: it stays one line (of
-    a message, or of a YAML comment, which a line break would end early)."""
-    return _LINE_BREAKING.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-
+from aksgpu.errors import MISSING as _MISSING
+from aksgpu.errors import Problem, render_problems
+from aksgpu.errors import Severity as Severity  # noqa: F401 -- the spec's names for them, kept
+from aksgpu.errors import is_missing as is_missing  # noqa: F401
+from aksgpu.errors import one_line as one_line  # noqa: F401
+from aksgpu.errors import render_value as render_value  # noqa: F401
+from aksgpu.stack_config import CLUSTER_KEY
 
 class SpecModel(BaseModel):
     """A strict spec model: camelCase keys, unknown keys are errors, values are immutable."""
@@ -51,25 +45,14 @@ class SpecModel(BaseModel):
     )
 
 
-@dataclass(frozen=True)
-class Issue:
-    """One problem in a spec: where, what, which rule, and how to fix it."""
-
-    path: str
-    value: Any
-    rule: str
-    fix: str
-    severity: Severity = "error"
-
-    def __str__(self) -> str:
-        # A path holds the user's keys, which may hold line breaks: escaped, one issue stays one line.
-        return f"{one_line(self.path)} = {render_value(self.value)}: {self.rule}. Fix: {self.fix}"
+# One problem in a spec: where, what, which rule, and how to fix it (the domain's one problem type).
+Issue = Problem
 
 
 class SpecError(Exception):
     """The spec has errors; `issues` lists every one of them (warnings too)."""
 
-    def __init__(self, issues: list[Issue], source: str = "aksgpu:cluster") -> None:
+    def __init__(self, issues: list[Issue], source: str = CLUSTER_KEY) -> None:
         self.issues = issues
         self.source = source
         super().__init__(self.render())
@@ -79,11 +62,7 @@ class SpecError(Exception):
         return [issue for issue in self.issues if issue.severity == "error"]
 
     def render(self) -> str:
-        errors = self.errors
-        noun = "problem" if len(errors) == 1 else "problems"
-        lines = [f"{self.source} has {len(errors)} {noun}:"]
-        lines += [f"  - {issue}" for issue in errors]
-        return "\n".join(lines)
+        return render_problems(self.source, self.issues)
 
 
 def check_tags(tags: dict[str, str]) -> typing.Iterator[Issue]:
@@ -92,19 +71,6 @@ def check_tags(tags: dict[str, str]) -> typing.Iterator[Issue]:
         if not key or len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
             yield Issue(f"tags.{key}", value, "tag names are 1-512 characters without <>%&\\?/, values at most 256",
                         "shorten or rename the tag")
-
-
-def render_value(value: Any) -> str:
-    """A short, JSON-like rendering of a user's value for messages."""
-    if value is _MISSING:
-        return "(not set)"
-    try:
-        text = json.dumps(value, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    except RecursionError:
-        text = "(a value nested too deeply to show)"
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def did_you_mean(name: str, known: typing.Iterable[str], cutoff: float = 0.6) -> str:
@@ -116,19 +82,6 @@ def did_you_mean(name: str, known: typing.Iterable[str], cutoff: float = 0.6) ->
 def fields_by_alias(model: type[BaseModel]) -> dict[str, typing.Any]:
     """A model's fields by the name a user writes (camelCase)."""
     return {(info.alias or name): info for name, info in model.model_fields.items()}
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "(not set)"
-
-
-_MISSING = _Missing()
-
-
-def is_missing(value: Any) -> bool:
-    """Whether an issue's value stands for a field the spec leaves out."""
-    return value is _MISSING
 
 
 def rule_error(rule: str, fix: str) -> PydanticCustomError:

@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 from aksgpu import catalog
 
 from aksgpu.spec.base import Issue, SpecError, SpecModel, check_tags, checked, issues_from_validation_error
+from aksgpu.stack_config import FLEET_KEY, FLEET_UPGRADES_KEY
 
 # fleets.json: fleetName (1-63), fleetMemberName, updateStrategyName, autoUpgradeProfileName and
 # group names (1-50): lowercase letters, digits and '-', starting and ending with a letter or digit.
@@ -271,12 +272,12 @@ def _duplicates(path: str, values: list[str], what: str) -> Iterator[Issue]:
                         "rename all but one")
 
 
-def parse_fleet_spec(raw: object, source: str = "aksgpu:fleet") -> tuple[FleetSpec, list[Issue]]:
+def parse_fleet_spec(raw: object, source: str = FLEET_KEY) -> tuple[FleetSpec, list[Issue]]:
     """Validate `raw` (the parsed `aksgpu:fleet` value); raises SpecError listing every error."""
     return _parse(FleetSpec, raw, source)
 
 
-def parse_fleet_upgrades_spec(raw: object, source: str = "aksgpu:fleetUpgrades") -> tuple[FleetUpgradesSpec,
+def parse_fleet_upgrades_spec(raw: object, source: str = FLEET_UPGRADES_KEY) -> tuple[FleetUpgradesSpec,
                                                                                              list[Issue]]:
     """Validate `raw` (the parsed `aksgpu:fleetUpgrades` value); raises SpecError listing every error."""
     return _parse(FleetUpgradesSpec, raw, source)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentsArg
-from aksgpu.cli.console import fail, say
+from aksgpu.cli.console import fail, fail_problems, say
 from aksgpu.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
@@ -264,8 +264,7 @@ def oidc(
         try:
             settings = oidc_settings(environment, repo, branch, subscription)
         except SpecError as error:
-            typer.echo(str(error), err=True)
-            raise typer.Exit(EXIT_FAILED) from None
+            fail_problems(error)
         if not apply:
             if as_json:
                 typer.echo(json.dumps(oidc_document(settings), indent=2))

@@ -19,8 +19,9 @@ from aksgpu.cli.arguments import (
     PresetOption,
     preset_names,
 )
-from aksgpu.cli.console import echo_json, fail, show_value, table_width
+from aksgpu.cli.console import echo_json, fail, fail_problems, show_problems, show_value, table_width
 from aksgpu.errors import UserError
+from aksgpu.stack_config import CLUSTER_KEY
 
 if TYPE_CHECKING:
     from aksgpu.environments.file import EnvironmentsFile
@@ -63,10 +64,11 @@ def validate(
     try:
         reports = validate_targets(targets or [])
         if not spec_only:
-            from aksgpu.plan.policy_results import check_policies
+            from aksgpu.plan.review import Stacks, check_policies
 
+            stacks = Stacks()  # a fleet's shared stack is planned once for all its members
             for report in reports:
-                check_policies(report)
+                check_policies(report, stacks)
     except Exception as error:  # UserError: one clear message
 
         if isinstance(error, UserError):
@@ -125,7 +127,7 @@ def render(
             failed.append(name)
             bad_input = True
         except SpecError as error:
-            typer.echo(str(error), err=True)
+            show_problems(error)
             failed.append(name)
     project = env_file.project_dir
     if check:
@@ -207,7 +209,7 @@ def init(
     except UserError as error:
         fail(str(error))
     except SpecError as error:
-        typer.echo(str(error), err=True)
+        show_problems(error)
         typer.echo("Nothing was written.", err=True)
         raise typer.Exit(1) from None
     for line in outcome.messages:
@@ -246,8 +248,7 @@ def new(
     except UserError as error:
         fail(str(error))
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        fail_problems(error)
     for path in project.written:
         typer.echo(f"{path}: created")
     typer.echo(f"Next: cd {directory}, `python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt`, "
@@ -278,8 +279,7 @@ def diff(
         except UserError as error:
             fail(str(error))
         except SpecError as error:
-            typer.echo(str(error), err=True)
-            raise typer.Exit(1) from None
+            fail_problems(error)
         rows[env] = {row.path: row.value for row in field_rows(spec_config(effective.spec))}
         specs[env] = effective.spec
     differences = field_differences(rows[environment_a], rows[environment_b], environment_a, environment_b)
@@ -319,7 +319,7 @@ def _cost_difference(project_dir: Path, specs: dict[str, Any], name_a: str, name
 
 
 def schema(
-    kind: Annotated[str, typer.Argument(help="cluster (the aksgpu:cluster value of a stack file) or environments "
+    kind: Annotated[str, typer.Argument(help=f"cluster (the {CLUSTER_KEY} value of a stack file) or environments "
                                              "(stacks/environments.yaml).")] = "cluster",
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write to this file instead of printing (- prints); an existing file is "

@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import StackArg
-from aksgpu.cli.console import fail, progress
+from aksgpu.cli.console import fail, fail_problems, progress
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_UPGRADES_KEY
 
 if TYPE_CHECKING:
     from aksgpu.project.stackfile import StackFile
     from aksgpu.spec import ClusterSpec, Issue
     from aksgpu.preflight.cost import CostEstimate
+    from aksgpu.plan.review import Review
 
 
 def _resolve(stack: str) -> StackFile:
@@ -33,10 +35,9 @@ def _load(stack_file: StackFile) -> tuple[StackFile, ClusterSpec, list[Issue]]:
     from aksgpu.spec import SpecError, parse_cluster_spec
 
     try:
-        spec, warnings = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+        spec, warnings = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        fail_problems(error)
     return stack_file, spec, warnings
 
 
@@ -55,15 +56,16 @@ def _stale_note(stack_file: StackFile) -> str | None:
     return f"note: {stack_file.path.name} is not what `aksgpu render {stack_file.stack}` would write: {why}."
 
 
-def _cost(spec: ClusterSpec, stack_file: StackFile) -> CostEstimate:
+def _cost(found: Review) -> CostEstimate:
     """The cost estimate the plan shows (`aksgpu cost`); exits 2 on a broken project price table."""
     from aksgpu.errors import UserError
-    from aksgpu.preflight.tables import cost_of
 
     try:
-        return cost_of(spec, stack_file.project_dir)
+        cost = found.cost
     except UserError as error:
         fail(str(error))
+    assert cost is not None  # a cluster's review has a cost
+    return cost
 
 
 def plan(
@@ -93,18 +95,19 @@ def plan(
     note = _stale_note(stack_file)
 
     from aksgpu.errors import UserError
-    from aksgpu.plan.planner import plan_stack
-    from aksgpu.plan.policy_results import evaluate_plan, policy_lines
+    from aksgpu.plan.policy_results import policy_lines
     from aksgpu.plan.preflight_report import preflight_document, preflight_lines
     from aksgpu.plan.report import plan_document, render_text
+    from aksgpu.plan.review import Stacks, review
 
     with progress("Planning offline: running the Pulumi program under the mock engine"):
         try:
-            result = plan_stack(stack_file)  # a fleet member's plan reads its fleet stack's planned outputs
+            result = Stacks().plan(stack_file)  # a fleet member's plan reads its fleet stack's planned outputs
         except UserError as error:
             fail(str(error))
-    policy = evaluate_plan(result, spec)
-    found = _cost(spec, stack_file)
+    reviewed = review(result, spec, project_dir=stack_file.project_dir)
+    policy = reviewed.policy
+    found = _cost(reviewed)
     if manifests is not None:
         from aksgpu.plan.manifests import write_manifests
 
@@ -114,13 +117,13 @@ def plan(
             fail(str(error))
         typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
     if as_json:
-        document = {**plan_document(result, warnings), "preflight": preflight_document(spec),
+        document = {**plan_document(result, warnings, reviewed.deploy_time), "preflight": preflight_document(spec),
                     "cost": found.json(), "policy": policy.document()}
         typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
     else:
         from aksgpu.preflight.cost_report import text_lines
 
-        typer.echo(render_text(result, warnings))
+        typer.echo(render_text(result, warnings, reviewed.deploy_time))
         typer.echo("\n".join([*preflight_lines(spec), "", *text_lines(found), "", *policy_lines(policy)]))
         if note:
             typer.echo(note, err=True)
@@ -146,20 +149,20 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
         with progress("Planning the fleet offline: its shared stack, then each member"):
             fleet = plan_fleet(stack_file)
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        fail_problems(error)
     except UserError as error:
         fail(str(error))
     facts = fleet_facts(fleet)
     if as_json:
-        document = {**plan_document(fleet.shared, fleet.warnings), "policy": fleet.policy.document(),
-                    "fleet": facts,
-                    "members": {m.stack_file.stack: {**plan_document(m.plan, m.warnings), "cost": m.cost.json(),
-                                                     "policy": m.policy.document()} for m in fleet.members},
-                    "upgrades": plan_document(fleet.upgrades, [])}
+        document = {**plan_document(fleet.shared, fleet.warnings, fleet.review.deploy_time),
+                    "policy": fleet.policy.document(), "fleet": facts,
+                    "members": {m.stack_file.stack: {**plan_document(m.plan, m.warnings, m.review.deploy_time),
+                                                     "cost": m.cost.json(), "policy": m.policy.document()}
+                                for m in fleet.members},
+                    "upgrades": plan_document(fleet.upgrades, [], fleet.upgrades_review.deploy_time)}
         typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
     else:
-        typer.echo(render_text(fleet.shared, fleet.warnings))
+        typer.echo(render_text(fleet.shared, fleet.warnings, fleet.review.deploy_time))
         typer.echo("\n".join(["", *fleet_lines(facts), "", *policy_lines(fleet.policy)]))
         for member in fleet.members:
             if member.policy.failed:
@@ -183,12 +186,11 @@ def _plan_fleet_upgrades(stack_file: StackFile, as_json: bool) -> None:
 
     try:
         _, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
-                                                source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")
+                                                source=stack_file.source(FLEET_UPGRADES_KEY))
         with progress("Planning offline: the fleet's shared stack, then its upgrades stack"):
             result = plan_stack(stack_file)
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
+        fail_problems(error)
     except UserError as error:
         fail(str(error))
     note = _stale_note(stack_file)

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
-from aksgpu.cli.console import echo_json, fail
+from aksgpu.cli.console import echo_json, fail, fail_problems
 from aksgpu.errors import EXIT_FAILED
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY
 
 if TYPE_CHECKING:
     from aksgpu.project.stackfile import StackFile
@@ -47,13 +48,12 @@ def cost(
         if stack_file.is_fleet_upgrades:
             fail(f"{stack_file.path.name} is a fleet's upgrades stack: an update strategy and auto-upgrade profiles, "
                  "which Fleet Manager does not charge for. Fix: `aksgpu cost FLEET` gives the fleet's cost.")
-        spec, _ = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+        spec, _ = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
         found = cost_of(spec, stack_file.project_dir)
     except UserError as error:
         fail(str(error))
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(EXIT_FAILED) from None
+        fail_problems(error)
     if as_json:
         echo_json({"stack": stack_file.stack, "stackFile": str(stack_file.path.relative_to(stack_file.project_dir)),
                    **found.json()})
@@ -71,12 +71,12 @@ def _fleet_cost(stack_file: StackFile, as_json: bool) -> None:
     from aksgpu.preflight.cost import fleet_estimate
     from aksgpu.preflight.cost_report import headline, scale_text, text_lines
 
-    fleet, _ = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+    fleet, _ = parse_fleet_spec(stack_file.fleet, source=stack_file.source(FLEET_KEY))
     shared = fleet_estimate(fleet, price_table(stack_file.project_dir))
     members = {}
     for member in fleet.members:
         member_file = resolve_stack(member.stack, cwd=stack_file.project_dir)
-        spec, _ = parse_cluster_spec(member_file.cluster, source=f"aksgpu:cluster in {member_file.path.name}")
+        spec, _ = parse_cluster_spec(member_file.cluster, source=member_file.source(CLUSTER_KEY))
         members[member.stack] = cost_of(spec, stack_file.project_dir)
     total = shared.monthly
     for found in members.values():

@@ -24,6 +24,7 @@ from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
 from aksgpu.cli.console import fail, say
 from aksgpu.errors import UserError
 from aksgpu.errors import EXIT_CHANGES, EXIT_FAILED
+from aksgpu.stack_config import CLUSTER_KEY
 from aksgpu.workflow.az_steps import AZ_MISSING
 from aksgpu.workflow.backend import (
     STORAGE_SKUS,
@@ -202,7 +203,7 @@ def destroy(
         if is_protected(stack_file):
             raise UserError(
                 f"stack {name} is protected: {target.stack_path.relative_to(target.project_dir)} sets "
-                "aksgpu:cluster protect: true, so Pulumi refuses to delete the cluster, registry, workspaces and "
+                f"{CLUSTER_KEY} protect: true, so Pulumi refuses to delete the cluster, registry, workspaces and "
                 "resource group; a destroy would delete everything else first and then fail halfway. Fix, if you "
                 f"mean to destroy it: set protect: false in the {name} environment (its overrides in "
                 f"stacks/environments.yaml), run `aksgpu render {name}`, apply that with `aksgpu up {name}` (it only "

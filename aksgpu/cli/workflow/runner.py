@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from aksgpu.cli.console import fail, say
+from aksgpu.cli.console import fail, fail_problems, say
 from aksgpu.errors import UserError
 from aksgpu.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 from aksgpu.workflow.target import PULUMI_CLI_MISSING, Target, check_readiness, readiness_message, target_for
 
 if TYPE_CHECKING:
@@ -229,16 +230,15 @@ def validate_spec(stack_file: StackFile) -> ClusterSpec | FleetSpec | FleetUpgra
 
     try:
         if stack_file.is_fleet:
-            spec, _ = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")
+            spec, _ = parse_fleet_spec(stack_file.fleet, source=stack_file.source(FLEET_KEY))
             return spec
         if stack_file.is_fleet_upgrades:
             upgrades, _ = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
-                                                    source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")
+                                                    source=stack_file.source(FLEET_UPGRADES_KEY))
             return upgrades
-        spec, _ = parse_cluster_spec(stack_file.cluster, source=f"aksgpu:cluster in {stack_file.path.name}")
+        spec, _ = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
     except SpecError as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(EXIT_FAILED) from None
+        fail_problems(error)
     return spec
 
 
