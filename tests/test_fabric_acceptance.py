@@ -27,7 +27,7 @@ import pytest
 
 from aksgpu.node import fabric_acceptance as fa
 from aksgpu.components.kubernetes import fabric_acceptance_objects as objects
-from aksgpu.node import node_gate
+from aksgpu.node import node_api, node_gate, node_verdicts, node_watchdog
 from aksgpu.components.kubernetes.gpu_health import UNDECIDED, node_change_policy
 from aksgpu.components.kubernetes.gpu_software import device_plugin_targets
 from aksgpu.components.kubernetes.objects import advertised_by_gate
@@ -46,7 +46,7 @@ NAMESPACE = "aksgpu-system"
 GIB = 2**30
 H100 = "Standard_ND96isr_H100_v5"
 H100_POOL = {"name": "h100", "kind": "gpu", "vmSize": H100, "zones": ["1"], "minCount": 0, "maxCount": 4}
-POLICY = node_gate.Policy(NAMESPACE, keep_failed=2, keep_failed_hours=24, breaker=True, breaker_share=0.5,
+POLICY = node_verdicts.Policy(NAMESPACE, keep_failed=2, keep_failed_hours=24, breaker=True, breaker_share=0.5,
                           breaker_window_minutes=120, breaker_min_nodes=3)
 USERS = {"gate": f"system:serviceaccount:{NAMESPACE}:aksgpu-gpu-health",
          "watchdog": f"system:serviceaccount:{NAMESPACE}:aksgpu-gpu-gate-watchdog",
@@ -293,7 +293,7 @@ def test_the_run_is_a_strictly_valid_kueue_job_pinned_one_pod_per_node() -> None
     # Kueue manages a Job with a queue name whatever its namespace (v0.19.2 configuration_types.go).
     assert job["metadata"]["labels"][objects.KUEUE_QUEUE_LABEL] == objects.ACCEPTANCE and job["spec"]["suspend"]
     # It lands on a node held for acceptance (the gate's taint, value accepting) and on in-service ones.
-    assert {"key": node_gate.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"key": node_api.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     container = pod["containers"][0]
     profile = fabric_profile(H100)
     assert profile is not None
@@ -386,7 +386,7 @@ def test_the_pass_may_create_jobs_only_in_aksgpus_namespace() -> None:
 
 def test_the_admission_policy_holds_the_acceptance_to_the_gates_changes() -> None:
     policy = node_change_policy(NAMESPACE)[0]
-    old = {"metadata": {"name": "n", "labels": {node_gate.HEALTH_LABEL: "accepting"}},
+    old = {"metadata": {"name": "n", "labels": {node_api.HEALTH_LABEL: "accepting"}},
            "spec": {"taints": [GPU_TAINT], "unschedulable": True}}
     request = {"userInfo": {"username": USERS["acceptance"]}}
     relabelled = copy.deepcopy(old)
@@ -483,9 +483,9 @@ def _settings() -> fa.Settings:
 
 
 def _pending(state: Server, name: str) -> None:
-    state.add_node(name, "h100", {node_gate.HEALTH_LABEL: "pending"},
-                   {node_gate.PENDING_SINCE_ANNOTATION: "2026-11-26T11:50:00Z"},
-                   [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    state.add_node(name, "h100", {node_api.HEALTH_LABEL: "pending"},
+                   {node_api.PENDING_SINCE_ANNOTATION: "2026-11-26T11:50:00Z"},
+                   [GPU_TAINT, {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
 
 
 def _checked(state: Server, url: str, name: str, tmp_path: Path, at: datetime.datetime = NOW) -> str:
@@ -503,11 +503,11 @@ def _result_line(busbw: float, nodes: list[str]) -> str:
 
 
 def _state(state: Server, name: str) -> str:
-    return state.nodes[name]["metadata"]["labels"][node_gate.HEALTH_LABEL]
+    return state.nodes[name]["metadata"]["labels"][node_api.HEALTH_LABEL]
 
 
 def _gate_taint(state: Server, name: str) -> str | None:
-    return next((t["value"] for t in state.nodes[name]["spec"]["taints"] if t["key"] == node_gate.GATE_TAINT_KEY), None)
+    return next((t["value"] for t in state.nodes[name]["spec"]["taints"] if t["key"] == node_api.GATE_TAINT_KEY), None)
 
 
 def test_new_nodes_are_held_after_their_check_and_released_when_their_pairing_passes(
@@ -543,7 +543,7 @@ def test_a_node_short_of_the_floor_with_an_in_service_peer_fails_naming_the_peer
         cluster: tuple[Server, str], tmp_path: Path) -> None:
     state, url = cluster
     settings, api = _settings(), _api(url, "acceptance")
-    state.add_node("aks-h100-9", "h100", {node_gate.HEALTH_LABEL: "passed"})  # in service, idle
+    state.add_node("aks-h100-9", "h100", {node_api.HEALTH_LABEL: "passed"})  # in service, idle
     _checked(state, url, "aks-h100-0", tmp_path)
     [run] = fa.acceptance_pass(api, settings, POLICY, NOW)["started"]
     job = state.jobs[run]
@@ -554,11 +554,11 @@ def test_a_node_short_of_the_floor_with_an_in_service_peer_fails_naming_the_peer
     assert done["failed"] == ["aks-h100-0"]
     node = state.nodes["aks-h100-0"]
     labels, annotations = node["metadata"]["labels"], node["metadata"]["annotations"]
-    assert labels[node_gate.HEALTH_LABEL] == "failed" and labels[node_gate.FAILED_CHECK_LABEL] == fa.FAILED_CHECK
+    assert labels[node_api.HEALTH_LABEL] == "failed" and labels[node_api.FAILED_CHECK_LABEL] == fa.FAILED_CHECK
     assert node["spec"]["unschedulable"] is True and _gate_taint(state, "aks-h100-0") is None
-    assert "known-good peer aks-h100-9" in annotations[node_gate.REASON_ANNOTATION]
-    assert "121.4 GB/s at 16 GiB, floor 300" in annotations[node_gate.REASON_ANNOTATION]
-    assert annotations[node_gate.SCALE_DOWN_DISABLED_ANNOTATION] == "true", "kept for diagnosis, as the gate's"
+    assert "known-good peer aks-h100-9" in annotations[node_api.REASON_ANNOTATION]
+    assert "121.4 GB/s at 16 GiB, floor 300" in annotations[node_api.REASON_ANNOTATION]
+    assert annotations[node_api.SCALE_DOWN_DISABLED_ANNOTATION] == "true", "kept for diagnosis, as the gate's"
     event = state.events[-1]
     assert event["reason"] == "GpuCheckFailed" and "aks-h100-9" in event["message"]
     assert state.record()[-1] | {"time": None} == state.record()[-1] | {
@@ -586,7 +586,7 @@ def test_two_new_nodes_that_fail_together_are_told_apart_by_a_third(
     done = fa.acceptance_pass(api, settings, POLICY, NOW + datetime.timedelta(minutes=9))
     assert sorted(done["passed"]) == ["aks-h100-a", "aks-h100-c"] and done["failed"] == ["aks-h100-b"], \
         "a passed with c, so a is good and the first pairing's failure is b's"
-    reason = state.nodes["aks-h100-b"]["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+    reason = state.nodes["aks-h100-b"]["metadata"]["annotations"][node_api.REASON_ANNOTATION]
     assert "known-good peer aks-h100-a" in reason and "140.0 GB/s" in reason
     assert state.denied == []
 
@@ -595,7 +595,7 @@ def test_a_lone_node_on_a_busy_pool_takes_work_after_the_hold_bound_with_a_warni
         cluster: tuple[Server, str], tmp_path: Path) -> None:
     state, url = cluster
     settings, api = _settings(), _api(url, "acceptance")
-    state.add_node("aks-h100-9", "h100", {node_gate.HEALTH_LABEL: "passed"})
+    state.add_node("aks-h100-9", "h100", {node_api.HEALTH_LABEL: "passed"})
     state.pods.append({"metadata": {"name": "train-0", "namespace": "research", "labels": {}},
                        "spec": {"nodeName": "aks-h100-9", "containers": [
                            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
@@ -634,7 +634,7 @@ def test_systemic_acceptance_failures_open_the_gates_breaker(cluster: tuple[Serv
     state, url = cluster
     settings, api = _settings(), _api(url, "acceptance")
     for index in range(3):
-        state.add_node(f"aks-h100-g{index}", "h100", {node_gate.HEALTH_LABEL: "passed"})
+        state.add_node(f"aks-h100-g{index}", "h100", {node_api.HEALTH_LABEL: "passed"})
         _checked(state, url, f"aks-h100-{index}", tmp_path)
     # The three new nodes pair among themselves first; make them suspects, then face known-good peers.
     runs = fa.acceptance_pass(api, settings, POLICY, NOW)["started"]
@@ -657,12 +657,12 @@ def test_the_watchdog_never_strands_a_node_held_for_acceptance(cluster: tuple[Se
     _checked(state, url, "aks-h100-1", tmp_path, NOW + datetime.timedelta(minutes=100))
     watchdog = _api(url, "watchdog")
     later = NOW + datetime.timedelta(minutes=151)
-    done = node_gate.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
+    done = node_watchdog.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
                               acceptance_pools={"h100"}, max_accepting_minutes=150)
     assert done["unaccepted"] == ["aks-h100-0"], "the newer one is within the bound"
     assert _state(state, "aks-h100-0") == "passed" and _gate_taint(state, "aks-h100-0") is None
     assert state.events[-1]["reason"] == "GpuFabricUnaccepted" and "not deciding" in state.events[-1]["message"]
-    done = node_gate.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
+    done = node_watchdog.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
                               acceptance_pools=set(), max_accepting_minutes=150)
     assert done["unaccepted"] == ["aks-h100-1"] and "no longer has" in state.events[-1]["message"]
     assert state.denied == []
@@ -679,16 +679,17 @@ def test_the_watchdog_carries_the_acceptance_bound() -> None:
 
 def test_an_unchecked_or_unconfirmed_node_is_not_a_known_good_peer() -> None:
     def node(state: str, **annotations: str) -> dict[str, Any]:
-        return {"metadata": {"labels": {node_gate.HEALTH_LABEL: state}, "annotations": annotations}, "spec": {}}
+        return {"metadata": {"labels": {node_api.HEALTH_LABEL: state}, "annotations": annotations}, "spec": {}}
 
     assert fa.known_good(node("passed"))
     assert not fa.known_good(node("unchecked")), "older than the gate: never checked"
     assert not fa.known_good(node("passed", **{fa.OUTCOME_ANNOTATION: "released-unconfirmed"}))
 
 
-def test_the_pass_runs_from_the_two_files_the_cronjob_mounts(tmp_path: Path) -> None:
-    """The CronJob mounts node_gate.py and fabric_acceptance.py (and the settings) side by side in a
-    Python image without aksgpu: the program must import only the standard library and its sibling."""
+def test_the_pass_runs_from_the_files_the_cronjob_mounts(tmp_path: Path) -> None:
+    """The CronJob mounts the gate's node_api.py and node_verdicts.py and fabric_acceptance.py (and the
+    settings) side by side in a Python image without aksgpu: the program must import only the
+    standard library and its siblings."""
     import shutil
     import subprocess
     import sys
@@ -698,9 +699,9 @@ def test_the_pass_runs_from_the_two_files_the_cronjob_mounts(tmp_path: Path) -> 
     [programs] = [v for v in pod["volumes"] if v["name"] == "programs"]
     mounted = sorted(item["path"] for source in programs["projected"]["sources"]
                      for item in source["configMap"]["items"])
-    assert mounted == ["fabric_acceptance.py", "node_gate.py", objects.SETTINGS_KEY]
+    assert mounted == ["fabric_acceptance.py", "node_api.py", "node_verdicts.py", objects.SETTINGS_KEY]
     assert pod["containers"][0]["command"][1] == f"{objects.SCRIPT_DIR}/fabric_acceptance.py"
-    for module in (fa, node_gate):
+    for module in (fa, node_api, node_verdicts):
         shutil.copy(module.__file__, tmp_path)
     # -S -E -s: no site-packages (aksgpu is not importable), as in the helper image; the script's folder
     # is on the path, as for `python3 /opt/aksgpu/fabric_acceptance.py`.

@@ -21,8 +21,8 @@ skills/slurm/nccl_performance_diagnosis/SKILL.md): new nodes two by two; a suspe
 failed once) with a different known-good node; a lone new node with an idle in-service node of its
 pool, at a priority that never preempts work (the Job's PriorityClass, preemptionPolicy Never).
 
-Standard library only; it imports node_gate.py (shipped beside it in the same folder) for the API
-client and the verdict path.
+Standard library only; it imports the gate's node_api.py and node_verdicts.py (shipped beside it in
+the same folder) for the API client and the verdict path.
 """
 
 from __future__ import annotations
@@ -40,14 +40,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 try:  # in the package (tests, the Pulumi program)
-    from aksgpu.node import node_gate
-except ImportError:  # in the cluster: node_gate.py is a sibling file
-    import node_gate  # type: ignore[no-redef,import-not-found]
+    from aksgpu.node import node_api, node_verdicts
+except ImportError:  # in the cluster: the gate's files are siblings
+    import node_api  # type: ignore[no-redef,import-not-found]
+    import node_verdicts  # type: ignore[no-redef,import-not-found]
 
-ACCEPTING = node_gate.ACCEPTING  # the aksgpu.io/gpu-health state between the local check and acceptance
+ACCEPTING = node_api.ACCEPTING  # the aksgpu.io/gpu-health state between the local check and acceptance
 SOURCE = "acceptance"  # the verdict source in the record and the breaker
 FAILED_CHECK = "fabric-acceptance"
-SINCE_ANNOTATION = node_gate.ACCEPTANCE_SINCE_ANNOTATION
+SINCE_ANNOTATION = node_api.ACCEPTANCE_SINCE_ANNOTATION
 RESULTS_ANNOTATION = "aksgpu.io/gpu-health-acceptance-results"
 OUTCOME_ANNOTATION = "aksgpu.io/gpu-health-acceptance"  # passed, or released-unmeasured / released-unconfirmed
 RESULTS_KEPT = 8
@@ -219,7 +220,7 @@ class Result:
 
 def results_of(node: dict[str, Any]) -> list[Result]:
     try:
-        loaded = json.loads(node_gate._annotations(node).get(RESULTS_ANNOTATION) or "[]")
+        loaded = json.loads(node_api._annotations(node).get(RESULTS_ANNOTATION) or "[]")
     except ValueError:
         return []
     return [Result.parse(item) for item in loaded if isinstance(item, dict)] if isinstance(loaded, list) else []
@@ -306,7 +307,7 @@ def run_name(pool: str, nodes: tuple[str, ...], now: datetime.datetime) -> str:
 
     digest = hashlib.sha256(",".join(nodes).encode()).hexdigest()[:8]
     stamp = now.strftime("%H%M%S")
-    return f"aksgpu-accept-{node_gate.label_value(pool)[:20].lower()}-{stamp}-{digest}"[:52].rstrip("-")
+    return f"aksgpu-accept-{node_api.label_value(pool)[:20].lower()}-{stamp}-{digest}"[:52].rstrip("-")
 
 
 def job_manifest(template: dict[str, Any], name: str, pool: str, nodes: tuple[str, ...],
@@ -342,8 +343,8 @@ def job_manifest(template: dict[str, Any], name: str, pool: str, nodes: tuple[st
 # --- the pass ------------------------------------------------------------------------------
 
 
-class Api(node_gate.Api):
-    """node_gate's client plus the Job calls this program needs (in its own namespace only)."""
+class Api(node_api.Api):
+    """The gate's client (node_api.py) plus the Job calls this program needs (in its own namespace only)."""
 
     def list_jobs(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         query = urllib.parse.urlencode({"labelSelector": label_selector})
@@ -372,9 +373,9 @@ def known_good(node: dict[str, Any]) -> bool:
     """A peer whose pairing convicts the other node: passed (the gate's check, and on these pools
     the acceptance), in service, not released unaccepted. An "unchecked" node (older than the gate)
     or one released without a decision is not known good."""
-    return (node_gate._labels(node).get(node_gate.HEALTH_LABEL) == "passed"
+    return (node_api._labels(node).get(node_api.HEALTH_LABEL) == "passed"
             and not node.get("spec", {}).get("unschedulable")
-            and not str(node_gate._annotations(node).get(OUTCOME_ANNOTATION, "")).startswith("released"))
+            and not str(node_api._annotations(node).get(OUTCOME_ANNOTATION, "")).startswith("released"))
 
 
 def _finished(job: dict[str, Any]) -> bool:
@@ -411,7 +412,7 @@ def _idle_gpu_nodes(api: Api, names: list[str]) -> set[str]:
     if not names:
         return set()
     pods = api.list_pods(field_selector="status.phase!=Succeeded,status.phase!=Failed")
-    busy = {pod.get("spec", {}).get("nodeName") for pod in pods if node_gate._requests_gpus(pod)}
+    busy = {pod.get("spec", {}).get("nodeName") for pod in pods if node_api._requests_gpus(pod)}
     return {name for name in names if name not in busy}
 
 
@@ -421,13 +422,13 @@ def record_results(api: Api, nodes: tuple[str, ...], result_for: dict[str, Resul
             continue
 
         def change(node: dict[str, Any], name: str = name) -> dict[str, Any] | None:
-            if node_gate._labels(node).get(node_gate.HEALTH_LABEL) != ACCEPTING:
+            if node_api._labels(node).get(node_api.HEALTH_LABEL) != ACCEPTING:
                 return None
             kept = [r.to_json() for r in results_of(node)][-(RESULTS_KEPT - 1):]
             return {"metadata": {"annotations": {
                 RESULTS_ANNOTATION: json.dumps([*kept, result_for[name].to_json()], separators=(",", ":"))}}}
 
-        node_gate._per_node(name, lambda: node_gate.update_node(api, name, change))
+        node_api._per_node(name, lambda: node_api.update_node(api, name, change))
 
 
 def collect(api: Api, settings: Settings, now: datetime.datetime) -> list[str]:
@@ -436,7 +437,7 @@ def collect(api: Api, settings: Settings, now: datetime.datetime) -> list[str]:
     for job in api.list_jobs(settings.namespace, f"{RUN_LABEL}=true"):
         meta = job["metadata"]
         annotations = meta.get("annotations") or {}
-        created = node_gate._timestamp(meta.get("creationTimestamp")) or now
+        created = node_api._timestamp(meta.get("creationTimestamp")) or now
         overdue = (now - created).total_seconds() / 60 > settings.run_timeout_minutes + 10
         if not _finished(job) and not overdue:
             continue
@@ -448,28 +449,28 @@ def collect(api: Api, settings: Settings, now: datetime.datetime) -> list[str]:
         if floor is not None and nodes:
             measured = read_measurement(_message(pods), floor.message_bytes)
             outcome, reason = judge(measured, floor, _started(pods, len(nodes)) and not overdue)
-            stamp = node_gate._stamp(now)
+            stamp = node_api._stamp(now)
             record_results(api, nodes, {name: Result(tuple(n for n in nodes if n != name), outcome, reason, stamp,
                                                      known_good) for name in nodes if name not in known_good})
             print(f"aksgpu: acceptance run {meta['name']} ({', '.join(nodes)}): {outcome}: {reason}", flush=True)
-        node_gate._per_node(meta["name"], lambda: api.delete_job(settings.namespace, meta["name"]))
+        node_api._per_node(meta["name"], lambda: api.delete_job(settings.namespace, meta["name"]))
         done.append(meta["name"])
     return done
 
 
-def acceptance_pass(api: Api, settings: Settings, policy: node_gate.Policy,
+def acceptance_pass(api: Api, settings: Settings, policy: node_verdicts.Policy,
                     now: datetime.datetime | None = None) -> dict[str, list[str]]:
     """One pass: collect runs, decide every node waiting for acceptance, start new runs."""
-    now = node_gate._now(now)
+    now = node_api._now(now)
     done: dict[str, list[str]] = {"collected": [], "passed": [], "failed": [], "held": [], "released": [],
                                   "started": [], "stale": []}
     if not settings.pools:
         return done
     done["collected"] = collect(api, settings, now)
-    nodes = api.list_nodes(node_gate._pool_selector(sorted(settings.pools)))
+    nodes = api.list_nodes(node_api._pool_selector(sorted(settings.pools)))
     by_pool: dict[str, list[dict[str, Any]]] = {}
     for node in nodes:
-        by_pool.setdefault(node_gate._labels(node).get(node_gate.AGENT_POOL_LABEL, ""), []).append(node)
+        by_pool.setdefault(node_api._labels(node).get(node_api.AGENT_POOL_LABEL, ""), []).append(node)
     running = {name for job in api.list_jobs(settings.namespace, f"{RUN_LABEL}=true")
                for name in ((job["metadata"].get("annotations") or {}).get(NODES_ANNOTATION, "").split(","))}
     good = {node["metadata"]["name"] for node in nodes if known_good(node)}
@@ -477,9 +478,9 @@ def acceptance_pass(api: Api, settings: Settings, policy: node_gate.Policy,
         waiting, results = [], {}
         for node in sorted(members, key=lambda n: n["metadata"]["name"]):
             name = node["metadata"]["name"]
-            if node_gate._labels(node).get(node_gate.HEALTH_LABEL) != ACCEPTING or name in running:
+            if node_api._labels(node).get(node_api.HEALTH_LABEL) != ACCEPTING or name in running:
                 continue
-            since = node_gate._timestamp(node_gate._annotations(node).get(SINCE_ANNOTATION)) or now
+            since = node_api._timestamp(node_api._annotations(node).get(SINCE_ANNOTATION)) or now
             decision = decide(results_of(node), good, (now - since).total_seconds() / 60, settings.hold_minutes)
             if decision.verdict == "wait":
                 waiting.append(name)
@@ -498,42 +499,42 @@ def acceptance_pass(api: Api, settings: Settings, policy: node_gate.Policy,
             good_peers = tuple(n for n in pairing if n in good)
             name = run_name(pool, pairing, now)
             job = job_manifest(template, name, pool, pairing, good_peers)
-            if node_gate._per_node(name, lambda: api.create_job(settings.namespace, job)) is not None:
+            if node_api._per_node(name, lambda: api.create_job(settings.namespace, job)) is not None:
                 done["started"].append(name)
                 running |= set(pairing)
     return done
 
 
-def apply(api: Api, policy: node_gate.Policy, node: dict[str, Any], decision: Decision,
+def apply(api: Api, policy: node_verdicts.Policy, node: dict[str, Any], decision: Decision,
           now: datetime.datetime) -> str:
     """A decision through the gate's own steps: a pass or a release removes the taint and labels the
     node passed; a failure goes through fail_or_hold (cordon, or the breaker's hold)."""
     name = node["metadata"]["name"]
-    expected = node_gate._state_is(ACCEPTING)
+    expected = node_api._state_is(ACCEPTING)
     if decision.verdict == "failed":
-        return node_gate.fail_or_hold(api, name, SOURCE, FAILED_CHECK, decision.reason,
-                                      {node_gate.CHECKED_AT_ANNOTATION: node_gate._stamp(now), SINCE_ANNOTATION: None},
+        return node_verdicts.fail_or_hold(api, name, SOURCE, FAILED_CHECK, decision.reason,
+                                      {node_api.CHECKED_AT_ANNOTATION: node_api._stamp(now), SINCE_ANNOTATION: None},
                                       policy, now, expected) or "failed"
     released = decision.verdict == "released"
     outcome_value = ("released-unconfirmed" if "fell short" in decision.reason else "released-unmeasured") \
         if released else "passed"
 
     def change(current: dict[str, Any]) -> dict[str, Any] | None:
-        return {"metadata": {"labels": {node_gate.HEALTH_LABEL: "passed", node_gate.FAILED_CHECK_LABEL: None},
+        return {"metadata": {"labels": {node_api.HEALTH_LABEL: "passed", node_api.FAILED_CHECK_LABEL: None},
                              "annotations": {SINCE_ANNOTATION: None, OUTCOME_ANNOTATION: outcome_value,
-                                             node_gate.REASON_ANNOTATION: decision.reason[:1024] if released else None}},
-                "spec": {"taints": node_gate._taints_without_gate(current)}}
+                                             node_api.REASON_ANNOTATION: decision.reason[:1024] if released else None}},
+                "spec": {"taints": node_api._taints_without_gate(current)}}
 
-    if not node_gate._guarded(api, name, expected, change):
-        return node_gate._stale(name, SOURCE, decision.verdict, api.get_node(name))
+    if not node_api._guarded(api, name, expected, change):
+        return node_verdicts._stale(name, SOURCE, decision.verdict, api.get_node(name))
     if released:
-        entry = node_gate.verdict_entry(node, SOURCE, "passed", FAILED_CHECK, f"released unaccepted: {decision.reason}",
+        entry = node_verdicts.verdict_entry(node, SOURCE, "passed", FAILED_CHECK, f"released unaccepted: {decision.reason}",
                                         now)
-        node_gate.log_verdict(entry)
-        node_gate.emit_event(api, node, "Warning", "GpuFabricUnaccepted", f"{SOURCE}: released: {decision.reason}", now)
-        node_gate.append_record(api, policy.namespace, entry)
+        node_verdicts.log_verdict(entry)
+        node_verdicts.emit_event(api, node, "Warning", "GpuFabricUnaccepted", f"{SOURCE}: released: {decision.reason}", now)
+        node_verdicts.append_record(api, policy.namespace, entry)
         return "released"
-    node_gate.report(api, policy, node, SOURCE, "passed", None, decision.reason, now)
+    node_verdicts.report(api, policy, node, SOURCE, "passed", None, decision.reason, now)
     return "passed"
 
 
@@ -551,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.settings, encoding="utf-8") as handle:
         raw = json.load(handle)
     settings = load_settings(raw, args.namespace)
-    policy = node_gate.Policy(args.namespace, args.keep_failed, 24.0, not args.no_breaker, args.breaker_share,
+    policy = node_verdicts.Policy(args.namespace, args.keep_failed, 24.0, not args.no_breaker, args.breaker_share,
                               args.breaker_window_minutes, args.breaker_min_nodes)
     try:
         done = acceptance_pass(Api.in_cluster(), settings, policy)

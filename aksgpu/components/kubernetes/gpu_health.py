@@ -32,7 +32,7 @@ from pulumi_azure_native import alertsmanagement
 
 from aksgpu import catalog
 from aksgpu.components.kubernetes import fabric_acceptance_objects as acceptance
-from aksgpu.node import node_gate
+from aksgpu.node import node_api, node_gate, node_passive, node_verdicts, node_watchdog
 from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.gpu_software import (
     DCGM_METRICS_CONFIG,
@@ -54,7 +54,7 @@ from aksgpu.components.kubernetes.objects import (
     policy_exceptions,
     pool_affinity,
     pool_tolerations,
-    program_source,
+    program_files,
     system_pool_placement,
 )
 from aksgpu.spec import ClusterSpec
@@ -71,6 +71,9 @@ WATCHDOG = "aksgpu-gpu-gate-watchdog"
 # costs a whole VM.
 GATE_STARTUP_MARGIN_MINUTES = 10
 SCRIPT_CONFIG = "aksgpu-node-gate"
+# The gate's files, the keys of SCRIPT_CONFIG: node_gate.py, the entry point of every step, and the
+# sibling files it imports.
+GATE_PROGRAM = (node_gate, node_api, node_verdicts, node_passive, node_watchdog)
 EXPORTER = "dcgm-exporter"
 # The label the GPU Operator gives its exporter pods; aksgpu's exporter carries it too, so one
 # scrape selector covers both.
@@ -755,7 +758,7 @@ def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str,
                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
                         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
         role_rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
-                       "resourceNames": [node_gate.RECORD_CONFIGMAP]}]
+                       "resourceNames": [node_verdicts.RECORD_CONFIGMAP]}]
         if account == SERVICE_ACCOUNT and gate_daemonsets:
             role_rules.append({"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
                                "resourceNames": sorted(gate_daemonsets)})
@@ -763,11 +766,11 @@ def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str,
         objects.append({"kind": "RoleBinding", "metadata": metadata(account, namespace),
                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
                         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
-        # Events about Nodes must be in "default" (node_gate.NODE_EVENT_NAMESPACE).
+        # Events about Nodes must be in "default" (node_verdicts.NODE_EVENT_NAMESPACE).
         events = f"{account}-events"
-        objects.append({"kind": "Role", "metadata": metadata(events, node_gate.NODE_EVENT_NAMESPACE),
+        objects.append({"kind": "Role", "metadata": metadata(events, node_verdicts.NODE_EVENT_NAMESPACE),
                         "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]})
-        objects.append({"kind": "RoleBinding", "metadata": metadata(events, node_gate.NODE_EVENT_NAMESPACE),
+        objects.append({"kind": "RoleBinding", "metadata": metadata(events, node_verdicts.NODE_EVENT_NAMESPACE),
                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": events},
                         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
     return objects
@@ -777,7 +780,7 @@ def record_configmap(namespace: str) -> dict[str, Any]:
     """Where every verdict is recorded: the history the breaker reads, and that outlives the nodes
     it names. Pulumi creates it without data and never sets any (node_gate.py writes it with
     get-modify-put), so no server-side apply of an up owns, resets or conflicts with the history."""
-    return {"metadata": metadata(node_gate.RECORD_CONFIGMAP, namespace)}
+    return {"metadata": metadata(node_verdicts.RECORD_CONFIGMAP, namespace)}
 
 
 NODE_POLICY = "aksgpu-gpu-gate-node-changes"
@@ -793,15 +796,15 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
     watchdog_user = f"system:serviceaccount:{namespace}:{WATCHDOG}"
     acceptance_user = f"system:serviceaccount:{namespace}:{acceptance.ACCEPTANCE}"
     node_name = NODE_NAME_CLAIM
-    held = ", ".join(f"'{label}'" for label in node_gate.HELD_OPERAND_LABELS)
+    held = ", ".join(f"'{label}'" for label in node_api.HELD_OPERAND_LABELS)
     gate_labels = f"k.startsWith('{HEALTH_LABEL}') || k in [{held}]"
-    gate_annotations = f"k.startsWith('{HEALTH_LABEL}') || k == '{node_gate.SCALE_DOWN_DISABLED_ANNOTATION}'"
+    gate_annotations = f"k.startsWith('{HEALTH_LABEL}') || k == '{node_api.SCALE_DOWN_DISABLED_ANNOTATION}'"
     variables = [
         *NODE_METADATA_VARIABLES,
         {"name": "oldTaints", "expression": "has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, t.key != "
-                                            f"'{node_gate.GATE_TAINT_KEY}') : []"},
+                                            f"'{node_api.GATE_TAINT_KEY}') : []"},
         {"name": "newTaints", "expression": "has(object.spec.taints) ? object.spec.taints.filter(t, t.key != "
-                                            f"'{node_gate.GATE_TAINT_KEY}') : []"},
+                                            f"'{node_api.GATE_TAINT_KEY}') : []"},
     ]
 
     def unchanged_but(field: str, allowed: str) -> str:
@@ -917,7 +920,7 @@ class GpuHealth(pulumi.ComponentResource):
             lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}", base,
             chained=True)
         script = k8s.core.v1.ConfigMap(f"{name}-gate-script", metadata=metadata(SCRIPT_CONFIG, ns),
-                                       data={"node_gate.py": program_source(node_gate)}, opts=base)
+                                       data=program_files(*GATE_PROGRAM), opts=base)
         record = record_configmap(ns)
         # Created empty; node_gate.py owns its data from then on.
         created.append(k8s.core.v1.ConfigMap(f"{name}-gate-record", metadata=record["metadata"],
