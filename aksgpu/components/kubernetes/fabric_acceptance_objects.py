@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from aksgpu import catalog
-from aksgpu.node import fabric_acceptance, node_api, node_verdicts
+from aksgpu.node import fabric_acceptance, fabric_decision, node_api, node_verdicts
 from aksgpu.components.kubernetes.objects import (
     PoolTarget,
     driver_mode,
@@ -209,7 +209,7 @@ def program_config_map(spec: ClusterSpec, namespace: str, targets: list[PoolTarg
     from aksgpu.node import fabric_allreduce
 
     return {"metadata": metadata(ACCEPTANCE, namespace), "data": {
-        "fabric_acceptance.py": program_source(fabric_acceptance),
+        **program_files(fabric_acceptance, fabric_decision),
         "fabric_allreduce.py": program_source(fabric_allreduce),
         SETTINGS_KEY: json.dumps(settings(spec, namespace, targets, queued), sort_keys=True, indent=1)}}
 
@@ -295,7 +295,7 @@ def rbac(namespace: str) -> list[dict[str, Any]]:
 def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str],
                        script_config: str) -> dict[str, Any]:
     """The acceptance pass, on the system pool: the gate's node_api.py and node_verdicts.py (from the
-    gate's ConfigMap) and fabric_acceptance.py with its settings (from this ConfigMap) side by side in one folder."""
+    gate's ConfigMap) and fabric_acceptance.py and fabric_decision.py with its settings (from this ConfigMap) side by side in one folder."""
     placement = system_pool_placement()
     gate = spec.gpu_health.gate
     token_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -322,7 +322,7 @@ def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str
             {"name": "programs", "projected": {"sources": [
                 {"configMap": {"name": script_config, "items": [{"key": key, "path": key} for key in GATE_FILES]}},
                 {"configMap": {"name": ACCEPTANCE, "items": [
-                    {"key": "fabric_acceptance.py", "path": "fabric_acceptance.py"},
+                    *({"key": key, "path": key} for key in ("fabric_acceptance.py", "fabric_decision.py")),
                     {"key": SETTINGS_KEY, "path": SETTINGS_KEY}]}}]}},
             {"name": "api-token", "projected": {"sources": [
                 {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
