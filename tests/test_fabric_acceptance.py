@@ -29,7 +29,8 @@ from aksgpu.node import fabric_acceptance as fa
 from aksgpu.node import fabric_decision
 from aksgpu.components.kubernetes import fabric_acceptance_objects as objects
 from aksgpu.node import node_api, node_gate, node_verdicts, node_watchdog
-from aksgpu.components.kubernetes.gpu_health import UNDECIDED, node_change_policy
+from aksgpu.components.kubernetes.gpu_gate import UNDECIDED
+from aksgpu.components.kubernetes.gpu_gate_access import node_change_policy
 from aksgpu.components.kubernetes.gpu_software import device_plugin_targets
 from aksgpu.components.kubernetes.objects import advertised_by_gate
 from aksgpu.spec import ClusterSpec, parse_cluster_spec
@@ -360,7 +361,7 @@ def test_the_plan_declares_the_acceptance_and_the_gate_holds_new_infiniband_node
 
 
 def test_on_gpu_operator_pools_the_run_uses_the_operators_runtime_and_the_gate_holds_there_too() -> None:
-    from aksgpu.components.kubernetes.gpu_health import gate_daemonsets
+    from aksgpu.components.kubernetes.gpu_gate import gate_daemonsets
     from aksgpu.components.kubernetes.gpu_software import operator_targets
 
     spec = _spec(**{"nodePools.1": {**H100_POOL, "gpu": {"driver": "None"}}})
@@ -670,7 +671,7 @@ def test_the_watchdog_never_strands_a_node_held_for_acceptance(cluster: tuple[Se
 
 
 def test_the_watchdog_carries_the_acceptance_bound() -> None:
-    from aksgpu.components.kubernetes.gpu_health import gate_watchdog
+    from aksgpu.components.kubernetes.gpu_gate_jobs import gate_watchdog
 
     command = gate_watchdog(_spec(), NAMESPACE)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0][
         "command"]

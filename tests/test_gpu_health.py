@@ -20,12 +20,8 @@ import pytest
 
 from aksgpu.node import node_api, node_gate, node_watchdog
 from aksgpu.components.kubernetes import objects
-from aksgpu.components.kubernetes.gpu_health import (
-    CHECK_WRAPPER,
-    GATE_PROGRAM,
-    GATE_STARTUP_MARGIN_MINUTES,
-    RECHECK_PRIORITY,
-)
+from aksgpu.components.kubernetes.gpu_gate import CHECK_WRAPPER, GATE_PROGRAM
+from aksgpu.components.kubernetes.gpu_gate_jobs import GATE_STARTUP_MARGIN_MINUTES, RECHECK_PRIORITY
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.gpu_startup import gate_startup_minutes
 from tests.helpers import (

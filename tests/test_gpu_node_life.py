@@ -30,13 +30,9 @@ import pytest
 
 from aksgpu import catalog
 from aksgpu.node import node_api, node_gate, node_passive, node_verdicts, node_watchdog
-from aksgpu.components.kubernetes.gpu_health import (
-    HOST_LOG_DIR,
-    check_resources,
-    gate_watchdog,
-    node_change_policy,
-    node_gate_rbac,
-)
+from aksgpu.components.kubernetes.gpu_gate import HOST_LOG_DIR, check_resources
+from aksgpu.components.kubernetes.gpu_gate_access import node_change_policy, node_gate_rbac
+from aksgpu.components.kubernetes.gpu_gate_jobs import gate_watchdog
 from aksgpu.spec import ClusterSpec
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.cel import denials
@@ -130,7 +126,7 @@ def test_each_gpu_shape_gets_a_gate_sized_for_its_gpus(manifests: list[dict[str,
     assert _pools(one) == ["a100"] and _pools(eight) == ["h100aks"] and _pools(operator) == ["h100"]
     for obj, gpus in ((one, 1), (eight, 8), (operator, 8)):
         resources = _check(obj)["resources"]
-        # The H100 pools are InfiniBand pools: their check also requests the RDMA resource (gpu_health.rdma_request).
+        # The H100 pools are InfiniBand pools: their check also requests the RDMA resource (gpu_gate.rdma_request).
         assert {part: {k: v for k, v in values.items() if not k.startswith("rdma/")}
                 for part, values in resources.items()} == check_resources(gpus, 24 if gpus == 1 else 96)
         assert ("rdma/shared_ib" in resources["limits"]) == (gpus == 8)
@@ -635,7 +631,7 @@ def test_rbac_allows_exactly_what_the_steps_call() -> None:
 def test_the_breaker_alert_fires_on_the_taint_the_hold_writes(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
     """GpuGateBreakerOpen reads kube-state-metrics' kube_node_spec_taint (node, key, value, effect)
     of the node exactly as hold_node leaves it, and not of a node under an ordinary check."""
-    from aksgpu.components.kubernetes.gpu_health import alert_rules
+    from aksgpu.components.kubernetes.gpu_metrics import alert_rules
     from tests.test_gpu_alerts import NOW as AT
     from tests.test_gpu_alerts import firing
 
@@ -817,7 +813,7 @@ def test_the_passive_brake_counts_the_windows_cordons_and_reports_a_spared_node_
 def test_a_new_check_rolls_every_gate_pod_at_once_the_hold_too() -> None:
     """A held node on a GPU Operator pool keeps only its hold pod (the check's DaemonSet wants
     pending nodes); that pod must roll with the check for the node to be checked again."""
-    from aksgpu.components.kubernetes.gpu_health import gate_daemonsets
+    from aksgpu.components.kubernetes.gpu_gate import gate_daemonsets
 
     def hold_and_strategy(image: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         spec = ClusterSpec.model_validate(edit(edit(base_spec(), "nodePools.0", H100_8_OPERATOR),

@@ -31,7 +31,7 @@ from typing import Any
 from aksgpu.node.gpu_check import interconnect, measure, probe, report, results, thresholds, xids
 from aksgpu.node.gpu_check.results import CheckResult, NodeReport
 
-# The host's log folder as the gate mounts it (gpu_health.py HOST_LOG_DIR): the node's /var/log, read-only.
+# The host's log folder as the gate mounts it (gpu_gate.py HOST_LOG_DIR): the node's /var/log, read-only.
 HOST_LOG_DIR = "/host/var/log"
 
 
