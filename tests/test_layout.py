@@ -43,7 +43,6 @@ MAX_MODULE_LINES = 420  # "about 400": a module a newcomer reads in one sitting
 OVERSIZED = {
     "aksgpu/spec/pools.py": 859,
     "aksgpu/policy/checks.py": 558,
-    "aksgpu/components/kubernetes/team_access.py": 425,
 }
 # cli/ modules that are not commands: what every command shares.
 CLI_HELPERS = {"console.py"}
