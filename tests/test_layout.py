@@ -42,7 +42,6 @@ MAX_MODULE_LINES = 420  # "about 400": a module a newcomer reads in one sitting
 # once split (the test says when). Splitting them is issue 25's open work.
 OVERSIZED = {
     "aksgpu/spec/pools.py": 859,
-    "aksgpu/policy/checks.py": 558,
 }
 # cli/ modules that are not commands: what every command shares.
 CLI_HELPERS = {"console.py"}
