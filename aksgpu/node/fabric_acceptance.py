@@ -214,7 +214,7 @@ def collect(api: Api, settings: Settings, now: datetime.datetime) -> list[str]:
             outcome, reason = fabric_decision.judge(measured, floor, _started(pods, len(nodes)) and not overdue)
             stamp = node_api._stamp(now)
             record_results(api, nodes, {name: fabric_decision.Result(tuple(n for n in nodes if n != name), outcome, reason, stamp,
-                                                     known_good) for name in nodes if name not in known_good})
+                                                                     known_good) for name in nodes if name not in known_good})
             print(f"aksgpu: acceptance run {meta['name']} ({', '.join(nodes)}): {outcome}: {reason}", flush=True)
         node_api._per_node(meta["name"], lambda: api.delete_job(settings.namespace, meta["name"]))
         done.append(meta["name"])

@@ -187,8 +187,8 @@ def verdict(api: node_api.Api, node_name: str, results: str, recheck: bool = Fal
         # "accepting" in the record, not "passed": the breaker counts the acceptance's own verdict of
         # the node, and a pass of the local check beside it would halve any systemic failure share.
         node_verdicts.report(api, policy, node, source, state, None,
-               "passed its check; held for the cross-node acceptance on this InfiniBand pool"
-               if state == node_api.ACCEPTING else "", now)
+                             "passed its check; held for the cross-node acceptance on this InfiniBand pool"
+                             if state == node_api.ACCEPTING else "", now)
         return state
     check, reason = failure_reason(code, check_report)
     return node_verdicts.fail_or_hold(api, node_name, source, check, reason, annotations, policy, now, expected)
@@ -253,18 +253,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exporter-port", type=int, default=9400)
     args = parser.parse_args(argv)
     policy = node_verdicts.Policy(args.namespace, args.keep_failed, args.keep_failed_hours, not args.no_breaker,
-                    args.breaker_share, args.breaker_window_minutes, args.breaker_min_nodes)
+                                  args.breaker_share, args.breaker_window_minutes, args.breaker_min_nodes)
     if args.step == "hold":
         hold_forever()
     if args.step == "watchdog":
         conditions = [node_passive.CordonCondition.parse(raw) for raw in json.loads(args.cordon_conditions or "[]")]
-        done = node_watchdog.watchdog(node_api.Api.in_cluster(), args.max_pending_minutes, policy=policy, pools=_names(args.pools),
-                        gate_enabled=not args.gate_off, operator_pools=_names(args.operator_pools),
-                        cordon=conditions, npd_cordon=set(_names(args.npd_conditions)),
-                        exporter_namespaces=_names(args.exporter_namespaces), exporter_port=args.exporter_port,
-                        acceptance_pools=set(_names(args.acceptance_pools)),
-                        max_accepting_minutes=args.max_accepting_minutes,
-                        gate_resources=_pairs(args.gate_resources))
+        done = node_watchdog.watchdog(node_api.Api.in_cluster(), args.max_pending_minutes, policy=policy,
+                                      pools=_names(args.pools), gate_enabled=not args.gate_off,
+                                      operator_pools=_names(args.operator_pools),
+                                      cordon=conditions, npd_cordon=set(_names(args.npd_conditions)),
+                                      exporter_namespaces=_names(args.exporter_namespaces),
+                                      exporter_port=args.exporter_port,
+                                      acceptance_pools=set(_names(args.acceptance_pools)),
+                                      max_accepting_minutes=args.max_accepting_minutes,
+                                      gate_resources=_pairs(args.gate_resources))
         print("; ".join(f"{action}: {', '.join(names)}" for action, names in done.items() if names)
               or "nothing to do", flush=True)
         return 0

@@ -71,7 +71,7 @@ def watchdog(api: node_api.Api, max_pending_minutes: float, now: datetime.dateti
         done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
     if cordon or npd_cordon:
         cordoned, spared = node_passive.passive_cordon(api, nodes, policy, cordon or [], npd_cordon or set(),
-                                          exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
+                                                       exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
         done["cordoned"], done["spared"] = cordoned, spared
     return done
 
@@ -222,7 +222,7 @@ def release_gate(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_ve
         if node_api._per_node(node["metadata"]["name"], lambda: node_api.update_node(api, node["metadata"]["name"], change)) is None:
             continue
         node_verdicts.report(api, policy, node, "watchdog", "untainted", None, "the gate is off: its taint and operand "
-               "holds are removed; the node takes work unchecked", now)
+                             "holds are removed; the node takes work unchecked", now)
         released.append(node["metadata"]["name"])
     return released
 
@@ -254,8 +254,8 @@ def release_kept(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_ve
             why = (f"kept {policy.keep_failed_hours:g} hours" if too_old
                    else f"the pool keeps its newest {policy.keep_failed} failed nodes")
             node_verdicts.report(api, policy, node, "watchdog", "released", node_api._labels(node).get(node_api.FAILED_CHECK_LABEL),
-                   f"{why}: handed to the cluster autoscaler, which drains and deletes it when the pool is above "
-                   "its minimum", now)
+                                 f"{why}: handed to the cluster autoscaler, which drains and deletes it when the pool is above "
+                                 "its minimum", now)
             released.append(name)
     return released
 
