@@ -1,5 +1,5 @@
 """Peak host memory of aksgpu's GPU check with N all-reduce workers (figures, not a test): what the
-gate's check container must hold (its memory limit, gpu_health.py check_resources).
+gate's check container must hold (its memory limit, gpu_gate.py check_resources).
 
     python3 tests/benchmark_gpu_check_memory.py [--workers N] [--expected FILE.yaml] [--expect N=P,W,S ...]
     python3 tests/benchmark_gpu_check_memory.py --cpu --workers 2     # anywhere: gloo on CPU processes

@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aksgpu.components.kubernetes.gpu_health import node_change_policy
-from aksgpu.components.kubernetes.team_access import toleration_policy
+from aksgpu.components.kubernetes.gpu_gate_access import node_change_policy
+from aksgpu.components.kubernetes.team_admission import toleration_policy
 from tests.helpers import base_spec, edit, find_object, plan_spec
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object

@@ -369,7 +369,7 @@ def test_aksgpu_team_policies_admit_the_example_pod_in_a_team_namespace() -> Non
     """The pod the example Job creates in a team's namespace, on the team's Grace Blackwell pool, as
     aksgpu's own admission policies (toleration and GPU exposure) see it, evaluated with cel-python.
     A resource claim is not a way around them: the pod gets GPUs only by requesting nvidia.com/gpu."""
-    from aksgpu.components.kubernetes.team_access import gpu_exposure_policy, toleration_policy
+    from aksgpu.components.kubernetes.team_admission import gpu_exposure_policy, toleration_policy
     from tests.oracles.cel import denials
 
     spec = parsed(_spec_with_two_gb_pools_and_an_h100_pool())

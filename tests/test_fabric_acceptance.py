@@ -26,9 +26,11 @@ from typing import Any
 import pytest
 
 from aksgpu.node import fabric_acceptance as fa
+from aksgpu.node import fabric_decision
 from aksgpu.components.kubernetes import fabric_acceptance_objects as objects
-from aksgpu.node import node_gate
-from aksgpu.components.kubernetes.gpu_health import UNDECIDED, node_change_policy
+from aksgpu.node import node_api, node_gate, node_verdicts, node_watchdog
+from aksgpu.components.kubernetes.gpu_gate import UNDECIDED
+from aksgpu.components.kubernetes.gpu_gate_access import node_change_policy
 from aksgpu.components.kubernetes.gpu_software import device_plugin_targets
 from aksgpu.components.kubernetes.objects import advertised_by_gate
 from aksgpu.spec import ClusterSpec, parse_cluster_spec
@@ -46,7 +48,7 @@ NAMESPACE = "aksgpu-system"
 GIB = 2**30
 H100 = "Standard_ND96isr_H100_v5"
 H100_POOL = {"name": "h100", "kind": "gpu", "vmSize": H100, "zones": ["1"], "minCount": 0, "maxCount": 4}
-POLICY = node_gate.Policy(NAMESPACE, keep_failed=2, keep_failed_hours=24, breaker=True, breaker_share=0.5,
+POLICY = node_verdicts.Policy(NAMESPACE, keep_failed=2, keep_failed_hours=24, breaker=True, breaker_share=0.5,
                           breaker_window_minutes=120, breaker_min_nodes=3)
 USERS = {"gate": f"system:serviceaccount:{NAMESPACE}:aksgpu-gpu-health",
          "watchdog": f"system:serviceaccount:{NAMESPACE}:aksgpu-gpu-gate-watchdog",
@@ -63,10 +65,10 @@ def _block(text: str, *markers: str) -> str:
     return match.group(1)
 
 
-def _floor(vm_size: str) -> fa.Floor:
+def _floor(vm_size: str) -> fabric_decision.Floor:
     floor = acceptance_floor(vm_size)
     assert floor is not None
-    return fa.Floor.parse(floor.as_settings())
+    return fabric_decision.Floor.parse(floor.as_settings())
 
 
 # --- 1. the parser, on real outputs ----------------------------------------------------------
@@ -78,12 +80,12 @@ def test_azures_own_aks_rdma_run_on_nd96asr_v4_passes_and_its_ipoib_run_fails() 
     text = (DATA / "aks-rdma-infiniband-expected-output.md").read_text(encoding="utf-8")
     floor = _floor("Standard_ND96asr_v4")
     assert floor.message_bytes == 8 * GIB and floor.floor_gbs == 180
-    rdma = fa.read_measurement(_block(text, "### 1.1. mpijob", "Expected output"), floor.message_bytes)
+    rdma = fabric_decision.read_measurement(_block(text, "### 1.1. mpijob", "Expected output"), floor.message_bytes)
     assert rdma is not None and rdma.busbw_gbs == 187.05, "the slower of out-of-place and in-place"
-    assert fa.judge(rdma, floor, started=True)[0] == "pass"
-    tcp = fa.read_measurement(_block(text, "### 3.1. mpijob", "Expected output"), floor.message_bytes)
+    assert fabric_decision.judge(rdma, floor, started=True)[0] == "pass"
+    tcp = fabric_decision.read_measurement(_block(text, "### 3.1. mpijob", "Expected output"), floor.message_bytes)
     assert tcp is not None and tcp.busbw_gbs == 3.09
-    outcome, reason = fa.judge(tcp, floor, started=True)
+    outcome, reason = fabric_decision.judge(tcp, floor, started=True)
     assert outcome == "fail" and "3.1 GB/s at 8 GiB, floor 180" in reason
 
 
@@ -91,31 +93,31 @@ def test_the_average_line_is_not_the_figure_at_one_size() -> None:
     """A 2 x 8 H100 run whose 8 GiB row says 337 GB/s and whose "# Avg bus bandwidth" says 70.7: a
     floor read from the average would fail a healthy pair (nccl-tests' average spans every size)."""
     text = (DATA / "gcp-a3mega-2x8-h100.md").read_text(encoding="utf-8")
-    rows = fa.parse_nccl_tests(text)
+    rows = fabric_decision.parse_nccl_tests(text)
     assert rows[8 * GIB].busbw_gbs == 337.35 and rows[8 * GIB].ranks == 16
     assert rows[8 * GIB].nodes == ("ztan-mig-235z", "ztan-mig-gq73")
-    assert fa.parse_average_busbw(text) == 70.742
-    at_8gib = fa.Floor(300, 8 * GIB)
-    assert fa.judge(fa.read_measurement(text, 8 * GIB), at_8gib, started=True)[0] == "pass"
-    assert fa.parse_average_busbw(text) < at_8gib.floor_gbs, "the average alone would have failed it"
+    assert fabric_decision.parse_average_busbw(text) == 70.742
+    at_8gib = fabric_decision.Floor(300, 8 * GIB)
+    assert fabric_decision.judge(fabric_decision.read_measurement(text, 8 * GIB), at_8gib, started=True)[0] == "pass"
+    assert fabric_decision.parse_average_busbw(text) < at_8gib.floor_gbs, "the average alone would have failed it"
     # ND H100 v5's floor is for 16 GiB, which this run never reached: no evidence either way.
-    outcome, reason = fa.judge(fa.read_measurement(text, 16 * GIB), _floor(H100), started=True)
+    outcome, reason = fabric_decision.judge(fabric_decision.read_measurement(text, 16 * GIB), _floor(H100), started=True)
     assert outcome == "inconclusive" and "8589934592 bytes" in reason
 
 
 def test_a_healthy_2_node_h200_run_clears_the_hopper_floor_without_a_warning() -> None:
     text = (DATA / "oci-2x8-h200.md").read_text(encoding="utf-8")
-    measured = fa.read_measurement(text, 16 * GIB)
+    measured = fabric_decision.read_measurement(text, 16 * GIB)
     assert measured is not None and measured.busbw_gbs == 486.4 and measured.ranks == 16
-    outcome, reason = fa.judge(measured, _floor("Standard_ND96isr_H200_v5"), started=True)
+    outcome, reason = fabric_decision.judge(measured, _floor("Standard_ND96isr_H200_v5"), started=True)
     assert outcome == "pass" and "warn" not in reason
 
 
 def test_azures_guide_excerpt_parses_at_16_gib() -> None:
     text = (DATA / "ai-infrastructure-on-azure-nccl-allreduce-test-SKILL.md").read_text(encoding="utf-8")
     output = _block(text, "## Output Format")
-    assert fa.parse_nccl_tests(output)[16 * GIB].busbw_gbs == 936.54
-    assert fa.parse_average_busbw(output) == 487.265 and fa.out_of_bounds_ok(output) is True
+    assert fabric_decision.parse_nccl_tests(output)[16 * GIB].busbw_gbs == 936.54
+    assert fabric_decision.parse_average_busbw(output) == 487.265 and fabric_decision.out_of_bounds_ok(output) is True
 
 
 def synthetic_output(busbw: float, size: int = 16 * GIB, wrong: int = 0, bounds: str = "0 OK") -> str:
@@ -128,23 +130,23 @@ def synthetic_output(busbw: float, size: int = 16 * GIB, wrong: int = 0, bounds:
 
 def test_wrong_values_fail_a_pair_whatever_its_bandwidth() -> None:
     floor = _floor(H100)
-    assert fa.judge(fa.read_measurement(synthetic_output(480, wrong=3), floor.message_bytes), floor, True)[0] == "fail"
-    bad_bounds = fa.read_measurement(synthetic_output(480, bounds="2 FAILED"), floor.message_bytes)
-    assert bad_bounds is not None and fa.judge(bad_bounds, floor, True)[0] == "fail"
+    assert fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(480, wrong=3), floor.message_bytes), floor, True)[0] == "fail"
+    bad_bounds = fabric_decision.read_measurement(synthetic_output(480, bounds="2 FAILED"), floor.message_bytes)
+    assert bad_bounds is not None and fabric_decision.judge(bad_bounds, floor, True)[0] == "fail"
 
 
 def test_between_azures_ghr_and_warn_lines_a_pair_passes_with_a_warning() -> None:
     floor = _floor(H100)
     assert (floor.floor_gbs, floor.warn_gbs) == (300, 400)
-    outcome, reason = fa.judge(fa.read_measurement(synthetic_output(350), floor.message_bytes), floor, True)
+    outcome, reason = fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(350), floor.message_bytes), floor, True)
     assert outcome == "pass" and "below Azure's warn line 400" in reason
-    assert fa.judge(fa.read_measurement(synthetic_output(299.9), floor.message_bytes), floor, True)[0] == "fail"
+    assert fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(299.9), floor.message_bytes), floor, True)[0] == "fail"
 
 
 def test_a_run_that_never_started_says_nothing_and_one_that_died_failed() -> None:
     floor = _floor(H100)
-    assert fa.judge(None, floor, started=False)[0] == "inconclusive"
-    assert fa.judge(None, floor, started=True) == ("fail", "the all-reduce did not complete (0 GB/s, floor 300)")
+    assert fabric_decision.judge(None, floor, started=False)[0] == "inconclusive"
+    assert fabric_decision.judge(None, floor, started=True) == ("fail", "the all-reduce did not complete (0 GB/s, floor 300)")
 
 
 def test_aksgpus_all_reduce_program_runs_and_reports_what_the_pass_reads(tmp_path: Path) -> None:
@@ -161,7 +163,7 @@ def test_aksgpus_all_reduce_program_runs_and_reports_what_the_pass_reads(tmp_pat
     for worker in workers:
         worker.join(120)
         assert worker.exitcode == 0
-    measured = fa.parse_allreduce_report(result.read_text(encoding="utf-8"))
+    measured = fabric_decision.parse_allreduce_report(result.read_text(encoding="utf-8"))
     assert measured is not None and measured.ranks == 2 and measured.wrong == 0
     assert measured.nodes == ("node-0", "node-1") and measured.message_bytes == 1 << 20 and measured.busbw_gbs > 0
 
@@ -187,59 +189,59 @@ def _run_program(rank: int, port: int, result: str) -> None:
 # --- 2. the decision -----------------------------------------------------------------------
 
 
-def _r(outcome: str, *peers: str, known_good: tuple[str, ...] = (), reason: str = "busbw x") -> fa.Result:
-    return fa.Result(tuple(peers), outcome, reason, "2026-11-26T11:00:00Z", known_good)
+def _r(outcome: str, *peers: str, known_good: tuple[str, ...] = (), reason: str = "busbw x") -> fabric_decision.Result:
+    return fabric_decision.Result(tuple(peers), outcome, reason, "2026-11-26T11:00:00Z", known_good)
 
 
 def test_a_pass_accepts_the_node() -> None:
-    assert fa.decide([_r("fail", "b"), _r("pass", "c")], set(), 10, 120).verdict == "passed"
+    assert fabric_decision.decide([_r("fail", "b"), _r("pass", "c")], set(), 10, 120).verdict == "passed"
 
 
 def test_a_failure_with_a_known_good_peer_fails_the_node_and_names_the_peer() -> None:
-    decision = fa.decide([_r("fail", "good-0", known_good=("good-0",), reason="busbw 120.0 GB/s at 16 GiB, floor 300")],
+    decision = fabric_decision.decide([_r("fail", "good-0", known_good=("good-0",), reason="busbw 120.0 GB/s at 16 GiB, floor 300")],
                          set(), 5, 120)
     assert decision.verdict == "failed" and "known-good peer good-0" in decision.reason
     assert "120.0 GB/s" in decision.reason
 
 
 def test_one_failure_with_a_new_peer_convicts_nobody() -> None:
-    decision = fa.decide([_r("fail", "b")], set(), 5, 120)
+    decision = fabric_decision.decide([_r("fail", "b")], set(), 5, 120)
     assert decision.verdict == "wait" and decision.suspect
 
 
 def test_failures_with_two_different_peers_fail_the_node() -> None:
-    decision = fa.decide([_r("fail", "b"), _r("fail", "c")], set(), 5, 120)
+    decision = fabric_decision.decide([_r("fail", "b"), _r("fail", "c")], set(), 5, 120)
     assert decision.verdict == "failed" and "with b" in decision.reason and "with c" in decision.reason
-    assert fa.decide([_r("fail", "b"), _r("fail", "b")], set(), 5, 120).verdict == "wait", "the same peer twice"
+    assert fabric_decision.decide([_r("fail", "b"), _r("fail", "b")], set(), 5, 120).verdict == "wait", "the same peer twice"
 
 
 def test_a_peer_that_passed_with_another_node_becomes_known_good() -> None:
     """A and B fail together; B then passes with C: B is good, so the failure is A's."""
-    assert fa.decide([_r("fail", "b")], {"b"}, 5, 120).verdict == "failed"
+    assert fabric_decision.decide([_r("fail", "b")], {"b"}, 5, 120).verdict == "failed"
 
 
 def test_at_the_hold_bound_an_undecided_node_takes_work_with_a_warning() -> None:
-    unmeasured = fa.decide([], set(), 121, 120)
+    unmeasured = fabric_decision.decide([], set(), 121, 120)
     assert unmeasured.verdict == "released" and "no peer was free" in unmeasured.reason
-    unconfirmed = fa.decide([_r("fail", "b")], set(), 121, 120)
+    unconfirmed = fabric_decision.decide([_r("fail", "b")], set(), 121, 120)
     assert unconfirmed.verdict == "released" and "with b fell short" in unconfirmed.reason
-    assert fa.decide([_r("inconclusive", "g")], set(), 121, 120).reason.endswith("(1 run(s) did not start)")
+    assert fabric_decision.decide([_r("inconclusive", "g")], set(), 121, 120).reason.endswith("(1 run(s) did not start)")
 
 
 def test_new_nodes_are_paired_two_by_two_and_a_lone_one_with_an_idle_in_service_node() -> None:
-    assert fa.plan_pairings(["a", "b", "c", "d"], {}, []) == [("a", "b"), ("c", "d")]
-    assert fa.plan_pairings(["a", "b", "c"], {}, ["g1"]) == [("a", "b"), ("c", "g1")]
-    assert fa.plan_pairings(["a"], {}, ["g1", "g2"]) == [("a", "g1")]
-    assert fa.plan_pairings(["a"], {}, []) == [], "no peer: wait (the hold bound decides)"
+    assert fabric_decision.plan_pairings(["a", "b", "c", "d"], {}, []) == [("a", "b"), ("c", "d")]
+    assert fabric_decision.plan_pairings(["a", "b", "c"], {}, ["g1"]) == [("a", "b"), ("c", "g1")]
+    assert fabric_decision.plan_pairings(["a"], {}, ["g1", "g2"]) == [("a", "g1")]
+    assert fabric_decision.plan_pairings(["a"], {}, []) == [], "no peer: wait (the hold bound decides)"
 
 
 def test_suspects_each_get_a_different_known_good_node() -> None:
     """Azure: 'Use a different good node for each pair'; never the peer it already failed with."""
     results = {"a": [_r("fail", "b")], "b": [_r("fail", "a")]}
-    assert fa.plan_pairings(["a", "b"], results, ["g1", "g2"]) == [("a", "g1"), ("b", "g2")]
-    assert fa.plan_pairings(["a", "b"], results, []) == [], "two suspects are never paired again"
-    assert fa.plan_pairings(["a", "b", "c"], results, []) == [("a", "c")], "a fresh node is a second peer"
-    assert fa.plan_pairings(["a", "b", "c", "d"], results, []) == [("a", "c"), ("b", "d")], \
+    assert fabric_decision.plan_pairings(["a", "b"], results, ["g1", "g2"]) == [("a", "g1"), ("b", "g2")]
+    assert fabric_decision.plan_pairings(["a", "b"], results, []) == [], "two suspects are never paired again"
+    assert fabric_decision.plan_pairings(["a", "b", "c"], results, []) == [("a", "c")], "a fresh node is a second peer"
+    assert fabric_decision.plan_pairings(["a", "b", "c", "d"], results, []) == [("a", "c"), ("b", "d")], \
         "suspects before fresh nodes pair among themselves"
 
 
@@ -293,7 +295,7 @@ def test_the_run_is_a_strictly_valid_kueue_job_pinned_one_pod_per_node() -> None
     # Kueue manages a Job with a queue name whatever its namespace (v0.19.2 configuration_types.go).
     assert job["metadata"]["labels"][objects.KUEUE_QUEUE_LABEL] == objects.ACCEPTANCE and job["spec"]["suspend"]
     # It lands on a node held for acceptance (the gate's taint, value accepting) and on in-service ones.
-    assert {"key": node_gate.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"key": node_api.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     container = pod["containers"][0]
     profile = fabric_profile(H100)
     assert profile is not None
@@ -359,7 +361,7 @@ def test_the_plan_declares_the_acceptance_and_the_gate_holds_new_infiniband_node
 
 
 def test_on_gpu_operator_pools_the_run_uses_the_operators_runtime_and_the_gate_holds_there_too() -> None:
-    from aksgpu.components.kubernetes.gpu_health import gate_daemonsets
+    from aksgpu.components.kubernetes.gpu_gate import gate_daemonsets
     from aksgpu.components.kubernetes.gpu_software import operator_targets
 
     spec = _spec(**{"nodePools.1": {**H100_POOL, "gpu": {"driver": "None"}}})
@@ -386,7 +388,7 @@ def test_the_pass_may_create_jobs_only_in_aksgpus_namespace() -> None:
 
 def test_the_admission_policy_holds_the_acceptance_to_the_gates_changes() -> None:
     policy = node_change_policy(NAMESPACE)[0]
-    old = {"metadata": {"name": "n", "labels": {node_gate.HEALTH_LABEL: "accepting"}},
+    old = {"metadata": {"name": "n", "labels": {node_api.HEALTH_LABEL: "accepting"}},
            "spec": {"taints": [GPU_TAINT], "unschedulable": True}}
     request = {"userInfo": {"username": USERS["acceptance"]}}
     relabelled = copy.deepcopy(old)
@@ -483,9 +485,9 @@ def _settings() -> fa.Settings:
 
 
 def _pending(state: Server, name: str) -> None:
-    state.add_node(name, "h100", {node_gate.HEALTH_LABEL: "pending"},
-                   {node_gate.PENDING_SINCE_ANNOTATION: "2026-11-26T11:50:00Z"},
-                   [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    state.add_node(name, "h100", {node_api.HEALTH_LABEL: "pending"},
+                   {node_api.PENDING_SINCE_ANNOTATION: "2026-11-26T11:50:00Z"},
+                   [GPU_TAINT, {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
 
 
 def _checked(state: Server, url: str, name: str, tmp_path: Path, at: datetime.datetime = NOW) -> str:
@@ -499,15 +501,15 @@ def _checked(state: Server, url: str, name: str, tmp_path: Path, at: datetime.da
 
 def _result_line(busbw: float, nodes: list[str]) -> str:
     body = {"busbwGBs": busbw, "bytes": 16 * GIB, "ranks": 8 * len(nodes), "nodes": nodes, "wrong": 0}
-    return f"{fa.RESULT_PREFIX} {json.dumps(body)}\n"
+    return f"{fabric_decision.RESULT_PREFIX} {json.dumps(body)}\n"
 
 
 def _state(state: Server, name: str) -> str:
-    return state.nodes[name]["metadata"]["labels"][node_gate.HEALTH_LABEL]
+    return state.nodes[name]["metadata"]["labels"][node_api.HEALTH_LABEL]
 
 
 def _gate_taint(state: Server, name: str) -> str | None:
-    return next((t["value"] for t in state.nodes[name]["spec"]["taints"] if t["key"] == node_gate.GATE_TAINT_KEY), None)
+    return next((t["value"] for t in state.nodes[name]["spec"]["taints"] if t["key"] == node_api.GATE_TAINT_KEY), None)
 
 
 def test_new_nodes_are_held_after_their_check_and_released_when_their_pairing_passes(
@@ -543,7 +545,7 @@ def test_a_node_short_of_the_floor_with_an_in_service_peer_fails_naming_the_peer
         cluster: tuple[Server, str], tmp_path: Path) -> None:
     state, url = cluster
     settings, api = _settings(), _api(url, "acceptance")
-    state.add_node("aks-h100-9", "h100", {node_gate.HEALTH_LABEL: "passed"})  # in service, idle
+    state.add_node("aks-h100-9", "h100", {node_api.HEALTH_LABEL: "passed"})  # in service, idle
     _checked(state, url, "aks-h100-0", tmp_path)
     [run] = fa.acceptance_pass(api, settings, POLICY, NOW)["started"]
     job = state.jobs[run]
@@ -554,11 +556,11 @@ def test_a_node_short_of_the_floor_with_an_in_service_peer_fails_naming_the_peer
     assert done["failed"] == ["aks-h100-0"]
     node = state.nodes["aks-h100-0"]
     labels, annotations = node["metadata"]["labels"], node["metadata"]["annotations"]
-    assert labels[node_gate.HEALTH_LABEL] == "failed" and labels[node_gate.FAILED_CHECK_LABEL] == fa.FAILED_CHECK
+    assert labels[node_api.HEALTH_LABEL] == "failed" and labels[node_api.FAILED_CHECK_LABEL] == fa.FAILED_CHECK
     assert node["spec"]["unschedulable"] is True and _gate_taint(state, "aks-h100-0") is None
-    assert "known-good peer aks-h100-9" in annotations[node_gate.REASON_ANNOTATION]
-    assert "121.4 GB/s at 16 GiB, floor 300" in annotations[node_gate.REASON_ANNOTATION]
-    assert annotations[node_gate.SCALE_DOWN_DISABLED_ANNOTATION] == "true", "kept for diagnosis, as the gate's"
+    assert "known-good peer aks-h100-9" in annotations[node_api.REASON_ANNOTATION]
+    assert "121.4 GB/s at 16 GiB, floor 300" in annotations[node_api.REASON_ANNOTATION]
+    assert annotations[node_api.SCALE_DOWN_DISABLED_ANNOTATION] == "true", "kept for diagnosis, as the gate's"
     event = state.events[-1]
     assert event["reason"] == "GpuCheckFailed" and "aks-h100-9" in event["message"]
     assert state.record()[-1] | {"time": None} == state.record()[-1] | {
@@ -586,7 +588,7 @@ def test_two_new_nodes_that_fail_together_are_told_apart_by_a_third(
     done = fa.acceptance_pass(api, settings, POLICY, NOW + datetime.timedelta(minutes=9))
     assert sorted(done["passed"]) == ["aks-h100-a", "aks-h100-c"] and done["failed"] == ["aks-h100-b"], \
         "a passed with c, so a is good and the first pairing's failure is b's"
-    reason = state.nodes["aks-h100-b"]["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+    reason = state.nodes["aks-h100-b"]["metadata"]["annotations"][node_api.REASON_ANNOTATION]
     assert "known-good peer aks-h100-a" in reason and "140.0 GB/s" in reason
     assert state.denied == []
 
@@ -595,7 +597,7 @@ def test_a_lone_node_on_a_busy_pool_takes_work_after_the_hold_bound_with_a_warni
         cluster: tuple[Server, str], tmp_path: Path) -> None:
     state, url = cluster
     settings, api = _settings(), _api(url, "acceptance")
-    state.add_node("aks-h100-9", "h100", {node_gate.HEALTH_LABEL: "passed"})
+    state.add_node("aks-h100-9", "h100", {node_api.HEALTH_LABEL: "passed"})
     state.pods.append({"metadata": {"name": "train-0", "namespace": "research", "labels": {}},
                        "spec": {"nodeName": "aks-h100-9", "containers": [
                            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
@@ -625,7 +627,7 @@ def test_a_run_whose_pods_never_started_blames_nobody_and_is_run_again(
     state.finish(run, None, started=False)
     done = fa.acceptance_pass(api, settings, POLICY, NOW + datetime.timedelta(minutes=25))
     assert done["failed"] == [] and len(done["started"]) == 1 and done["started"] != [run]
-    recorded = fa.results_of(state.nodes["aks-h100-0"])
+    recorded = fabric_decision.results_of(state.nodes["aks-h100-0"])
     assert [r.outcome for r in recorded] == ["inconclusive"] and recorded[0].peers == ("aks-h100-1",)
 
 
@@ -634,7 +636,7 @@ def test_systemic_acceptance_failures_open_the_gates_breaker(cluster: tuple[Serv
     state, url = cluster
     settings, api = _settings(), _api(url, "acceptance")
     for index in range(3):
-        state.add_node(f"aks-h100-g{index}", "h100", {node_gate.HEALTH_LABEL: "passed"})
+        state.add_node(f"aks-h100-g{index}", "h100", {node_api.HEALTH_LABEL: "passed"})
         _checked(state, url, f"aks-h100-{index}", tmp_path)
     # The three new nodes pair among themselves first; make them suspects, then face known-good peers.
     runs = fa.acceptance_pass(api, settings, POLICY, NOW)["started"]
@@ -657,19 +659,19 @@ def test_the_watchdog_never_strands_a_node_held_for_acceptance(cluster: tuple[Se
     _checked(state, url, "aks-h100-1", tmp_path, NOW + datetime.timedelta(minutes=100))
     watchdog = _api(url, "watchdog")
     later = NOW + datetime.timedelta(minutes=151)
-    done = node_gate.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
+    done = node_watchdog.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
                               acceptance_pools={"h100"}, max_accepting_minutes=150)
     assert done["unaccepted"] == ["aks-h100-0"], "the newer one is within the bound"
     assert _state(state, "aks-h100-0") == "passed" and _gate_taint(state, "aks-h100-0") is None
     assert state.events[-1]["reason"] == "GpuFabricUnaccepted" and "not deciding" in state.events[-1]["message"]
-    done = node_gate.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
+    done = node_watchdog.watchdog(watchdog, 30, now=later, policy=POLICY, pools=["h100"],
                               acceptance_pools=set(), max_accepting_minutes=150)
     assert done["unaccepted"] == ["aks-h100-1"] and "no longer has" in state.events[-1]["message"]
     assert state.denied == []
 
 
 def test_the_watchdog_carries_the_acceptance_bound() -> None:
-    from aksgpu.components.kubernetes.gpu_health import gate_watchdog
+    from aksgpu.components.kubernetes.gpu_gate_jobs import gate_watchdog
 
     command = gate_watchdog(_spec(), NAMESPACE)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0][
         "command"]
@@ -679,16 +681,17 @@ def test_the_watchdog_carries_the_acceptance_bound() -> None:
 
 def test_an_unchecked_or_unconfirmed_node_is_not_a_known_good_peer() -> None:
     def node(state: str, **annotations: str) -> dict[str, Any]:
-        return {"metadata": {"labels": {node_gate.HEALTH_LABEL: state}, "annotations": annotations}, "spec": {}}
+        return {"metadata": {"labels": {node_api.HEALTH_LABEL: state}, "annotations": annotations}, "spec": {}}
 
     assert fa.known_good(node("passed"))
     assert not fa.known_good(node("unchecked")), "older than the gate: never checked"
     assert not fa.known_good(node("passed", **{fa.OUTCOME_ANNOTATION: "released-unconfirmed"}))
 
 
-def test_the_pass_runs_from_the_two_files_the_cronjob_mounts(tmp_path: Path) -> None:
-    """The CronJob mounts node_gate.py and fabric_acceptance.py (and the settings) side by side in a
-    Python image without aksgpu: the program must import only the standard library and its sibling."""
+def test_the_pass_runs_from_the_files_the_cronjob_mounts(tmp_path: Path) -> None:
+    """The CronJob mounts the gate's node_api.py and node_verdicts.py, fabric_acceptance.py and
+    fabric_decision.py (and the settings) side by side in a Python image without aksgpu: the program must import only the
+    standard library and its siblings."""
     import shutil
     import subprocess
     import sys
@@ -698,9 +701,10 @@ def test_the_pass_runs_from_the_two_files_the_cronjob_mounts(tmp_path: Path) -> 
     [programs] = [v for v in pod["volumes"] if v["name"] == "programs"]
     mounted = sorted(item["path"] for source in programs["projected"]["sources"]
                      for item in source["configMap"]["items"])
-    assert mounted == ["fabric_acceptance.py", "node_gate.py", objects.SETTINGS_KEY]
+    assert mounted == ["fabric_acceptance.py", "fabric_decision.py", "node_api.py", "node_verdicts.py",
+                       objects.SETTINGS_KEY]
     assert pod["containers"][0]["command"][1] == f"{objects.SCRIPT_DIR}/fabric_acceptance.py"
-    for module in (fa, node_gate):
+    for module in (fa, fabric_decision, node_api, node_verdicts):
         shutil.copy(module.__file__, tmp_path)
     # -S -E -s: no site-packages (aksgpu is not importable), as in the helper image; the script's folder
     # is on the path, as for `python3 /opt/aksgpu/fabric_acceptance.py`.

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from aksgpu import catalog
 from aksgpu.node.gpu_check import thresholds
-from aksgpu.components.kubernetes.gpu_health import (
+from aksgpu.components.kubernetes.gpu_metrics import (
     alert_rules,
     bundled_prometheus_values,
     cordon_conditions,

@@ -16,7 +16,7 @@ import torch
 from prometheus_client.parser import text_string_to_metric_families
 
 from aksgpu import catalog
-from aksgpu.node import node_gate
+from aksgpu.node import node_api, node_gate
 from aksgpu.node.gpu_check import interconnect, measure, report, results, run, thresholds, xids
 from aksgpu.node.gpu_check.probe import GpuState, error_checks, inventory_checks
 from tests.test_gpu_health import GATE_SINCE, GPU_TAINT, NOW, FakeApi, _node, api_server  # noqa: F401
@@ -514,8 +514,8 @@ def test_a_busy_gpu_passes_the_gate_with_a_warning(api_server: tuple[str, FakeAp
     monkeypatch.setattr(measure, "gemm_tflops", lambda *args, **kwargs: 700.0)
     monkeypatch.setattr(measure, "copy_bandwidth_tbs", lambda *args, **kwargs: 3.0)
     url, state = api_server
-    gate_taint = {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
-    state.node = _node(2, {node_gate.HEALTH_LABEL: "pending"}, [GPU_TAINT, gate_taint])
+    gate_taint = {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
+    state.node = _node(2, {node_api.HEALTH_LABEL: "pending"}, [GPU_TAINT, gate_taint])
     states = [healthy(0, "Example GPU X1"), healthy(1, "Example GPU X1")]
     node = _cpu_node(states, tmp_path, expected_gpus=2, memory=lambda device: BusyDevice())
     node_report = run.check_node(node, "standard", TINY)
@@ -525,7 +525,7 @@ def test_a_busy_gpu_passes_the_gate_with_a_warning(api_server: tuple[str, FakeAp
     document = report.report_json(node_report)
     assert document["gpus"]["0"]["verdict"] == "warn" and document["failedCheck"] is None
     assert {"check": "memory-pattern", "gpu": 0, "reason": busy.reason} in document["warnings"]
-    assert run.apply_verdict(node_report, document, "aks-h100-1", node_gate.Api(url, None, None)) == "passed"
+    assert run.apply_verdict(node_report, document, "aks-h100-1", node_api.Api(url, None, None)) == "passed"
     assert state.node["spec"]["taints"] == [GPU_TAINT]
 
 
@@ -650,19 +650,19 @@ def test_the_prometheus_file_parses_with_prometheus_client(tmp_path: Path) -> No
 def test_apply_verdict_admits_or_cordons_through_the_gate(api_server: tuple[str, FakeApi],  # noqa: F811
                                                           tmp_path: Path) -> None:
     url, state = api_server
-    gate_taint = {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
-    state.node = _node(2, {node_gate.HEALTH_LABEL: "pending"}, [GPU_TAINT, gate_taint])
+    gate_taint = {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
+    state.node = _node(2, {node_api.HEALTH_LABEL: "pending"}, [GPU_TAINT, gate_taint])
     passed = run.check_node(_cpu_node([healthy(0)], tmp_path, expected_gpus=1), "quick")
-    assert run.apply_verdict(passed, report.report_json(passed), "aks-h100-1", node_gate.Api(url, None, None)) == \
+    assert run.apply_verdict(passed, report.report_json(passed), "aks-h100-1", node_api.Api(url, None, None)) == \
         "passed"
     assert state.node["spec"]["taints"] == [GPU_TAINT]
     bad = healthy(0)
     bad.remapping_failed = True
     failed = run.check_node(_cpu_node([bad], tmp_path, expected_gpus=1), "quick")
-    assert run.apply_verdict(failed, report.report_json(failed), "aks-h100-1", node_gate.Api(url, None, None)) == \
+    assert run.apply_verdict(failed, report.report_json(failed), "aks-h100-1", node_api.Api(url, None, None)) == \
         "failed"
     assert state.node["spec"]["unschedulable"] is True
-    assert state.node["metadata"]["labels"][node_gate.FAILED_CHECK_LABEL] == "row-remap-failed"
+    assert state.node["metadata"]["labels"][node_api.FAILED_CHECK_LABEL] == "row-remap-failed"
 
 
 def test_without_nvml_the_program_fails_the_node_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -718,14 +718,20 @@ def test_the_image_carries_everything_the_check_imports() -> None:
 
     package = Path(run.__file__).parent
     dockerfile = (package / "Dockerfile").read_text(encoding="utf-8")
-    copied = {path for line in dockerfile.splitlines() if line.startswith("COPY ")
-              for path in line.split()[1:-1]}
-    copied_modules = {"aksgpu", "aksgpu.catalog", "aksgpu.catalog.vm", "aksgpu.node", "aksgpu.node.node_gate", "aksgpu.node.gpu_check"}
+    copies = dockerfile.replace("\\\n", " ").splitlines()
+    copied = {path for line in copies if line.startswith("COPY ") for path in line.split()[1:-1]}
+    # The gate's files (the check's verdict step is node_gate.verdict), which import each other as
+    # siblings in the cluster (the `except ImportError` branch).
+    gate = ["node_gate", "node_api", "node_verdicts", "node_passive", "node_watchdog"]
+    copied_modules = {"aksgpu", "aksgpu.catalog", "aksgpu.catalog.vm", "aksgpu.node", "aksgpu.node.gpu_check"}
+    copied_modules |= {f"aksgpu.node.{stem}" for stem in gate}
     copied_modules |= {f"aksgpu.node.gpu_check.{m.stem}" for m in package.glob("*.py")}
-    assert {"aksgpu/node/gpu_check/*.py", "aksgpu/node/gpu_check/*.yaml", "aksgpu/node/__init__.py", "aksgpu/node/node_gate.py",
+    assert {"aksgpu/node/gpu_check/*.py", "aksgpu/node/gpu_check/*.yaml", "aksgpu/node/__init__.py",
+            *(f"aksgpu/node/{stem}.py" for stem in gate),
             "aksgpu/catalog/vm_sizes.yaml", "aksgpu/catalog/gpu_alerts.yaml", "aksgpu/catalog/fabric.yaml",
             "aksgpu/catalog/__init__.py", "aksgpu/catalog/vm.py"} <= copied
-    for module in [*package.glob("*.py"), package.parent / "__init__.py", package.parent / "node_gate.py",
+    for module in [*package.glob("*.py"), package.parent / "__init__.py",
+                   *(package.parent / f"{stem}.py" for stem in gate),
                    package.parent.parent / "catalog" / "__init__.py", package.parent.parent / "catalog" / "vm.py"]:
         for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -741,7 +747,7 @@ def test_the_image_carries_everything_the_check_imports() -> None:
                 if top == "aksgpu":
                     assert name in copied_modules, (module.name, name)
                 else:
-                    assert top in sys.stdlib_module_names or top in {"torch", "pynvml", "yaml"}, (module.name, name)
+                    assert top in sys.stdlib_module_names or top in {"torch", "pynvml", "yaml", *gate}, (module.name, name)
     source = (package / "thresholds.py").read_text(encoding="utf-8")
     read = set(re.findall(r'"([a-z_]+\.yaml)"', source)) | {f"{name}.yaml" for name in
                                                            re.findall(r'tables\.load\("([a-z_]+)"\)', source)}

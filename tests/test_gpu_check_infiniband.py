@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from aksgpu import catalog
-from aksgpu.components.kubernetes import gpu_health
+from aksgpu.components.kubernetes import gpu_gate
 from aksgpu.node.gpu_check import interconnect, run, thresholds, xids
 from aksgpu.components.kubernetes.objects import PoolTarget
 from aksgpu.spec.fabric import fabric_profile
@@ -252,10 +252,10 @@ def test_pools_of_one_gpu_count_with_and_without_infiniband_get_separate_checks(
 
     nc, gb, h100 = (target("nc", "Standard_NC96ads_A100_v4"), target("gb", "Standard_ND128isr_GB300_v6"),
                     target("h100", H100))
-    assert {name: [t.name for t in found] for name, found in gpu_health._by_fabric([nc, gb, h100]).items()} == {
+    assert {name: [t.name for t in found] for name, found in gpu_gate._by_fabric([nc, gb, h100]).items()} == {
         "": ["nc", "h100"], "-rdma": ["gb"]}
-    assert {name: [t.name for t in found] for name, found in gpu_health._by_fabric([nc, h100]).items()} == {
+    assert {name: [t.name for t in found] for name, found in gpu_gate._by_fabric([nc, h100]).items()} == {
         "": ["nc", "h100"]}
-    assert gpu_health.rdma_request([gb]) == {"rdma/shared_ib": "1"} and gpu_health.rdma_request([nc]) == {}
-    shapes = [(gpus, [t.name for t in targets], suffix) for gpus, (targets, _), suffix in gpu_health._shapes([nc, gb, h100])]
+    assert gpu_gate.rdma_request([gb]) == {"rdma/shared_ib": "1"} and gpu_gate.rdma_request([nc]) == {}
+    shapes = [(gpus, [t.name for t in targets], suffix) for gpus, (targets, _), suffix in gpu_gate._shapes([nc, gb, h100])]
     assert shapes == [(4, ["nc"], ""), (4, ["gb"], "-rdma"), (8, ["h100"], "")]

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from aksgpu.node import node_gate
+from aksgpu.node import node_api, node_gate, node_watchdog
 from aksgpu.components.kubernetes import objects
-from aksgpu.components.kubernetes.gpu_health import CHECK_WRAPPER, GATE_STARTUP_MARGIN_MINUTES, RECHECK_PRIORITY
+from aksgpu.components.kubernetes.gpu_gate import CHECK_WRAPPER, GATE_PROGRAM
+from aksgpu.components.kubernetes.gpu_gate_jobs import GATE_STARTUP_MARGIN_MINUTES, RECHECK_PRIORITY
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.gpu_startup import gate_startup_minutes
 from tests.helpers import (
@@ -162,18 +163,29 @@ def test_the_check_runs_the_spec_command_under_the_contract(plan: Any) -> None:
     assert "nvidia.com/gpu" not in check["resources"].get("requests", {}), "the gate holds no GPU request"
 
 
-def test_the_script_configmap_is_node_gate_py_and_needs_only_the_standard_library(plan: Any) -> None:
-    script = find_object(plan, "ConfigMap", "aksgpu-node-gate")["data"]["node_gate.py"]
-    source = Path(node_gate.__file__).read_text()
-    assert script == source
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert imported - {"__future__"} <= set(sys.stdlib_module_names), "it runs in a bare python image"
-    assert (node_gate.GATE_TAINT_KEY, node_gate.HEALTH_LABEL) == (objects.GATE_TAINT_KEY, objects.HEALTH_LABEL)
+def test_the_script_configmap_is_the_gates_files_and_needs_only_the_standard_library(plan: Any,
+                                                                                     tmp_path: Path) -> None:
+    """node_gate.py and the sibling files it imports, each a key of the ConfigMap: they import the
+    standard library and each other only, and run as they do in the cluster (one folder, no aksgpu)."""
+    data = find_object(plan, "ConfigMap", "aksgpu-node-gate")["data"]
+    assert sorted(data) == sorted(f"{Path(module.__file__).name}" for module in GATE_PROGRAM)
+    assert data["node_gate.py"] == Path(node_gate.__file__).read_text()
+    siblings = {Path(key).stem for key in data}
+    for key, source in data.items():
+        assert source == (Path(node_gate.__file__).parent / key).read_text()
+        imported = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+        # aksgpu: tried first, in the package (tests, the check's image); in the cluster the siblings.
+        assert imported - {"__future__", "aksgpu"} - siblings <= set(sys.stdlib_module_names), key
+        (tmp_path / key).write_text(source)
+    ran = subprocess.run([sys.executable, "-E", "-s", "-S", str(tmp_path / "node_gate.py"), "--help"],
+                         capture_output=True, text=True, check=False)
+    assert ran.returncode == 0 and "watchdog" in ran.stdout, ran.stderr
+    assert (node_api.GATE_TAINT_KEY, node_api.HEALTH_LABEL) == (objects.GATE_TAINT_KEY, objects.HEALTH_LABEL)
 
 
 def test_rechecks_take_whole_idle_nodes_and_never_scale_or_preempt(plan: Any) -> None:
@@ -302,78 +314,78 @@ def _node(minutes_old: int, labels: dict[str, str] | None = None, taints: list[d
 
 
 def _gate_taints(node: dict[str, Any]) -> list[dict]:
-    return [t for t in node["spec"].get("taints") or [] if t["key"] == node_gate.GATE_TAINT_KEY]
+    return [t for t in node["spec"].get("taints") or [] if t["key"] == node_api.GATE_TAINT_KEY]
 
 
 def test_a_new_node_is_tainted_and_labelled_pending(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:
     url, state = api_server
     state.node = _node(minutes_old=2)
-    api = node_gate.Api(url, None, None)
+    api = node_api.Api(url, None, None)
     assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == "tainted"
-    assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "pending"
-    assert state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] == "2026-11-24T12:00:00Z"
-    assert not set(node_gate.HELD_OPERAND_LABELS) & set(state.node["metadata"]["labels"])
-    assert _gate_taints(state.node) == [{"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
+    assert state.node["metadata"]["labels"][node_api.HEALTH_LABEL] == "pending"
+    assert state.node["metadata"]["annotations"][node_api.PENDING_SINCE_ANNOTATION] == "2026-11-24T12:00:00Z"
+    assert not set(node_api.HELD_OPERAND_LABELS) & set(state.node["metadata"]["labels"])
+    assert _gate_taints(state.node) == [{"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
     assert GPU_TAINT in state.node["spec"]["taints"], "the pool's own taints stay"
     assert not (tmp_path / node_gate.SKIP_FILE).exists()
     # A restarted gate pod changes nothing on a pending node and checks it again.
     later = NOW + datetime.timedelta(minutes=40)
     assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, now=later) == "tainted"
     assert len(_gate_taints(state.node)) == 1
-    assert state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] == "2026-11-24T12:00:00Z"
+    assert state.node["metadata"]["annotations"][node_api.PENDING_SINCE_ANNOTATION] == "2026-11-24T12:00:00Z"
 
 
 def test_a_node_of_a_gpu_operator_pool_is_held_from_its_operands(api_server: tuple[str, FakeApi],
                                                                       tmp_path: Path) -> None:
     url, state = api_server
     # The operator may have labelled the node first; the gate's "false" overrides it.
-    state.node = _node(minutes_old=1, labels={label: "true" for label in node_gate.HELD_OPERAND_LABELS})
-    api = node_gate.Api(url, None, None)
+    state.node = _node(minutes_old=1, labels={label: "true" for label in node_api.HELD_OPERAND_LABELS})
+    api = node_api.Api(url, None, None)
     assert node_gate.pending(api, "aks-h100-1", str(tmp_path), GATE_SINCE, hold_operands=True, now=NOW) == \
         "tainted"
-    assert all(state.node["metadata"]["labels"][label] == "false" for label in node_gate.HELD_OPERAND_LABELS)
+    assert all(state.node["metadata"]["labels"][label] == "false" for label in node_api.HELD_OPERAND_LABELS)
     (tmp_path / node_gate.EXIT_CODE_FILE).write_text("0")
     assert node_gate.verdict(api, "aks-h100-1", str(tmp_path), release_operands=True, now=NOW) == "passed"
     # "true", as the operator would set it: it relabels only on other events (nodelabeling_controller.go).
-    assert all(state.node["metadata"]["labels"][label] == "true" for label in node_gate.HELD_OPERAND_LABELS)
+    assert all(state.node["metadata"]["labels"][label] == "true" for label in node_api.HELD_OPERAND_LABELS)
 
 
 def test_a_node_that_predates_the_gate_is_labelled_unchecked_not_tainted(api_server: tuple[str, FakeApi],
                                                                          tmp_path: Path) -> None:
     url, state = api_server
     state.node = _node(minutes_old=240)
-    assert node_gate.pending(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == \
+    assert node_gate.pending(node_api.Api(url, None, None), "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == \
         "unchecked"
-    assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "unchecked"
+    assert state.node["metadata"]["labels"][node_api.HEALTH_LABEL] == "unchecked"
     assert not _gate_taints(state.node)
     assert (tmp_path / node_gate.SKIP_FILE).exists()
-    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "skipped"
+    assert node_gate.verdict(node_api.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "skipped"
 
 
 def test_a_pass_admits_the_node(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:
     url, state = api_server
-    state.node = _node(2, {node_gate.HEALTH_LABEL: "pending"},
-                       [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    state.node = _node(2, {node_api.HEALTH_LABEL: "pending"},
+                       [GPU_TAINT, {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
     (tmp_path / node_gate.EXIT_CODE_FILE).write_text("0\n")
-    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "passed"
+    assert node_gate.verdict(node_api.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "passed"
     assert state.node["spec"]["taints"] == [GPU_TAINT]
-    assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "passed"
-    assert state.node["metadata"]["annotations"][node_gate.CHECKED_AT_ANNOTATION] == "2026-11-24T12:00:00Z"
+    assert state.node["metadata"]["labels"][node_api.HEALTH_LABEL] == "passed"
+    assert state.node["metadata"]["annotations"][node_api.CHECKED_AT_ANNOTATION] == "2026-11-24T12:00:00Z"
     assert "unschedulable" not in state.node["spec"]
 
 
 def test_a_failure_cordons_and_names_the_check(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:
     url, state = api_server
-    state.node = _node(2, {node_gate.HEALTH_LABEL: "pending"},
-                       [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    state.node = _node(2, {node_api.HEALTH_LABEL: "pending"},
+                       [GPU_TAINT, {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
     (tmp_path / node_gate.EXIT_CODE_FILE).write_text("1")
     (tmp_path / "report.json").write_text(json.dumps({"failedCheck": "ecc/double bit", "reason": "GPU 3: 2 DBE"}))
-    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "failed"
+    assert node_gate.verdict(node_api.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "failed"
     node = state.node
     assert node["spec"]["unschedulable"] is True and node["spec"]["taints"] == [GPU_TAINT]
-    assert node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "failed"
-    assert node["metadata"]["labels"][node_gate.FAILED_CHECK_LABEL] == "ecc-double-bit"
-    assert node["metadata"]["annotations"][node_gate.REASON_ANNOTATION] == "GPU 3: 2 DBE"
+    assert node["metadata"]["labels"][node_api.HEALTH_LABEL] == "failed"
+    assert node["metadata"]["labels"][node_api.FAILED_CHECK_LABEL] == "ecc-double-bit"
+    assert node["metadata"]["annotations"][node_api.REASON_ANNOTATION] == "GPU 3: 2 DBE"
 
 
 @pytest.mark.parametrize(("exit_code", "report", "label"), [
@@ -382,26 +394,26 @@ def test_a_failure_cordons_and_names_the_check(api_server: tuple[str, FakeApi], 
 def test_failures_without_a_report_are_still_named(api_server: tuple[str, FakeApi], tmp_path: Path,
                                                    exit_code: str | None, report: str | None, label: str) -> None:
     url, state = api_server
-    state.node = _node(2, {node_gate.HEALTH_LABEL: "pending"})
+    state.node = _node(2, {node_api.HEALTH_LABEL: "pending"})
     if exit_code is not None:
         (tmp_path / node_gate.EXIT_CODE_FILE).write_text(exit_code)
     if report is not None:
         (tmp_path / "report.json").write_text(report)
-    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "failed"
-    assert state.node["metadata"]["labels"][node_gate.FAILED_CHECK_LABEL] == label
+    assert node_gate.verdict(node_api.Api(url, None, None), "aks-h100-1", str(tmp_path), now=NOW) == "failed"
+    assert state.node["metadata"]["labels"][node_api.FAILED_CHECK_LABEL] == label
 
 
 def test_a_passed_recheck_leaves_taints_alone_and_conflicts_are_retried(api_server: tuple[str, FakeApi],
                                                                         tmp_path: Path) -> None:
     url, state = api_server
     other = {"key": "example.com/maintenance", "value": "soon", "effect": "NoSchedule"}
-    state.node = _node(500, {node_gate.HEALTH_LABEL: "unchecked"}, [GPU_TAINT, other])
+    state.node = _node(500, {node_api.HEALTH_LABEL: "unchecked"}, [GPU_TAINT, other])
     state.conflicts = 2  # someone else changes the node twice meanwhile
     (tmp_path / node_gate.EXIT_CODE_FILE).write_text("0")
-    assert node_gate.verdict(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), recheck=True,
+    assert node_gate.verdict(node_api.Api(url, None, None), "aks-h100-1", str(tmp_path), recheck=True,
                              now=NOW) == "passed"
     assert state.node["spec"]["taints"] == [GPU_TAINT, other]
-    assert state.node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "passed"
+    assert state.node["metadata"]["labels"][node_api.HEALTH_LABEL] == "passed"
     assert len(state.patches) == 3 and "spec" not in state.patches[-1]
 
 
@@ -450,25 +462,25 @@ def test_the_default_check_maps_dcgm_onto_the_contract(tmp_path: Path, hostengin
 
 def test_the_watchdog_fails_nodes_pending_too_long(api_server: tuple[str, FakeApi]) -> None:
     url, state = api_server
-    api = node_gate.Api(url, None, None)
-    gate_taint = {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
-    state.node = _node(90, {node_gate.HEALTH_LABEL: "pending"}, [GPU_TAINT, gate_taint])
-    state.node["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] = "2026-11-24T11:45:00Z"
-    assert node_gate.watchdog(api, 30, now=NOW)["failed"] == [], "15 minutes pending is within the limit"
-    assert node_gate.watchdog(api, 10, now=NOW)["failed"] == ["aks-h100-1"]
+    api = node_api.Api(url, None, None)
+    gate_taint = {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
+    state.node = _node(90, {node_api.HEALTH_LABEL: "pending"}, [GPU_TAINT, gate_taint])
+    state.node["metadata"]["annotations"][node_api.PENDING_SINCE_ANNOTATION] = "2026-11-24T11:45:00Z"
+    assert node_watchdog.watchdog(api, 30, now=NOW)["failed"] == [], "15 minutes pending is within the limit"
+    assert node_watchdog.watchdog(api, 10, now=NOW)["failed"] == ["aks-h100-1"]
     node = state.node
     assert node["spec"]["unschedulable"] is True and node["spec"]["taints"] == [GPU_TAINT]
-    assert node["metadata"]["labels"][node_gate.FAILED_CHECK_LABEL] == "gate-timeout"
-    assert node_gate.PENDING_SINCE_ANNOTATION not in node["metadata"]["annotations"]
-    assert node_gate.watchdog(api, 10, now=NOW)["failed"] == [], "a failed node is no longer pending"
+    assert node["metadata"]["labels"][node_api.FAILED_CHECK_LABEL] == "gate-timeout"
+    assert node_api.PENDING_SINCE_ANNOTATION not in node["metadata"]["annotations"]
+    assert node_watchdog.watchdog(api, 10, now=NOW)["failed"] == [], "a failed node is no longer pending"
 
 
 def test_a_repaired_node_handed_back_is_checked_again(api_server: tuple[str, FakeApi], tmp_path: Path) -> None:
     """An operator removes the failed label (kubectl label node X aksgpu.io/gpu-health-) from an old node."""
     url, state = api_server
     state.node = _node(600)
-    state.node["metadata"]["annotations"][node_gate.CHECKED_AT_ANNOTATION] = "2026-11-20T10:00:00Z"
-    assert node_gate.pending(node_gate.Api(url, None, None), "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == \
+    state.node["metadata"]["annotations"][node_api.CHECKED_AT_ANNOTATION] = "2026-11-20T10:00:00Z"
+    assert node_gate.pending(node_api.Api(url, None, None), "aks-h100-1", str(tmp_path), GATE_SINCE, now=NOW) == \
         "tainted"
 
 

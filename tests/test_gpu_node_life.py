@@ -29,14 +29,10 @@ from typing import Any
 import pytest
 
 from aksgpu import catalog
-from aksgpu.node import node_gate
-from aksgpu.components.kubernetes.gpu_health import (
-    HOST_LOG_DIR,
-    check_resources,
-    gate_watchdog,
-    node_change_policy,
-    node_gate_rbac,
-)
+from aksgpu.node import node_api, node_gate, node_passive, node_verdicts, node_watchdog
+from aksgpu.components.kubernetes.gpu_gate import HOST_LOG_DIR, check_resources
+from aksgpu.components.kubernetes.gpu_gate_access import node_change_policy, node_gate_rbac
+from aksgpu.components.kubernetes.gpu_gate_jobs import gate_watchdog
 from aksgpu.spec import ClusterSpec
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.cel import denials
@@ -47,7 +43,7 @@ NAMESPACE = "aksgpu-system"
 GATE_USER = f"system:serviceaccount:{NAMESPACE}:aksgpu-gpu-health"
 WATCHDOG_USER = f"system:serviceaccount:{NAMESPACE}:aksgpu-gpu-gate-watchdog"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-POLICY = node_gate.Policy(NAMESPACE, keep_failed=2, keep_failed_hours=24, breaker=True, breaker_share=0.5,
+POLICY = node_verdicts.Policy(NAMESPACE, keep_failed=2, keep_failed_hours=24, breaker=True, breaker_share=0.5,
                           breaker_window_minutes=120, breaker_min_nodes=3)
 
 
@@ -130,7 +126,7 @@ def test_each_gpu_shape_gets_a_gate_sized_for_its_gpus(manifests: list[dict[str,
     assert _pools(one) == ["a100"] and _pools(eight) == ["h100aks"] and _pools(operator) == ["h100"]
     for obj, gpus in ((one, 1), (eight, 8), (operator, 8)):
         resources = _check(obj)["resources"]
-        # The H100 pools are InfiniBand pools: their check also requests the RDMA resource (gpu_health.rdma_request).
+        # The H100 pools are InfiniBand pools: their check also requests the RDMA resource (gpu_gate.rdma_request).
         assert {part: {k: v for k, v in values.items() if not k.startswith("rdma/")}
                 for part, values in resources.items()} == check_resources(gpus, 24 if gpus == 1 else 96)
         assert ("rdma/shared_ib" in resources["limits"]) == (gpus == 8)
@@ -167,7 +163,7 @@ def test_gate_pods_tolerate_the_held_taint_so_a_fixed_gate_can_check_held_nodes(
         manifests: list[dict[str, Any]]) -> None:
     for name in ("aksgpu-gpu-gate-aks-driver-8gpu", "aksgpu-gpu-gate-operator-8gpu", "aksgpu-gpu-gate-operator-hold"):
         tolerations = _pod_spec(_named(manifests, "DaemonSet", name))["tolerations"]
-        assert {"key": node_gate.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in tolerations
+        assert {"key": node_api.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in tolerations
 
 
 def test_the_watchdog_runs_with_the_gate_off_and_releases_its_nodes() -> None:
@@ -219,7 +215,7 @@ class Cluster:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: list[dict[str, Any]] = []
         self.configmap: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": node_gate.RECORD_CONFIGMAP, "namespace": NAMESPACE, "resourceVersion": "1",
+            "name": node_verdicts.RECORD_CONFIGMAP, "namespace": NAMESPACE, "resourceVersion": "1",
             "labels": {"app.kubernetes.io/part-of": "aksgpu"}}}
         self.events: list[dict[str, Any]] = []
         self.denied: list[list[str]] = []
@@ -235,7 +231,7 @@ class Cluster:
                          "creationTimestamp": "2026-11-26T10:00:00Z",
                          "labels": {"kubernetes.azure.com/agentpool": pool,
                                     "node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5",
-                                    node_gate.NODE_IMAGE_LABEL: node_image, **(labels or {})},
+                                    node_api.NODE_IMAGE_LABEL: node_image, **(labels or {})},
                          "annotations": dict(annotations or {})},
             "spec": {"taints": list(taints or [GPU_TAINT]), **({"unschedulable": True} if unschedulable else {})},
             "status": {"nodeInfo": {"kernelVersion": kernel}, "conditions": list(conditions or [])},
@@ -299,7 +295,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                          and all(str(_field(p, key.rstrip("!"))) != value if key.endswith("!")
                                  else str(_field(p, key)) == value for key, _, value in fields)]
                 self._reply(200, {"items": copy.deepcopy(items)})
-            elif url.path.endswith(f"/configmaps/{node_gate.RECORD_CONFIGMAP}"):
+            elif url.path.endswith(f"/configmaps/{node_verdicts.RECORD_CONFIGMAP}"):
                 self._reply(200, copy.deepcopy(state.configmap))
             else:
                 self.get_more(url.path, query)
@@ -373,8 +369,8 @@ def cluster() -> Iterator[tuple[Cluster, str]]:
         yield state, url
 
 
-def _api(url: str, who: str = "gate") -> node_gate.Api:
-    return node_gate.Api(url, who, None)
+def _api(url: str, who: str = "gate") -> node_api.Api:
+    return node_api.Api(url, who, None)
 
 
 def autoscaler_may_scale_down(node: dict[str, Any]) -> bool:
@@ -384,7 +380,7 @@ def autoscaler_may_scale_down(node: dict[str, Any]) -> bool:
     annotations = node["metadata"].get("annotations") or {}
     if any(t["key"] == "ToBeDeletedByClusterAutoscaler" for t in node["spec"].get("taints") or []):
         return False
-    return annotations.get(node_gate.SCALE_DOWN_DISABLED_ANNOTATION) != "true"
+    return annotations.get(node_api.SCALE_DOWN_DISABLED_ANNOTATION) != "true"
 
 
 def _results(tmp_path: Path, code: int, failed_check: str | None = None, reason: str = "") -> str:
@@ -395,9 +391,9 @@ def _results(tmp_path: Path, code: int, failed_check: str | None = None, reason:
 
 
 def _pending_node(state: Cluster, name: str, pool: str = "h100") -> None:
-    state.add_node(name, pool, {node_gate.HEALTH_LABEL: "pending"},
-                   {node_gate.PENDING_SINCE_ANNOTATION: "2026-11-26T11:50:00Z"},
-                   [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    state.add_node(name, pool, {node_api.HEALTH_LABEL: "pending"},
+                   {node_api.PENDING_SINCE_ANNOTATION: "2026-11-26T11:50:00Z"},
+                   [GPU_TAINT, {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
 
 
 def test_a_failed_node_is_kept_explained_and_recorded(cluster: tuple[Cluster, str], tmp_path: Path,
@@ -418,8 +414,8 @@ def test_a_failed_node_is_kept_explained_and_recorded(cluster: tuple[Cluster, st
     assert entry | {"time": None} == {"time": None, "node": "aks-h100-1", "pool": "h100", "source": "gate",
                                       "vmSize": "Standard_ND96isr_H100_v5", "verdict": "failed", "check": "ecc",
                                       "reason": "GPU 3: 2 DBE errors"}
-    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(node_gate.LOG_PREFIX))
-    assert json.loads(line.removeprefix(node_gate.LOG_PREFIX)) == entry, "the log line outlives the node"
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(node_verdicts.LOG_PREFIX))
+    assert json.loads(line.removeprefix(node_verdicts.LOG_PREFIX)) == entry, "the log line outlives the node"
     assert state.denied == []
 
 
@@ -427,7 +423,7 @@ def test_without_a_bound_a_failed_node_goes_to_the_autoscaler(cluster: tuple[Clu
     state, url = cluster
     _pending_node(state, "aks-h100-1")
     node_gate.verdict(_api(url), "aks-h100-1", _results(tmp_path, 1), now=NOW,
-                      policy=node_gate.Policy(NAMESPACE, keep_failed=0))
+                      policy=node_verdicts.Policy(NAMESPACE, keep_failed=0))
     assert autoscaler_may_scale_down(state.nodes["aks-h100-1"])
 
 
@@ -435,15 +431,15 @@ def test_the_watchdog_keeps_the_newest_failed_nodes_and_hands_the_rest_over(clus
     state, url = cluster
     for index, hours_ago in enumerate((1, 2, 3, 30)):
         checked = (NOW - datetime.timedelta(hours=hours_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "failed"},
-                       {node_gate.CHECKED_AT_ANNOTATION: checked, node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true",
-                        node_gate.KEPT_ANNOTATION: "true"},
+        state.add_node(f"aks-h100-{index}", "h100", {node_api.HEALTH_LABEL: "failed"},
+                       {node_api.CHECKED_AT_ANNOTATION: checked, node_api.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                        node_api.KEPT_ANNOTATION: "true"},
                        unschedulable=True)
-    state.add_node("aks-a100-0", "a100", {node_gate.HEALTH_LABEL: "failed"},
-                   {node_gate.CHECKED_AT_ANNOTATION: "2026-11-26T11:00:00Z",
-                    node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true",
-                        node_gate.KEPT_ANNOTATION: "true"}, unschedulable=True)
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100", "a100"])
+    state.add_node("aks-a100-0", "a100", {node_api.HEALTH_LABEL: "failed"},
+                   {node_api.CHECKED_AT_ANNOTATION: "2026-11-26T11:00:00Z",
+                    node_api.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                        node_api.KEPT_ANNOTATION: "true"}, unschedulable=True)
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100", "a100"])
     assert sorted(done["released"]) == ["aks-h100-2", "aks-h100-3"]
     kept = sorted(name for name, node in state.nodes.items() if not autoscaler_may_scale_down(node))
     assert kept == ["aks-a100-0", "aks-h100-0", "aks-h100-1"], "the bound is per pool, the newest kept"
@@ -467,17 +463,17 @@ def test_the_breaker_holds_instead_of_failing_when_a_pool_fails_together(cluster
                                           now=NOW + datetime.timedelta(minutes=index), policy=POLICY))
     assert outcomes == ["failed", "failed", "held"], "3 of 3 within the window: systemic, not the GPUs"
     held = state.nodes["aks-h100-2"]
-    assert held["metadata"]["labels"][node_gate.HEALTH_LABEL] == "held"
-    assert {"key": node_gate.GATE_TAINT_KEY, "value": "held", "effect": "NoSchedule"} in held["spec"]["taints"]
+    assert held["metadata"]["labels"][node_api.HEALTH_LABEL] == "held"
+    assert {"key": node_api.GATE_TAINT_KEY, "value": "held", "effect": "NoSchedule"} in held["spec"]["taints"]
     assert not held["spec"].get("unschedulable"), "not failed"
     assert not autoscaler_may_scale_down(held), "a replacement would fail the same way"
     assert state.events[-1]["reason"] == "GpuGateBreakerOpen"
-    assert "3 of the last 3" in held["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+    assert "3 of the last 3" in held["metadata"]["annotations"][node_api.REASON_ANNOTATION]
     # The fix rolls the gate's DaemonSet; the new gate pod finds the node held and checks it again.
     assert node_gate.pending(_api(url), "aks-h100-2", str(tmp_path / "2"), None, now=NOW) == "tainted"
     again = state.nodes["aks-h100-2"]
-    assert again["metadata"]["labels"][node_gate.HEALTH_LABEL] == "pending"
-    assert {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"} in again["spec"]["taints"]
+    assert again["metadata"]["labels"][node_api.HEALTH_LABEL] == "pending"
+    assert {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"} in again["spec"]["taints"]
     assert autoscaler_may_scale_down(again)
     assert state.denied == []
 
@@ -490,7 +486,7 @@ def test_one_bad_gpu_does_not_open_the_breaker(cluster: tuple[Cluster, str], tmp
         folder = tmp_path / str(index)
         folder.mkdir()
         node_gate.verdict(_api(url), f"aks-h100-{index}", _results(folder, code), now=NOW, policy=POLICY)
-    assert state.nodes["aks-h100-3"]["metadata"]["labels"][node_gate.HEALTH_LABEL] == "failed"
+    assert state.nodes["aks-h100-3"]["metadata"]["labels"][node_api.HEALTH_LABEL] == "failed"
 
 
 def test_verdicts_at_once_all_reach_the_record(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
@@ -512,21 +508,21 @@ def test_verdicts_at_once_all_reach_the_record(cluster: tuple[Cluster, str], tmp
 def test_turning_the_gate_off_strands_no_node(cluster: tuple[Cluster, str]) -> None:
     state, url = cluster
     _pending_node(state, "aks-h100-0")
-    state.nodes["aks-h100-0"]["metadata"]["labels"].update({label: "false" for label in node_gate.HELD_OPERAND_LABELS})
-    state.add_node("aks-h100-1", "h100", {node_gate.HEALTH_LABEL: "held"},
-                   {node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true",
-                        node_gate.KEPT_ANNOTATION: "true"},
-                   [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "held", "effect": "NoSchedule"}])
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
+    state.nodes["aks-h100-0"]["metadata"]["labels"].update({label: "false" for label in node_api.HELD_OPERAND_LABELS})
+    state.add_node("aks-h100-1", "h100", {node_api.HEALTH_LABEL: "held"},
+                   {node_api.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                        node_api.KEPT_ANNOTATION: "true"},
+                   [GPU_TAINT, {"key": node_api.GATE_TAINT_KEY, "value": "held", "effect": "NoSchedule"}])
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
                               gate_enabled=False, operator_pools=["h100"])
     assert sorted(done["untainted"]) == ["aks-h100-0", "aks-h100-1"]
     for node in state.nodes.values():
         assert node["spec"]["taints"] == [GPU_TAINT]
-        assert node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "unchecked"
+        assert node["metadata"]["labels"][node_api.HEALTH_LABEL] == "unchecked"
         assert autoscaler_may_scale_down(node)
     assert all(state.nodes["aks-h100-0"]["metadata"]["labels"][label] == "true"
-               for label in node_gate.HELD_OPERAND_LABELS), "the GPU Operator's operands come back"
-    assert node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
+               for label in node_api.HELD_OPERAND_LABELS), "the GPU Operator's operands come back"
+    assert node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
                               gate_enabled=False, operator_pools=["h100"])["untainted"] == [], "done once"
     assert state.denied == []
 
@@ -534,8 +530,8 @@ def test_turning_the_gate_off_strands_no_node(cluster: tuple[Cluster, str]) -> N
 XID_79 = 'DCGM_EXP_XID_ERRORS_COUNT{gpu="5",UUID="GPU-x",xid="79",Hostname="aks-h100-0"} 1\n'
 XID_13 = 'DCGM_EXP_XID_ERRORS_COUNT{gpu="1",UUID="GPU-y",xid="13",Hostname="aks-h100-1"} 1\n'
 CLEAN = '# HELP DCGM_FI_DEV_ECC_DBE_VOL_TOTAL x\nDCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0"} 0\n'
-CONDITIONS = [node_gate.CordonCondition("DCGM_EXP_XID_ERRORS_COUNT", 0, "xid", ("48", "79", "95")),
-              node_gate.CordonCondition("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 0)]
+CONDITIONS = [node_passive.CordonCondition("DCGM_EXP_XID_ERRORS_COUNT", 0, "xid", ("48", "79", "95")),
+              node_passive.CordonCondition("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 0)]
 
 
 def _exporter(state: Cluster, node: str, ip: str) -> None:
@@ -547,19 +543,19 @@ def _exporter(state: Cluster, node: str, ip: str) -> None:
 def test_critical_passive_signals_cordon_through_the_same_step(cluster: tuple[Cluster, str]) -> None:
     state, url = cluster
     for index in range(5):
-        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "passed"})
+        state.add_node(f"aks-h100-{index}", "h100", {node_api.HEALTH_LABEL: "passed"})
         _exporter(state, f"aks-h100-{index}", f"10.0.0.{index}")
     state.nodes["aks-h100-2"]["status"]["conditions"].append(
         {"type": "GPUMissing", "status": "True", "reason": "GPUMissing", "message": "7 of 8 GPUs"})
     state.nodes["aks-h100-3"]["status"]["conditions"].append({"type": "GPUClockThrottling", "status": "True"})
     scrapes = {"10.0.0.0": XID_79, "10.0.0.1": XID_13}
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"], cordon=CONDITIONS,
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"], cordon=CONDITIONS,
                               npd_cordon={"GPUMissing", "XIDErrors"}, exporter_namespaces=[NAMESPACE],
                               fetch=lambda address: scrapes.get(address.split("//")[1].split(":")[0], CLEAN))
     assert sorted(done["cordoned"]) == ["aks-h100-0", "aks-h100-2"], "Xid 13 is the application's, throttling informs"
     xid = state.nodes["aks-h100-0"]
-    assert xid["spec"]["unschedulable"] and xid["metadata"]["labels"][node_gate.HEALTH_LABEL] == "failed"
-    assert "xid=79" in xid["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+    assert xid["spec"]["unschedulable"] and xid["metadata"]["labels"][node_api.HEALTH_LABEL] == "failed"
+    assert "xid=79" in xid["metadata"]["annotations"][node_api.REASON_ANNOTATION]
     assert not autoscaler_may_scale_down(xid)
     assert {e["source"] for e in state.record()} == {"passive"}
     assert state.denied == []
@@ -568,9 +564,9 @@ def test_critical_passive_signals_cordon_through_the_same_step(cluster: tuple[Cl
 def test_a_metric_gone_wrong_does_not_empty_a_pool(cluster: tuple[Cluster, str]) -> None:
     state, url = cluster
     for index in range(4):
-        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "passed"})
+        state.add_node(f"aks-h100-{index}", "h100", {node_api.HEALTH_LABEL: "passed"})
         _exporter(state, f"aks-h100-{index}", f"10.0.0.{index}")
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"], cordon=CONDITIONS,
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"], cordon=CONDITIONS,
                               exporter_namespaces=[NAMESPACE],
                               fetch=lambda address: 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0"} 3\n')
     assert done["cordoned"] == [] and len(done["spared"]) == 4
@@ -582,25 +578,25 @@ def test_a_node_whose_image_changed_is_gated_again_once_its_gpus_are_free(cluste
     state, url = cluster
     recorded = json.dumps({"nodeImage": "AKSUbuntu-2204gen2containerd-202610.01.0", "kernel": "5.15.0-1079-azure"})
     for index in range(3):
-        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "passed"},
-                       {node_gate.FINGERPRINT_ANNOTATION: recorded})
+        state.add_node(f"aks-h100-{index}", "h100", {node_api.HEALTH_LABEL: "passed"},
+                       {node_api.FINGERPRINT_ANNOTATION: recorded})
     # aks-h100-2 kept its image; GPU Feature Discovery labelled its driver after the verdict.
     state.nodes["aks-h100-2"]["metadata"]["labels"].update({
-        node_gate.NODE_IMAGE_LABEL: "AKSUbuntu-2204gen2containerd-202610.01.0",
+        node_api.NODE_IMAGE_LABEL: "AKSUbuntu-2204gen2containerd-202610.01.0",
         "nvidia.com/cuda.driver-version.full": "580.95.05"})
     state.pods.append({"metadata": {"name": "train-0", "namespace": "research", "labels": {}},
                        "spec": {"nodeName": "aks-h100-1", "containers": [
                            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
                        "status": {"phase": "Running"}})
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
                               operator_pools=["h100"])
     assert done["regated"] == ["aks-h100-0"], "aks-h100-1's GPUs are in use; aks-h100-2 did not change"
     node = state.nodes["aks-h100-0"]
-    assert node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "pending"
-    assert all(node["metadata"]["labels"][label] == "false" for label in node_gate.HELD_OPERAND_LABELS)
-    assert {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert node["metadata"]["labels"][node_api.HEALTH_LABEL] == "pending"
+    assert all(node["metadata"]["labels"][label] == "false" for label in node_api.HELD_OPERAND_LABELS)
+    assert {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"} in node["spec"]["taints"]
     assert "202610.01.0 -> AKSUbuntu-2204gen2containerd-202611.10.0" in state.events[-1]["message"]
-    later = json.loads(state.nodes["aks-h100-2"]["metadata"]["annotations"][node_gate.FINGERPRINT_ANNOTATION])
+    later = json.loads(state.nodes["aks-h100-2"]["metadata"]["annotations"][node_api.FINGERPRINT_ANNOTATION])
     assert later["driver"] == "580.95.05", "a part first known now is recorded, not a change"
     assert state.denied == []
 
@@ -610,7 +606,7 @@ def test_a_pass_records_what_the_gpus_ran_on(cluster: tuple[Cluster, str], tmp_p
     _pending_node(state, "aks-h100-0")
     node_gate.verdict(_api(url), "aks-h100-0", _results(tmp_path, 0), now=NOW, policy=POLICY)
     node = state.nodes["aks-h100-0"]
-    assert json.loads(node["metadata"]["annotations"][node_gate.FINGERPRINT_ANNOTATION]) == {
+    assert json.loads(node["metadata"]["annotations"][node_api.FINGERPRINT_ANNOTATION]) == {
         "kernel": "5.15.0-1079-azure", "nodeImage": "AKSUbuntu-2204gen2containerd-202611.10.0"}
     assert state.events[-1]["reason"] == "GpuCheckPassed" and state.events[-1]["type"] == "Normal"
 
@@ -624,9 +620,9 @@ def test_rbac_allows_exactly_what_the_steps_call() -> None:
     for account in ("aksgpu-gpu-health", "aksgpu-gpu-gate-watchdog"):
         rules = objects[("Role", account)]["rules"]
         assert {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
-                "resourceNames": [node_gate.RECORD_CONFIGMAP]} in rules
+                "resourceNames": [node_verdicts.RECORD_CONFIGMAP]} in rules
         events = objects[("Role", f"{account}-events")]
-        assert events["metadata"]["namespace"] == node_gate.NODE_EVENT_NAMESPACE == "default"
+        assert events["metadata"]["namespace"] == node_verdicts.NODE_EVENT_NAMESPACE == "default"
         assert events["rules"] == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
         binding = objects[("RoleBinding", f"{account}-events")]
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
@@ -635,14 +631,14 @@ def test_rbac_allows_exactly_what_the_steps_call() -> None:
 def test_the_breaker_alert_fires_on_the_taint_the_hold_writes(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
     """GpuGateBreakerOpen reads kube-state-metrics' kube_node_spec_taint (node, key, value, effect)
     of the node exactly as hold_node leaves it, and not of a node under an ordinary check."""
-    from aksgpu.components.kubernetes.gpu_health import alert_rules
+    from aksgpu.components.kubernetes.gpu_metrics import alert_rules
     from tests.test_gpu_alerts import NOW as AT
     from tests.test_gpu_alerts import firing
 
     state, url = cluster
     _pending_node(state, "aks-h100-0")
     _pending_node(state, "aks-h100-1")
-    node_gate.hold_node(_api(url), "aks-h100-0", "checker-error", "breaker", {})
+    node_verdicts.hold_node(_api(url), "aks-h100-0", "checker-error", "breaker", {})
     [rule] = [r for r in alert_rules() if r["alert"] == "GpuGateBreakerOpen"]
     series = [({"__name__": "kube_node_spec_taint", "node": name, **taint}, [(AT, 1.0)])
               for name, node in state.nodes.items() for taint in node["spec"]["taints"]]
@@ -653,19 +649,19 @@ def test_operands_a_pool_label_update_turned_off_come_back(cluster: tuple[Cluste
     """AKS writes an updated pool's labels onto all its nodes (use-labels.md): the gate's "false"
     lands on nodes that passed long ago; the watchdog switches them on, but not mid-upgrade."""
     state, url = cluster
-    off = {label: "false" for label in node_gate.HELD_OPERAND_LABELS}
-    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "passed", **off})
-    state.add_node("aks-h100-1", "h100", {node_gate.HEALTH_LABEL: "pending", **off})
-    state.add_node("aks-h100-2", "h100", {node_gate.HEALTH_LABEL: "passed", **{
-        label: "paused-for-driver-upgrade" for label in node_gate.HELD_OPERAND_LABELS}})
-    state.add_node("aks-a100-0", "a100", {node_gate.HEALTH_LABEL: "passed", **off})
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100", "a100"],
+    off = {label: "false" for label in node_api.HELD_OPERAND_LABELS}
+    state.add_node("aks-h100-0", "h100", {node_api.HEALTH_LABEL: "passed", **off})
+    state.add_node("aks-h100-1", "h100", {node_api.HEALTH_LABEL: "pending", **off})
+    state.add_node("aks-h100-2", "h100", {node_api.HEALTH_LABEL: "passed", **{
+        label: "paused-for-driver-upgrade" for label in node_api.HELD_OPERAND_LABELS}})
+    state.add_node("aks-a100-0", "a100", {node_api.HEALTH_LABEL: "passed", **off})
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100", "a100"],
                               operator_pools=["h100"])
     assert done["operands"] == ["aks-h100-0"]
     assert all(state.nodes["aks-h100-0"]["metadata"]["labels"][label] == "true"
-               for label in node_gate.HELD_OPERAND_LABELS)
-    assert state.nodes["aks-h100-1"]["metadata"]["labels"][node_gate.HELD_OPERAND_LABELS[0]] == "false"
-    assert state.nodes["aks-h100-2"]["metadata"]["labels"][node_gate.HELD_OPERAND_LABELS[0]] == \
+               for label in node_api.HELD_OPERAND_LABELS)
+    assert state.nodes["aks-h100-1"]["metadata"]["labels"][node_api.HELD_OPERAND_LABELS[0]] == "false"
+    assert state.nodes["aks-h100-2"]["metadata"]["labels"][node_api.HELD_OPERAND_LABELS[0]] == \
         "paused-for-driver-upgrade"
     assert state.denied == []
 
@@ -726,33 +722,33 @@ def test_one_nodes_error_does_not_stop_the_watchdogs_pass(cluster: tuple[Cluster
     state, url = cluster
     for index in range(3):
         checked = (NOW - datetime.timedelta(hours=30 + index)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "failed"},
-                       {node_gate.CHECKED_AT_ANNOTATION: checked, node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true",
-                        node_gate.KEPT_ANNOTATION: "true"},
+        state.add_node(f"aks-h100-{index}", "h100", {node_api.HEALTH_LABEL: "failed"},
+                       {node_api.CHECKED_AT_ANNOTATION: checked, node_api.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                        node_api.KEPT_ANNOTATION: "true"},
                        unschedulable=True)
     api = _api(url, "watchdog")
     listed = api.list_nodes("kubernetes.azure.com/agentpool in (h100)")
     del state.nodes["aks-h100-1"]
     api.list_nodes = lambda selector: listed  # type: ignore[method-assign]
-    done = node_gate.watchdog(api, 30, now=NOW, policy=POLICY, pools=["h100"])
+    done = node_watchdog.watchdog(api, 30, now=NOW, policy=POLICY, pools=["h100"])
     assert sorted(done["released"]) == ["aks-h100-0", "aks-h100-2"]
 
 
 def test_the_gate_never_removes_an_operators_own_scale_down_protection(cluster: tuple[Cluster, str],
                                                                         tmp_path: Path) -> None:
     state, url = cluster
-    own = {node_gate.SCALE_DOWN_DISABLED_ANNOTATION: "true"}
-    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "failed"},
-                   {**own, node_gate.CHECKED_AT_ANNOTATION: "2026-11-20T00:00:00Z"}, unschedulable=True)
-    state.add_node("aks-h100-1", "h100", {node_gate.HEALTH_LABEL: "passed"}, dict(own))
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
+    own = {node_api.SCALE_DOWN_DISABLED_ANNOTATION: "true"}
+    state.add_node("aks-h100-0", "h100", {node_api.HEALTH_LABEL: "failed"},
+                   {**own, node_api.CHECKED_AT_ANNOTATION: "2026-11-20T00:00:00Z"}, unschedulable=True)
+    state.add_node("aks-h100-1", "h100", {node_api.HEALTH_LABEL: "passed"}, dict(own))
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
     assert done["released"] == [], "not the gate's to release, however old"
     node_gate.verdict(_api(url), "aks-h100-1", _results(tmp_path, 0), recheck=True, now=NOW, policy=POLICY)
     assert all(not autoscaler_may_scale_down(node) for node in state.nodes.values())
     # A re-check that fails it, and the watchdog past the bound and age, leave the operator's own too.
     node_gate.verdict(_api(url), "aks-h100-1", _results(tmp_path, 1), recheck=True,
                       now=NOW - datetime.timedelta(days=3), policy=POLICY)
-    assert node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])["released"] == []
+    assert node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])["released"] == []
     assert not autoscaler_may_scale_down(state.nodes["aks-h100-1"])
 
 
@@ -760,29 +756,29 @@ def test_a_verdict_decided_on_an_older_view_is_not_applied(cluster: tuple[Cluste
     """The watchdog failed a node for taking too long; its check then passes. The pass must not
     leave a node labelled passed but cordoned (the gate may never uncordon)."""
     state, url = cluster
-    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "pending"},
-                   {node_gate.PENDING_SINCE_ANNOTATION: "2026-11-26T10:00:00Z"},
-                   [GPU_TAINT, {"key": node_gate.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
+    state.add_node("aks-h100-0", "h100", {node_api.HEALTH_LABEL: "pending"},
+                   {node_api.PENDING_SINCE_ANNOTATION: "2026-11-26T10:00:00Z"},
+                   [GPU_TAINT, {"key": node_api.GATE_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}])
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
     assert done["failed"] == ["aks-h100-0"]
     assert node_gate.verdict(_api(url), "aks-h100-0", _results(tmp_path, 0), now=NOW, policy=POLICY) == "stale"
     node = state.nodes["aks-h100-0"]
-    assert node["metadata"]["labels"][node_gate.HEALTH_LABEL] == "failed" and node["spec"]["unschedulable"]
+    assert node["metadata"]["labels"][node_api.HEALTH_LABEL] == "failed" and node["spec"]["unschedulable"]
     assert [e["verdict"] for e in state.record()] == ["failed"]
 
 
 def test_a_gpu_pod_still_starting_counts_as_holding_the_gpus(cluster: tuple[Cluster, str]) -> None:
     state, url = cluster
     recorded = json.dumps({"nodeImage": "AKSUbuntu-2204gen2containerd-202610.01.0"})
-    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "passed"}, {node_gate.FINGERPRINT_ANNOTATION: recorded})
+    state.add_node("aks-h100-0", "h100", {node_api.HEALTH_LABEL: "passed"}, {node_api.FINGERPRINT_ANNOTATION: recorded})
     state.pods.append({"metadata": {"name": "train-0", "namespace": "research", "labels": {}},
                        "spec": {"nodeName": "aks-h100-0", "containers": [
                            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
                        "status": {"phase": "Pending"}})
-    done = node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])
     assert done["regated"] == []
     state.pods[0]["status"]["phase"] = "Succeeded"
-    assert node_gate.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])["regated"] == [
+    assert node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"])["regated"] == [
         "aks-h100-0"]
 
 
@@ -791,8 +787,8 @@ def test_the_passive_brake_counts_the_windows_cordons_and_reports_a_spared_node_
     """A detector gone wrong a node or two a pass must not cordon the pool one pass at a time."""
     state, url = cluster
     for index in range(5):
-        state.add_node(f"aks-h100-{index}", "h100", {node_gate.HEALTH_LABEL: "passed"})
-    state.nodes["aks-h100-0"]["metadata"]["labels"][node_gate.HEALTH_LABEL] = "failed"
+        state.add_node(f"aks-h100-{index}", "h100", {node_api.HEALTH_LABEL: "passed"})
+    state.nodes["aks-h100-0"]["metadata"]["labels"][node_api.HEALTH_LABEL] = "failed"
     state.configmap["data"] = {"verdicts": "\n".join(json.dumps(
         {"time": "2026-11-26T11:40:00Z", "node": f"aks-h100-{index}", "pool": "h100", "source": "passive",
          "verdict": "failed"}) for index in (0, 1)) + "\n"}
@@ -802,7 +798,7 @@ def test_the_passive_brake_counts_the_windows_cordons_and_reports_a_spared_node_
 
     missing(2)
     missing(3)
-    run = lambda at: node_gate.watchdog(_api(url, "watchdog"), 30, now=at, policy=POLICY,  # noqa: E731
+    run = lambda at: node_watchdog.watchdog(_api(url, "watchdog"), 30, now=at, policy=POLICY,  # noqa: E731
                                         pools=["h100"], npd_cordon={"GPUMissing"})
     done = run(NOW)
     assert done["cordoned"] == [] and done["spared"] == ["aks-h100-2", "aks-h100-3"], \
@@ -817,7 +813,7 @@ def test_the_passive_brake_counts_the_windows_cordons_and_reports_a_spared_node_
 def test_a_new_check_rolls_every_gate_pod_at_once_the_hold_too() -> None:
     """A held node on a GPU Operator pool keeps only its hold pod (the check's DaemonSet wants
     pending nodes); that pod must roll with the check for the node to be checked again."""
-    from aksgpu.components.kubernetes.gpu_health import gate_daemonsets
+    from aksgpu.components.kubernetes.gpu_gate import gate_daemonsets
 
     def hold_and_strategy(image: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         spec = ClusterSpec.model_validate(edit(edit(base_spec(), "nodePools.0", H100_8_OPERATOR),
@@ -864,7 +860,7 @@ def test_a_node_no_gate_pod_reaches_is_failed_with_the_missing_resource_named(cl
     watchdog = _api(url, "watchdog")
 
     def run(minutes: int) -> dict[str, list[str]]:
-        return node_gate.watchdog(watchdog, 40, now=NOW + datetime.timedelta(minutes=minutes), policy=POLICY,
+        return node_watchdog.watchdog(watchdog, 40, now=NOW + datetime.timedelta(minutes=minutes), policy=POLICY,
                                   pools=["h100"], gate_resources={"h100": "rdma/shared_ib"})
 
     assert sorted(run(0)["unstarted"]) == ["aks-h100-8", "aks-h100-9"]
@@ -873,18 +869,18 @@ def test_a_node_no_gate_pod_reaches_is_failed_with_the_missing_resource_named(cl
     assert node_gate.pending(_api(url), "aks-h100-8", str(tmp_path), None,
                              now=NOW + datetime.timedelta(minutes=20)) == "tainted"
     started = state.nodes["aks-h100-8"]
-    assert node_gate.UNSTARTED_SINCE_ANNOTATION not in started["metadata"]["annotations"]
+    assert node_api.UNSTARTED_SINCE_ANNOTATION not in started["metadata"]["annotations"]
     assert autoscaler_may_scale_down(started), "a node under check is the autoscaler's again, as upstream"
     assert run(30) == {**run(30), "unstarted": [], "failed": []}, "within the limit: nothing yet"
     done = run(45)
     assert done["failed"] == ["aks-h100-9"], "aks-h100-8 is pending now, under the pending limit"
     node = state.nodes["aks-h100-9"]
     labels, annotations = node["metadata"]["labels"], node["metadata"]["annotations"]
-    assert labels[node_gate.HEALTH_LABEL] == "failed" and labels[node_gate.FAILED_CHECK_LABEL] == "gate-unstarted"
+    assert labels[node_api.HEALTH_LABEL] == "failed" and labels[node_api.FAILED_CHECK_LABEL] == "gate-unstarted"
     assert node["spec"]["unschedulable"] is True and not autoscaler_may_scale_down(node)
-    reason = annotations[node_gate.REASON_ANNOTATION]
+    reason = annotations[node_api.REASON_ANNOTATION]
     assert "no gate pod started on it in 45 minutes" in reason and "rdma/shared_ib" in reason, reason
-    assert node_gate.UNSTARTED_SINCE_ANNOTATION not in annotations
+    assert node_api.UNSTARTED_SINCE_ANNOTATION not in annotations
     assert state.events[-1]["involvedObject"]["name"] == "aks-h100-9"
     assert state.record()[-1]["check"] == "gate-unstarted"
     assert state.denied == [], "every change passes the gate's admission policy"
@@ -892,18 +888,18 @@ def test_a_node_no_gate_pod_reaches_is_failed_with_the_missing_resource_named(cl
 
 def test_a_node_that_advertises_the_resource_is_not_blamed_on_the_rdma_stack(cluster: tuple[Cluster, str]) -> None:
     state, url = cluster
-    state.add_node("aks-h100-9", "h100", annotations={node_gate.UNSTARTED_SINCE_ANNOTATION: "2026-11-26T11:00:00Z"})
+    state.add_node("aks-h100-9", "h100", annotations={node_api.UNSTARTED_SINCE_ANNOTATION: "2026-11-26T11:00:00Z"})
     state.nodes["aks-h100-9"]["status"]["allocatable"] = {"rdma/shared_ib": "63"}
-    state.add_node("aks-t4-1", "t4", annotations={node_gate.UNSTARTED_SINCE_ANNOTATION: "2026-11-26T11:00:00Z"})
+    state.add_node("aks-t4-1", "t4", annotations={node_api.UNSTARTED_SINCE_ANNOTATION: "2026-11-26T11:00:00Z"})
     # A GPU Operator pool's hold pod (no RDMA request) labels the node pending at once; the check's
     # pod, which requests the resource, never comes: the pending limit names what is missing.
     _pending_node(state, "aks-h100-7")
-    state.nodes["aks-h100-7"]["metadata"]["annotations"][node_gate.PENDING_SINCE_ANNOTATION] = "2026-11-26T11:00:00Z"
-    done = node_gate.watchdog(_api(url, "watchdog"), 40, now=NOW, policy=POLICY, pools=["h100", "t4"],
+    state.nodes["aks-h100-7"]["metadata"]["annotations"][node_api.PENDING_SINCE_ANNOTATION] = "2026-11-26T11:00:00Z"
+    done = node_watchdog.watchdog(_api(url, "watchdog"), 40, now=NOW, policy=POLICY, pools=["h100", "t4"],
                               gate_resources={"h100": "rdma/shared_ib"})
     assert sorted(done["failed"] + done["held"]) == ["aks-h100-7", "aks-h100-9", "aks-t4-1"]
     for name in ("aks-h100-9", "aks-t4-1"):
-        reason = state.nodes[name]["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+        reason = state.nodes[name]["metadata"]["annotations"][node_api.REASON_ANNOTATION]
         assert "so its check never began" in reason and "rdma" not in reason, reason
-    reason = state.nodes["aks-h100-7"]["metadata"]["annotations"][node_gate.REASON_ANNOTATION]
+    reason = state.nodes["aks-h100-7"]["metadata"]["annotations"][node_api.REASON_ANNOTATION]
     assert reason.startswith("pending for more than 40 minutes") and "requests rdma/shared_ib" in reason, reason

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from aksgpu import catalog
-from aksgpu.node import node_gate
+from aksgpu.node import node_api
 from aksgpu.components.node_pools import REPLACE_ON_CHANGES
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec import gpu_startup
@@ -362,7 +362,7 @@ def test_aks_and_the_kubelet_accept_the_labels(operator_plan: Any) -> None:
 
 
 def test_the_gate_and_the_pool_name_the_same_operands() -> None:
-    assert HELD_OPERAND_LABELS == node_gate.HELD_OPERAND_LABELS
+    assert HELD_OPERAND_LABELS == node_api.HELD_OPERAND_LABELS
 
 
 def test_a_user_label_cannot_take_the_gates_switch() -> None:

@@ -13,7 +13,7 @@ import yaml
 from aksgpu.environments.presets import preset_names
 from aksgpu.plan.planner import Plan
 from aksgpu.plan.report import gpu_software_by_pool
-from aksgpu.node import node_gate
+from aksgpu.node import node_api
 from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import base_spec, edit, plan_spec, preset_spec
 from tests.oracles.kubernetes import DATA
@@ -95,7 +95,7 @@ def passed_labels(node: Node) -> dict[str, str]:
     (whose nodes join with the operator's device plugin and exporter switched off) those switches
     on (node_gate.py verdict with --release-operands)."""
     labels = {"aksgpu.io/gpu-health": "passed"}
-    held = [label for label in node_gate.HELD_OPERAND_LABELS if node.labels.get(label) == "false"]
+    held = [label for label in node_api.HELD_OPERAND_LABELS if node.labels.get(label) == "false"]
     return {**labels, **{label: "true" for label in held}}
 
 

@@ -24,7 +24,7 @@ from aksgpu.components.kubernetes.pod_security import (
     infiniband_baseline_policy,
     infiniband_teams,
 )
-from aksgpu.components.kubernetes.team_access import gpu_exposure_policy, toleration_policy
+from aksgpu.components.kubernetes.team_admission import gpu_exposure_policy, toleration_policy
 from aksgpu.spec import parse_cluster_spec
 from aksgpu.spec.scheduling import gpu_flavors
 from tests.helpers import REPO, base_spec, edit, find_object, kubernetes_manifests, plan_spec

@@ -29,11 +29,8 @@ from aksgpu.components.kubernetes.gang_scheduling import (
     team_claims,
     team_queue_binding,
 )
-from aksgpu.components.kubernetes.team_access import (
-    gpu_exposure_policy,
-    team_priority_quota,
-    toleration_policy,
-)
+from aksgpu.components.kubernetes.team_access import team_priority_quota
+from aksgpu.components.kubernetes.team_admission import gpu_exposure_policy, toleration_policy
 from aksgpu.spec import SpecError, parse_cluster_spec, team_gpu_quota
 from aksgpu.spec.base import quantity
 from aksgpu.spec.scheduling import gpu_flavors

@@ -22,7 +22,7 @@ import yaml
 
 from aksgpu.environments.presets import preset_names
 from aksgpu import catalog
-from aksgpu.node import node_gate, node_topology
+from aksgpu.node import node_topology, node_verdicts
 from aksgpu.components.kubernetes.gang_scheduling import (
     CLIQUE_LABEL,
     HOSTNAME_LABEL,
@@ -341,7 +341,7 @@ def test_kueue_is_configured_with_the_node_replacement_gates_as_its_source_names
 
 
 def _taints_after_failure() -> list[dict[str, Any]]:
-    """The gate fails a running node (the watchdog's passive cordon): node_gate.fail_node's patch,
+    """The gate fails a running node (the watchdog's passive cordon): node_verdicts.fail_node's patch,
     then Kubernetes' node lifecycle controller, which taints every node with spec.unschedulable
     node.kubernetes.io/unschedulable:NoSchedule (kubernetes pkg/controller/nodelifecycle
     node_lifecycle_controller.go doNoScheduleTaintingPass; kubernetes.io "Taints and Tolerations",
@@ -357,7 +357,7 @@ def _taints_after_failure() -> list[dict[str, Any]]:
             node.update(merge_patch(node, patch))
             return node
 
-    assert node_gate.fail_node(Api(), node["metadata"]["name"], "passive-xid", "Xid 79", {})  # type: ignore[arg-type]
+    assert node_verdicts.fail_node(Api(), node["metadata"]["name"], "passive-xid", "Xid 79", {})  # type: ignore[arg-type]
     assert node["spec"]["unschedulable"] is True
     return [*node["spec"]["taints"], {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
 

@@ -1,5 +1,5 @@
 """The rule catalog (rules.yaml): what each policy checks, how bad a finding is, why, how to fix
-it and which public check it follows. Data only: the checks themselves are in checks.py."""
+it and which public check it follows. Data only: the checks themselves are in the *_checks.py modules."""
 
 from __future__ import annotations
 

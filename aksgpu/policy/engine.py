@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol
 
-# workload_checks registers the workload rules into checks' tables when imported.
-from aksgpu.policy import checks, workload_checks  # noqa: F401
+# Each check module registers its rules into checks' tables when imported.
+from aksgpu.policy import checks, cluster_checks, pool_checks, service_checks, workload_checks  # noqa: F401
 from aksgpu.policy.catalog import STACK, Rule, rules
 from aksgpu.policy.checks import MISSING, PolicyResource, Violation
 

@@ -33,7 +33,7 @@ class AcceptanceFloor:
     source: str = ""
 
     def as_settings(self) -> dict[str, Any]:
-        """The floor as the in-cluster program reads it (fabric_acceptance.Floor.parse)."""
+        """The floor as the in-cluster program reads it (fabric_decision.Floor.parse)."""
         return {"floorGBs": self.floor_gbs, "messageBytes": self.message_bytes, "warnGBs": self.warn_gbs}
 
 

@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from aksgpu import catalog
-from aksgpu.node import fabric_acceptance, node_gate
+from aksgpu.node import fabric_acceptance, fabric_decision, node_api, node_verdicts
 from aksgpu.components.kubernetes.objects import (
     PoolTarget,
     driver_mode,
@@ -30,6 +30,7 @@ from aksgpu.components.kubernetes.objects import (
     policy_exceptions,
     pool_affinity,
     pool_tolerations,
+    program_files,
     program_source,
     system_pool_placement,
 )
@@ -41,6 +42,8 @@ from aksgpu.spec.scheduling import GpuFlavor, gpu_flavors, topology_aware
 ACCEPTANCE = "aksgpu-fabric-acceptance"  # CronJob, service account, ConfigMap, queues, PriorityClass
 RUN = "aksgpu-fabric-acceptance-run"  # the runs' pods (name label), the headless Service
 SCRIPT_DIR = "/opt/aksgpu"
+# The gate's files fabric_acceptance.py imports, mounted beside it from the gate's ConfigMap.
+GATE_FILES = program_files(node_api, node_verdicts)
 SETTINGS_KEY = "settings.json"
 MASTER_PORT = 29500
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue v0.19.2 constants: QueueLabel
@@ -207,7 +210,7 @@ def program_config_map(spec: ClusterSpec, namespace: str, targets: list[PoolTarg
     from aksgpu.node import fabric_allreduce
 
     return {"metadata": metadata(ACCEPTANCE, namespace), "data": {
-        "fabric_acceptance.py": program_source(fabric_acceptance),
+        **program_files(fabric_acceptance, fabric_decision),
         "fabric_allreduce.py": program_source(fabric_allreduce),
         SETTINGS_KEY: json.dumps(settings(spec, namespace, targets, queued), sort_keys=True, indent=1)}}
 
@@ -280,20 +283,20 @@ def rbac(namespace: str) -> list[dict[str, Any]]:
         {"kind": "Role", "metadata": metadata(ACCEPTANCE, namespace), "rules": [
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "delete"]},
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
-             "resourceNames": [node_gate.RECORD_CONFIGMAP]}]},
+             "resourceNames": [node_verdicts.RECORD_CONFIGMAP]}]},
         {"kind": "RoleBinding", "metadata": metadata(ACCEPTANCE, namespace),
          "roleRef": {**role_ref, "kind": "Role", "name": ACCEPTANCE}, "subjects": subject},
-        {"kind": "Role", "metadata": metadata(events, node_gate.NODE_EVENT_NAMESPACE),
+        {"kind": "Role", "metadata": metadata(events, node_verdicts.NODE_EVENT_NAMESPACE),
          "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]},
-        {"kind": "RoleBinding", "metadata": metadata(events, node_gate.NODE_EVENT_NAMESPACE),
+        {"kind": "RoleBinding", "metadata": metadata(events, node_verdicts.NODE_EVENT_NAMESPACE),
          "roleRef": {**role_ref, "kind": "Role", "name": events}, "subjects": subject},
     ]
 
 
 def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str],
                        script_config: str) -> dict[str, Any]:
-    """The acceptance pass, on the system pool: node_gate.py (from the gate's ConfigMap) and
-    fabric_acceptance.py with its settings (from this ConfigMap) side by side in one folder."""
+    """The acceptance pass, on the system pool: the gate's node_api.py and node_verdicts.py (from the
+    gate's ConfigMap) and fabric_acceptance.py and fabric_decision.py with its settings (from this ConfigMap) side by side in one folder."""
     placement = system_pool_placement()
     gate = spec.gpu_health.gate
     token_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -318,9 +321,9 @@ def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str
         "containers": [container],
         "volumes": [
             {"name": "programs", "projected": {"sources": [
-                {"configMap": {"name": script_config, "items": [{"key": "node_gate.py", "path": "node_gate.py"}]}},
+                {"configMap": {"name": script_config, "items": [{"key": key, "path": key} for key in GATE_FILES]}},
                 {"configMap": {"name": ACCEPTANCE, "items": [
-                    {"key": "fabric_acceptance.py", "path": "fabric_acceptance.py"},
+                    *({"key": key, "path": key} for key in ("fabric_acceptance.py", "fabric_decision.py")),
                     {"key": SETTINGS_KEY, "path": SETTINGS_KEY}]}}]}},
             {"name": "api-token", "projected": {"sources": [
                 {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},

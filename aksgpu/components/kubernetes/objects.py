@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aksgpu import catalog
-from aksgpu.node.node_gate import GATE_TAINT_KEY, HEALTH_LABEL
+from aksgpu.node.node_api import GATE_TAINT_KEY, HEALTH_LABEL
 from aksgpu.spec import ClusterSpec, NodePool
 
 SYSTEM_NAMESPACE = "aksgpu-system"
@@ -167,6 +167,12 @@ def program_source(module: Any) -> str:
     """The text of a node program (a module that runs in the cluster from a ConfigMap)."""
     with open(module.__file__, encoding="utf-8") as handle:
         return handle.read()
+
+
+def program_files(*modules: Any) -> dict[str, str]:
+    """Node programs as ConfigMap data: each file's name (its key, and its name in the folder the
+    ConfigMap is mounted as, where the programs import each other as sibling files) and its text."""
+    return {f"{module.__name__.rpartition('.')[2]}.py": program_source(module) for module in modules}
 
 
 # The service-account token claim naming the node its pod runs on (Kubernetes 1.32+,

@@ -204,7 +204,8 @@ def _team_pools_variable(teams: dict[str, list[str]]) -> str:
 def infiniband_baseline_policy(teams: dict[str, list[str]]) -> dict[str, Any]:
     """The ValidatingAdmissionPolicy that enforces baseline plus the InfiniBand exception for the pods
     of `teams` (team -> its InfiniBand agent pools). Its binding to those teams' namespaces is
-    team_access.infiniband_baseline's (the helper that binds every team policy)."""
+    team_access.infiniband_baseline's (through team_admission.team_namespaces_binding, which binds
+    every team policy)."""
     level = f"Pod Security {LEVEL} ({VERSION})"
     validations = [
         (HOST_NAMESPACES, f"host namespaces: hostNetwork, hostPID and hostIPC must be unset or false ({level})"),

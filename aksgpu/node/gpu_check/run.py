@@ -31,7 +31,7 @@ from typing import Any
 from aksgpu.node.gpu_check import interconnect, measure, probe, report, results, thresholds, xids
 from aksgpu.node.gpu_check.results import CheckResult, NodeReport
 
-# The host's log folder as the gate mounts it (gpu_health.py HOST_LOG_DIR): the node's /var/log, read-only.
+# The host's log folder as the gate mounts it (gpu_gate.py HOST_LOG_DIR): the node's /var/log, read-only.
 HOST_LOG_DIR = "/host/var/log"
 
 
@@ -215,14 +215,14 @@ def apply_verdict(node_report: NodeReport, document: dict[str, Any], node_name: 
     """The gate's node actions (node_gate.verdict) on this node, from this run's result: "passed"
     (startup taint removed) or "failed" (cordoned, labelled with the failed check, annotated). A
     node the gate holds pending gets the gate's verdict, any other a re-check's (its taints stay)."""
-    from aksgpu.node import node_gate
+    from aksgpu.node import node_api, node_gate
 
-    api = api or node_gate.Api.in_cluster()
+    api = api or node_api.Api.in_cluster()
     labels = api.get_node(node_name).get("metadata", {}).get("labels") or {}
     with tempfile.TemporaryDirectory() as folder:
         Path(folder, node_gate.EXIT_CODE_FILE).write_text("0" if node_report.verdict == "pass" else "1")
         Path(folder, node_gate.REPORT_FILE).write_text(json.dumps(document))
-        return node_gate.verdict(api, node_name, folder, recheck=labels.get(node_gate.HEALTH_LABEL) != "pending")
+        return node_gate.verdict(api, node_name, folder, recheck=labels.get(node_api.HEALTH_LABEL) != "pending")
 
 
 def parser() -> argparse.ArgumentParser:
