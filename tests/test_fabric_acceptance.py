@@ -37,7 +37,6 @@ from aksgpu.spec.fabric_acceptance import acceptance_floor
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object
-from tests.test_gpu_health import merge_patch
 from tests.test_gpu_node_life import GPU_TAINT, ApiHandler, Cluster, _results, _selected, serving
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl-tests"

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from aksgpu.node import node_gate
 from aksgpu.node.gpu_check import interconnect, measure, report, results, run, thresholds, xids
 from aksgpu.node.gpu_check.probe import GpuState, error_checks, inventory_checks
-from tests.test_gpu_health import GATE_SINCE, GPU_TAINT, NOW, FakeApi, _node, api_server  # noqa: F401
+from tests.test_gpu_health import GATE_SINCE, GPU_TAINT, FakeApi, _node, api_server  # noqa: F401
 
 TINY = measure.Sizes(gemm_n=64, gemm_iters=3, warmup=1, copy_bytes=1 << 16, copy_iters=3, pattern_fraction=0.5,
                      pattern_passes=1)

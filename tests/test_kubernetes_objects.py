@@ -203,7 +203,7 @@ def test_alert_rules_parse_as_promql_and_use_exported_metrics() -> None:
         assert used or state or "aksgpu-dcgm-exporter" in rule["expression"], \
             "a rule reads GPU metrics, the exporter's up or a kept kube-state-metrics series"
         assert rule["annotations"]["reason"] and 0 <= rule["severity"] <= 4
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):
         promql_parser.parse("increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m] > 0")
 
 

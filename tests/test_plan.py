@@ -184,7 +184,7 @@ def test_network_vnet_integration_and_nat_gateway(example_plans: dict[str, Plan]
     assert "natGateway" not in subnets["apiserver"].inputs
     # In the merged spec's order: the preset's subnets (nodes, apiserver), then the environment's.
     ordered = [subnets[n] for n in ("nodes", "apiserver", "gpu")]
-    for earlier, later in zip(ordered, ordered[1:]):
+    for earlier, later in zip(ordered, ordered[1:], strict=False):
         assert earlier.urn in later.dependencies, "subnets of one VNet are written one at a time"
     assert len(plan.by_type("azure-native:network:PublicIPAddress")) == 2
     pools = _pools(plan)

@@ -81,7 +81,7 @@ def _output_names(type_token: str) -> set[str] | None:
     cls = getattr(importlib.import_module(module), type_token.rsplit(":", 1)[-1], None)
     if cls is None:
         return None
-    return {getattr(attribute.fget, "_pulumi_name") for attribute in vars(cls).values()
+    return {attribute.fget._pulumi_name for attribute in vars(cls).values()
             if isinstance(attribute, property) and hasattr(attribute.fget, "_pulumi_name")}
 
 

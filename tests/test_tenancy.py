@@ -25,7 +25,6 @@ from aksgpu.components.kubernetes.gang_scheduling import (
     COHORT,
     KUEUE_RELEASE,
     cluster_queues,
-    cohort_quotas,
     team_claims,
     team_queue_binding,
 )

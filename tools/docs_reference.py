@@ -145,7 +145,7 @@ def spec_fields_page(sources: dict[str, Any]) -> str:
              "A default of \"required\" means the field must be given; an empty default, that it may be left",
              "out. `aksgpu schema` prints the same models as JSON Schema; [The cluster spec](cluster-spec.md)",
              "says what each section declares.", ""]
-    for title, key, model in (("ClusterSpec (`aksgpu:cluster`)", "cluster", sources["ClusterSpec"]),
+    for title, _key, model in (("ClusterSpec (`aksgpu:cluster`)", "cluster", sources["ClusterSpec"]),
                               ("FleetSpec (`aksgpu:fleet`)", "fleet", sources["FleetSpec"])):
         rows = [[f"`{path}`", _cell(kind), default, description]
                 for path, kind, default, description in spec_fields(model)]

@@ -272,7 +272,7 @@ def _check_vnet(spec: ClusterSpec) -> Iterator[Issue]:
                 yield Issue(f"{path}.id", subnet.id, "must be a subnet resource ID",
                             "copy it from `az network vnet subnet show ... --query id`")
     cidrs = [(i, s) for i, s in enumerate(vnet.subnets) if s.cidr]
-    for pos, (i, a) in enumerate(cidrs):
+    for pos, (_i, a) in enumerate(cidrs):
         for j, b in cidrs[pos + 1:]:
             if network(a.cidr).overlaps(network(b.cidr)):
                 yield Issue(f"network.vnet.subnets[{j}].cidr", b.cidr,
