@@ -114,6 +114,7 @@ def _deferred_left(output: str) -> int:
 
 @pytest.mark.parametrize(("environment", "engine"), [("dev", "alias specs"), ("dev", "alias URNs"),
                                                      ("prod", "alias specs")])
+@pytest.mark.slow
 def test_the_program_registers_the_same_with_deferred_alias_urns(environment: str, engine: str,
                                                                  tmp_path: Path) -> None:
     project = _project(tmp_path, COUNTING_PROGRAM, EXAMPLE / "stacks" / f"Pulumi.{environment}.yaml")

@@ -251,6 +251,7 @@ def test_ci_changed_reads_git_history(project: Path) -> None:
 # --- the plan summary -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_summary_is_deterministic_and_lists_every_environment(project: Path) -> None:
     first = runner.invoke(app, ["ci", "summary", "--commit", "abc123"])
     assert first.exit_code == 0, first.output

@@ -389,6 +389,7 @@ def test_aksgpu_team_policies_admit_the_example_pod_in_a_team_namespace() -> Non
         "the oracle refuses GPUs taken without a request"
 
 
+@pytest.mark.slow
 def test_every_kubernetes_object_of_a_grace_blackwell_plan_validates_strictly() -> None:
     objects = kubernetes_manifests(plan_spec(grace_spec()))
     assert {"Namespace", "ClusterRole"} <= {o["kind"] for o in objects}

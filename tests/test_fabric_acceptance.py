@@ -146,6 +146,7 @@ def test_a_run_that_never_started_says_nothing_and_one_that_died_failed() -> Non
     assert fa.judge(None, floor, started=True) == ("fail", "the all-reduce did not complete (0 GB/s, floor 300)")
 
 
+@pytest.mark.slow
 def test_aksgpus_all_reduce_program_runs_and_reports_what_the_pass_reads(tmp_path: Path) -> None:
     """fabric_allreduce.py across two CPU processes (gloo): the result line the acceptance pass
     parses, with the nodes in rank order and no wrong values (the NCCL path needs GPUs)."""

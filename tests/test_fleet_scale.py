@@ -21,6 +21,8 @@ from tests.helpers import SHARED
 from tests.oracles.azure_openapi import AksOpenApi
 from tests.test_fleet import FLEET_BODIES
 
+pytestmark = pytest.mark.slow  # renders and plans fleets of many members
+
 MEMBERS = 20
 
 

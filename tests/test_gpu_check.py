@@ -502,6 +502,7 @@ def test_out_of_memory_while_reading_back_is_a_warning_but_a_wrong_word_still_fa
     assert failed.verdict == "fail" and "words read back wrong" in failed.reason
 
 
+@pytest.mark.slow
 def test_a_busy_gpu_passes_the_gate_with_a_warning(api_server: tuple[str, FakeApi],  # noqa: F811
                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The review's case end to end: the node report warns, the gate's exit code is 0 and the node is admitted."""
@@ -527,6 +528,7 @@ def test_a_busy_gpu_passes_the_gate_with_a_warning(api_server: tuple[str, FakeAp
     assert state.node["spec"]["taints"] == [GPU_TAINT]
 
 
+@pytest.mark.slow
 def test_the_all_reduce_bus_bandwidth_runs_across_processes() -> None:
     assert interconnect.bus_bandwidth(100.0, 8) == pytest.approx(175.0)  # nccl-tests: algbw * 2(n-1)/n
     assert interconnect.allreduce_bus_bandwidth_gbs(2, 1 << 16, iters=3, warmup=1, backend="gloo") > 0

@@ -70,6 +70,7 @@ def specs_and_plans(example_plans: dict[str, Plan]) -> dict[str, tuple[tuple[str
     return found
 
 
+@pytest.mark.slow
 def test_every_kubernetes_object_validates_strictly(specs_and_plans: dict[str, tuple[tuple[str, ...], Plan]]) -> None:
     kinds: set[str] = set()
     checked: set[tuple[str, str]] = set()  # the same object in several plans is checked once per version
@@ -224,6 +225,7 @@ def test_the_alert_rule_group_validates_against_azures_openapi_spec() -> None:
 # --- aksgpu plan --manifests -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_plan_writes_manifests_that_kubernetes_validate_accepts(project: Path) -> None:
     result = runner.invoke(app, ["plan", "prod", "--manifests", "out"])
     assert result.exit_code == 0, result.output

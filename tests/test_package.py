@@ -23,6 +23,8 @@ import yaml
 from aksgpu.environments.presets import preset_names
 from tests.helpers import REPO
 
+pytestmark = pytest.mark.slow  # builds the wheel and installs it into fresh virtualenvs
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -301,6 +301,7 @@ def test_plan_values_read_the_same_whatever_order_the_engine_hands_keys_over() -
     assert list(_to_plan_value(first)["spec"]["a"][0]) == ["y", "z"]
 
 
+@pytest.mark.slow
 def test_plan_json_is_byte_identical_across_processes() -> None:
     # Key order inside the engine's Structs and Python's set order vary with the hash seed; the
     # plan document must not, so that plans can be diffed and cached.
@@ -335,6 +336,7 @@ def test_ctrl_c_while_the_program_runs_ends_the_plan_with_one_line_and_130() -> 
     assert result.stderr == "interrupted: the offline plan stopped; nothing was written.\n"
 
 
+@pytest.mark.slow
 def test_a_stack_without_helm_releases_does_not_load_helm_support() -> None:
     """Pulumi evaluates a component's annotations when it registers it; an annotation naming
     k8s.helm.v3 loaded Helm's Chart support (PyYAML, requests), 0.15 s of every plan and preview."""

@@ -111,6 +111,7 @@ def test_every_pod_baseline_admits_is_admitted(path: Path) -> None:
     assert denials(POLICY, obj=_pinned(pod), request=CREATE, namespace=VISION) == []
 
 
+@pytest.mark.slow
 def test_a_debug_container_that_baseline_refuses_is_refused() -> None:
     """The fixtures put their violations in the pod, its containers and init containers; PSA visits
     ephemeral containers too (policy/visitor.go visitContainers). Each fixture whose pod-level fields
@@ -147,6 +148,7 @@ def test_windows_host_process_is_refused_on_its_own() -> None:
         assert found and all("hostProcess" in message for message in found), (path.name, found)
 
 
+@pytest.mark.slow
 def test_no_check_of_the_policy_is_dead() -> None:
     """Every validation, turned off, lets through a pod upstream refuses (or, for the pin, an unpinned
     IPC_LOCK pod): none is shadowed by another or never reached."""
@@ -171,6 +173,7 @@ def _ib_pod(*capabilities: str, where: str = "containers", **spec: Any) -> dict[
     return {"metadata": {"name": "p", "namespace": "vision"}, "spec": body}
 
 
+@pytest.mark.slow
 def test_ipc_lock_is_admitted_on_the_teams_infiniband_pool_only() -> None:
     on_pool = _pinned(_ib_pod("IPC_LOCK"))
     assert denials(POLICY, obj=on_pool, request=CREATE, namespace=VISION) == []

@@ -271,6 +271,7 @@ def _random_container(rng: random.Random, name: str, ephemeral: bool = False) ->
     return body
 
 
+@pytest.mark.slow
 def test_every_pod_the_policy_admits_sees_only_the_gpus_it_was_allocated() -> None:
     """Seeded random pods built from every path above and the harmless variants: whatever the policy
     admits gets, on every node and from every image, no GPU it did not request."""

@@ -280,7 +280,7 @@ def _fleet_rules(environments: EnvironmentsFile, environment: Environment, setti
 def _overlapping_networks(where: str, settings: FleetSettings, members: list[EffectiveEnvironment]) -> list[Issue]:
     """Members whose VNets overlap can never be peered (a hub's multi-cluster load balancing and
     private registry traffic between regions want peered VNets): a warning, since peering is optional."""
-    spaces: list[tuple[str, ipaddress.IPv4Network]] = []
+    spaces: list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
     issues: list[Issue] = []
     for member, effective in zip(settings.members, members, strict=True):
         vnet = effective.spec.network.vnet

@@ -132,7 +132,7 @@ def _compare(environments: EnvironmentsFile, name: str, render: Any) -> Rendered
         document, problem = _parse_existing(path)
         if isinstance(document, dict):
             kept_top = {key: value for key, value in document.items() if key != "config"}
-            config = document.get("config") if isinstance(document.get("config"), dict) else {}
+            config: dict[str, Any] = document["config"] if isinstance(document.get("config"), dict) else {}
             kept_config = {key: value for key, value in config.items() if key not in (*SPEC_KEYS, DIGEST_KEY)}
         state, reason = _existing_state(existing, document, problem)
     text = render(kept_top, kept_config)

@@ -138,7 +138,7 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
     members_seconds = _makespan(member_seconds, parallel)
     upgrades_seconds = deploy_time.estimate(fleet.upgrades).schedule.total
     monthly = monthly + fleet.cost.monthly
-    by_group = {m["group"]: [] for m in members}
+    by_group: dict[str, list[Any]] = {m["group"]: [] for m in members}
     for m in members:
         by_group[m["group"]].append(m["name"])
     return {

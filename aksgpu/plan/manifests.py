@@ -36,7 +36,7 @@ def kubernetes_objects(plan: Plan) -> list[PlannedResource]:
 def manifest(resource: PlannedResource) -> dict[str, Any]:
     """The object as the API server receives it: apiVersion and kind first, then the rest."""
     inputs = dict(resource.inputs)
-    head = {key: inputs.pop(key) for key in ("apiVersion", "kind", "metadata") if key in inputs}
+    head: dict[str, Any] = {key: inputs.pop(key) for key in ("apiVersion", "kind", "metadata") if key in inputs}
     return {**head, **inputs}
 
 

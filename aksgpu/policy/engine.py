@@ -24,10 +24,14 @@ from aksgpu.policy.checks import MISSING, PolicyResource, Violation
 class WaiverLike(Protocol):
     """What the engine reads of a waiver (aksgpu.spec.policy.Waiver has it)."""
 
-    rule: str
-    resources: list[str]
-    reason: str
-    expires: str | None
+    @property
+    def rule(self) -> str: ...
+    @property
+    def resources(self) -> list[str]: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def expires(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
