@@ -120,7 +120,7 @@ class Network(pulumi.ComponentResource):
             network_security_group_name=names.network_security_group(args.cluster_name, subnet),
             resource_group_name=args.resource_group_name,
             location=args.location,
-            security_rules=rules or None,
+            security_rules=rules or None,  # type: ignore[arg-type]  # plain dicts for the SDK's Args types
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -163,10 +163,11 @@ def _fleet_result(name: str, stack_name: str, stack_file: Any, notes: list[str],
     from aksgpu.plan.planner import plan_stack
     from aksgpu.plan.policy_results import evaluate_resources
     from aksgpu.plan.report import summary
-    from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
+    from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, parse_fleet_spec, parse_fleet_upgrades_spec
     from aksgpu.preflight import deploy_time
     from aksgpu.preflight.cost import fleet_estimate
 
+    spec: FleetSpec | FleetUpgradesSpec
     if stack_file.is_fleet_upgrades:
         spec, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
                                                    source=f"aksgpu:fleetUpgrades in {stack_file.path.name}")

@@ -99,7 +99,7 @@ class PoolBase(SpecModel):
     """Name of the AKS agent pool: 1-12 lowercase letters and digits, starting with a letter, unique in the cluster. Renaming a pool replaces it."""
     vm_size: str = Field(min_length=1)
     """Azure VM size of the nodes, e.g. "Standard_NC24ads_A100_v4"; kind: gpu needs a size with GPUs. Changing it replaces the pool."""
-    zones: list[Zone] = Field(default_factory=lambda: ["1", "2", "3"])
+    zones: list[Zone] = Field(default_factory=lambda: ["1", "2", "3"])  # type: ignore[arg-type]  # the literals are Zones
     """Availability zones the nodes spread over, from "1", "2" and "3"; empty: no zones. The VM size must be offered in these zones of the region. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     count: int | None = Field(default=None, ge=0, le=1000)
     """Number of nodes, 0-1000; a pool needs count, or minCount and maxCount. With both it is the starting size and must lie between them (None: start at minCount); after that the autoscaler owns it."""
@@ -418,7 +418,7 @@ def _check_vm_size(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
             yield Issue(f"{path}.vmSize", pool.vm_size, "system pools need at least 2 vCPUs and 4 GiB of memory, "
                         f"and the name says {vcpus.group(1)} vCPU", 'use "Standard_D8ds_v5" or larger')
         skipped = "memory, GPUs and local temp disk (for ephemeral OS and kubelet disks)"
-    elif pool.kind == "gpu":
+    elif pool.kind == "gpu":  # type: ignore[attr-defined]  # system pools returned above
         skipped = "GPU count and vendor, MIG support and temp disk (the gate's check is sized for 8 GPUs)"
     else:
         skipped = "whether it has GPUs, and its temp disk"
@@ -803,7 +803,7 @@ def _check_spot(pool: NodePool, path: str) -> Iterator[Issue]:
         yield Issue(f"{path}.spot.maxPrice", settings.max_price,
                     "must be -1 (pay up to the on-demand price) or a price above zero",
                     "set maxPrice: -1")
-    elif -price.as_tuple().exponent > 5:
+    elif -price.as_tuple().exponent > 5:  # type: ignore[operator]  # finite: NaN and inf compare above
         yield Issue(f"{path}.spot.maxPrice", settings.max_price, "may have at most 5 decimal places",
                     "round it to 5 decimal places")
     for field, value in pool.upgrade.model_dump(by_alias=True).items():

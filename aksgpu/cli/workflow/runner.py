@@ -227,6 +227,7 @@ def validate_spec(stack_file: StackFile) -> ClusterSpec | FleetSpec | FleetUpgra
     from aksgpu.spec import SpecError, parse_cluster_spec
     from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
 
+    spec: ClusterSpec | FleetSpec
     try:
         if stack_file.is_fleet:
             spec, _ = parse_fleet_spec(stack_file.fleet, source=f"aksgpu:fleet in {stack_file.path.name}")

@@ -897,12 +897,12 @@ class GpuHealth(pulumi.ComponentResource):
             rule_group_name=f"aksgpu-gpu-health-{spec.name}",
             resource_group_name=args.resource_group_name,
             location=args.prometheus_location or spec.location,
-            scopes=[args.prometheus_workspace_id],
+            scopes=[args.prometheus_workspace_id],  # type: ignore[list-item]  # set when monitoring is on
             cluster_name=spec.name,
             description="aksgpu: GPU conditions that should take a node out (aksgpu/catalog/gpu_alerts.yaml)",
             enabled=True,
             interval="PT1M",
-            rules=rules,
+            rules=rules,  # type: ignore[arg-type]  # plain dicts for the SDK's Args
             tags=args.tags or None,
             opts=pulumi.ResourceOptions(parent=self),
         )
