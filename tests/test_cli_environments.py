@@ -249,7 +249,8 @@ def test_overrides_that_name_nothing_or_break_a_rule_are_reported_where_written(
 
 def test_remove_outside_a_list_item_is_an_error(project: Path) -> None:
     path = project / "stacks" / "environments.yaml"
-    path.write_text(path.read_text().replace("      protect: true\n", "      protect: true\n      monitoring: {_remove: true}\n"))
+    path.write_text(path.read_text().replace("      protect: true\n",
+                                             "      protect: true\n      monitoring: {_remove: true}\n"))
     result = runner.invoke(app, ["validate", "prod"])
     assert result.exit_code == 1 and "environments.prod.overrides.monitoring._remove = true" in result.output
 

@@ -429,7 +429,8 @@ def test_gpu_metrics_missing_fires_for_a_gpu_node_without_a_scraped_exporter(scr
             if labels["node"] != "gpu-rolling"] == ["gpu-down"]
     without_node = cluster([c for c in configs if c.get("target_label", c.get("targetLabel")) != "node"], job,
                            "aksgpu-system")
-    assert len(firing(rule["expression"], without_node)) == 4, "without the node on up, every schedulable GPU node looks blind"
+    assert len(firing(rule["expression"], without_node)) == 4, \
+        "without the node on up, every schedulable GPU node looks blind"
 
 
 def test_the_pod_monitor_puts_the_node_on_its_series_and_its_crd_accepts_it() -> None:

@@ -722,7 +722,8 @@ def test_the_image_carries_everything_the_check_imports() -> None:
               for path in line.split()[1:-1]}
     copied_modules = {"aksgpu", "aksgpu.catalog", "aksgpu.node", "aksgpu.node.node_gate", "aksgpu.node.gpu_check"}
     copied_modules |= {f"aksgpu.node.gpu_check.{m.stem}" for m in package.glob("*.py")}
-    assert {"aksgpu/node/gpu_check/*.py", "aksgpu/node/gpu_check/*.yaml", "aksgpu/node/__init__.py", "aksgpu/node/node_gate.py",
+    assert {"aksgpu/node/gpu_check/*.py", "aksgpu/node/gpu_check/*.yaml", "aksgpu/node/__init__.py",
+            "aksgpu/node/node_gate.py",
             "aksgpu/catalog/vm_sizes.yaml", "aksgpu/catalog/gpu_alerts.yaml", "aksgpu/catalog/fabric.yaml",
             "aksgpu/catalog/__init__.py"} <= copied
     for module in [*package.glob("*.py"), package.parent / "__init__.py", package.parent / "node_gate.py",

@@ -400,7 +400,8 @@ def _readme_job_under_each_flavor(plan: Any) -> tuple[dict[str, Any], list[tuple
     pods = []
     for group in cluster_queue["spec"]["resourceGroups"]:
         for entry in group["flavors"]:
-            pod = kueue_placement.job_pod(job["spec"]["template"]["spec"], find_object(plan, "ResourceFlavor", entry["name"]))
+            pod = kueue_placement.job_pod(job["spec"]["template"]["spec"],
+                                          find_object(plan, "ResourceFlavor", entry["name"]))
             pod["metadata"]["namespace"] = team
             pods.append((entry["name"], pod))
     assert pods

@@ -119,7 +119,8 @@ def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
             "nc24ads-a100-v4-spot-serving"} == set(flavors)
     h100a = flavors["nd96isr-h100-v5-ondemand-research-h100a"]
     assert h100a["nodeLabels"]["kubernetes.azure.com/agentpool"] == "h100a"
-    assert {"key": "aksgpu.io/team", "operator": "Equal", "value": "research", "effect": "NoSchedule"} in h100a["tolerations"]
+    assert {"key": "aksgpu.io/team", "operator": "Equal", "value": "research",
+            "effect": "NoSchedule"} in h100a["tolerations"]
     spot = flavors["nc24ads-a100-v4-spot-serving"]
     assert spot["nodeLabels"]["kubernetes.azure.com/scalesetpriority"] == "spot"
     assert any(t["key"] == "kubernetes.azure.com/scalesetpriority" for t in spot["tolerations"])
@@ -204,7 +205,8 @@ def test_every_flavor_with_gpus_also_gets_cpu_and_memory(example_plans: dict) ->
             if quota["nvidia.com/gpu"] > 0:
                 assert quota["cpu"] > 0 and quota["memory"] > 0, flavor["name"]
                 checked += 1
-    a100 = next(f for q in queues for f in q["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "nc24ads-a100-v4-ondemand")
+    a100 = next(f for q in queues for f in q["spec"]["resourceGroups"][0]["flavors"]
+                if f["name"] == "nc24ads-a100-v4-ondemand")
     assert {r["name"]: r["nominalQuota"] for r in a100["resources"]}["nvidia.com/gpu"] == "8"
     assert checked >= 2
 

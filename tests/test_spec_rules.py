@@ -11,6 +11,7 @@ from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import REMOVE, base_spec, edit
 
 GPU_POOL = "nodePools.0"
+CAPACITY_RESERVATION = "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100"
 SUBNETS_CREATE = {
     "mode": "create",
     "addressSpace": ["10.224.0.0/12"],
@@ -91,10 +92,12 @@ ERRORS = [
     ("capacity reservation id", [(f"{GPU_POOL}.capacityReservationGroupId", "capacity-h100")],
      f"{GPU_POOL}.capacityReservationGroupId", "resource ID of a capacityReservationGroup"),
     ("capacity reservation on spot", [(f"{GPU_POOL}.priority", "spot"),
-                                      (f"{GPU_POOL}.capacityReservationGroupId", "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100")],
+                                      (f"{GPU_POOL}.capacityReservationGroupId", CAPACITY_RESERVATION)],
      f"{GPU_POOL}.capacityReservationGroupId", "spot VMs cannot use them"),
     ("proximity group across zones", [(f"{GPU_POOL}.zones", ["1", "2"]),
-                                      (f"{GPU_POOL}.proximityPlacementGroupId", "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/proximityPlacementGroups/ppg1")],
+                                      (f"{GPU_POOL}.proximityPlacementGroupId",
+                                       "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/"
+                                       "proximityPlacementGroups/ppg1")],
      f"{GPU_POOL}.proximityPlacementGroupId", "spans at most one zone"),
     ("size in no zone of the region", [("location", "southcentralus"), (f"{GPU_POOL}.vmSize", "Standard_NC6s_v3"),
                                        (f"{GPU_POOL}.zones", ["1"])], f"{GPU_POOL}.zones", "in no availability zone"),
@@ -205,7 +208,7 @@ ERRORS = [
 ]
 
 WARNINGS = [
-    ("capacity reservation needs the identity's role", [(f"{GPU_POOL}.capacityReservationGroupId", "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100")],
+    ("capacity reservation needs the identity's role", [(f"{GPU_POOL}.capacityReservationGroupId", CAPACITY_RESERVATION)],
      f"{GPU_POOL}.capacityReservationGroupId", "holds Contributor on its resource group (capacity)"),
     ("size not sold in the region", [("location", "norwayeast")], f"{GPU_POOL}.vmSize",
      "no price for this size in norwayeast"),

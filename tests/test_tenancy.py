@@ -248,7 +248,8 @@ def _random_container(rng: random.Random, name: str, ephemeral: bool = False) ->
     if gpus is not None:
         body["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
     if rng.random() < 0.7:
-        env = [[{"name": "LR", "value": "0.1"}], None] if gpus else [[VOID], [VOID, {"name": "CUDA_VERSION", "value": "12.4"}]]
+        env = [[{"name": "LR", "value": "0.1"}], None] if gpus \
+            else [[VOID], [VOID, {"name": "CUDA_VERSION", "value": "12.4"}]]
     else:
         env = [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}], [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0"}],
                [VOID, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}], [{"name": "CUDA_VERSION", "value": "12.4"}],

@@ -271,7 +271,8 @@ def test_topologies_and_flavors_pass_kueues_crds_and_their_rules(manifests: list
     changed = copy.deepcopy(by_pool["h100"])
     changed["spec"]["tolerations"] = changed["spec"]["tolerations"][:1]
     assert _rule_failures(flavor_schema, changed, old=by_pool["h100"]) == [
-        "tolerations are immutable when topologyName is set"], "why a pool's taints cannot change in place (docs/guides/gpus/training.md)"
+        "tolerations are immutable when topologyName is set"], \
+        "why a pool's taints cannot change in place (docs/guides/gpus/training.md)"
 
 
 def test_levels_end_at_the_node_and_each_has_a_writer() -> None:
@@ -297,7 +298,8 @@ def test_no_gang_lands_on_a_node_before_its_labels_exist(manifests: list[dict[st
                      r"return false", source), "Kueue counts only nodes that carry every level's label"
     cache = (KUEUE / "tas_nodes_cache.go").read_text()
     assert "schedulableAndReady := !node.Spec.Unschedulable &&" in cache, "a cordoned node's capacity leaves TAS"
-    flavors = {f["spec"]["nodeLabels"]["kubernetes.azure.com/agentpool"]: f for f in _of(manifests, "ResourceFlavor").values()}
+    flavors = {f["spec"]["nodeLabels"]["kubernetes.azure.com/agentpool"]: f
+               for f in _of(manifests, "ResourceFlavor").values()}
     levels = {name: [level["nodeLabel"] for level in t["spec"]["levels"]] for name, t in _of(manifests, "Topology").items()}
     node = _aks_node()
     h100 = flavors["h100"]["spec"]

@@ -188,7 +188,8 @@ def _option_row(param: Any) -> list[str]:
     default = ""
     if param.required:
         default = "required"
-    elif param.default not in (None, (), []) and not callable(param.default) and not (kind == "flag" and param.default is False):
+    elif (param.default not in (None, (), []) and not callable(param.default)
+          and not (kind == "flag" and param.default is False)):
         value = param.default.value if isinstance(param.default, enum.Enum) else param.default
         default = _code(value)
     return [names, _cell(kind), default, _cell(getattr(param, "help", None) or "")]

@@ -49,9 +49,11 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("aksgpu:index:Cluster", name, None, opts)
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self)
-        identity_common: dict[str, Any] = {"resource_group_name": args.resource_group_name, "location": spec.location, "tags": spec.tags}
+        identity_common: dict[str, Any] = {"resource_group_name": args.resource_group_name, "location": spec.location,
+                                           "tags": spec.tags}
         control_plane_identity = managedidentity.UserAssignedIdentity(
-            f"{name}-control-plane", resource_name_=names.identity(spec.name, "control-plane"), **identity_common, opts=child)
+            f"{name}-control-plane", resource_name_=names.identity(spec.name, "control-plane"), **identity_common,
+            opts=child)
         kubelet_identity = managedidentity.UserAssignedIdentity(
             f"{name}-kubelet", resource_name_=names.identity(spec.name, "kubelet"), **identity_common, opts=child)
         # AKS checks at creation that the control-plane identity may assign the kubelet identity

@@ -269,7 +269,8 @@ def plan_pairings(waiting: list[str], results: dict[str, list[Result]], idle_goo
 
     Suspects (a failed pairing behind them) go first, each with a different idle known-good node, or
     else with a new node they have not failed with; the other new nodes two by two, never with a
-    peer they already failed with; a node left over with an idle known-good node. Nodes without a pairing this pass wait for the next."""
+    peer they already failed with; a node left over with an idle known-good node. Nodes without a
+    pairing this pass wait for the next."""
     pairings: list[tuple[str, ...]] = []
     free_good = list(idle_good)
     failed_with = {name: {peer for r in results.get(name, []) if r.outcome == "fail" for peer in r.peers}
@@ -493,7 +494,8 @@ def acceptance_pass(api: Api, settings: Settings, policy: node_gate.Policy,
         if not waiting or template is None:
             continue
         idle = sorted(_idle_gpu_nodes(api, sorted(n["metadata"]["name"] for n in members
-                                                  if n["metadata"]["name"] in good and n["metadata"]["name"] not in running)))
+                                                  if n["metadata"]["name"] in good
+                                                  and n["metadata"]["name"] not in running)))
         for pairing in plan_pairings(waiting, results, idle):
             good_peers = tuple(n for n in pairing if n in good)
             name = run_name(pool, pairing, now)

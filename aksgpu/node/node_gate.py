@@ -12,7 +12,8 @@ Steps:
                     nvidia.com/gpu.deploy.device-plugin=false and ...dcgm-exporter=false (on GPU
                     Operator pools the pool already creates its nodes with these and NFD's NVIDIA
                     PCI label, so no controller ever sees another first value and the operator's
-                    labeller never deletes them: spec/gpu_startup.py and its tests). A node that joined before the gate's DaemonSet
+                    labeller never deletes them: spec/gpu_startup.py and its tests). A node that
+                    joined before the gate's DaemonSet
                     existed, and was never checked, is only labelled "unchecked": checking it could
                     disturb its work; the re-checks cover it once idle. A node the breaker held is
                     checked again.

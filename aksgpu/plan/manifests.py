@@ -63,7 +63,8 @@ def manifest_files(plan: Plan) -> dict[str, str]:
         document = manifest(resource)
         meta = document.get("metadata") or {}
         folder = _file_name(str(meta.get("namespace") or "_cluster"))
-        name = f"{_file_name(str(document.get('kind', 'Object')).lower())}-{_file_name(str(meta.get('name', resource.name)))}"
+        name = (f"{_file_name(str(document.get('kind', 'Object')).lower())}-"
+                f"{_file_name(str(meta.get('name', resource.name)))}")
         files[f"{folder}/{name}.yaml"] = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
     for resource in plan.by_type(HELM_RELEASE_TYPE):
         release = helm_release(resource)

@@ -162,7 +162,8 @@ def report_previews(previews: dict[str, Any]) -> list[str]:
 def _up_all(steps: list[FleetStep], *, yes: bool, parallel: int, diff: bool, refresh: bool,
             policy_pack: list[Path] | None, as_json: bool, confirm: Callable[[str], bool], what: str) -> bool:
     """Preview (unless --yes), ask once, then `up` each step, `parallel` at a time; True when all succeeded."""
-    options: dict[str, Any] = {"parallel": parallel, "diff": diff, "refresh": refresh, "policy_pack": policy_pack, "as_json": as_json}
+    options: dict[str, Any] = {"parallel": parallel, "diff": diff, "refresh": refresh, "policy_pack": policy_pack,
+                               "as_json": as_json}
     if not yes:
         failed = report_previews(run_steps(steps, "preview", **options))
         if failed:

@@ -93,7 +93,8 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
            f"--master-port={MASTER_PORT} {SCRIPT_DIR}/fabric_allreduce.py --bytes {floor.message_bytes} "
            f"--iterations {measure['iterations']} --warmup {measure['warmup']} "
            f"--timeout-seconds {acceptance.run_timeout_minutes * 60}")
-    env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in sorted({**profile.nccl_env, **floor.nccl_env}.items())]
+    env: list[dict[str, Any]] = [{"name": name, "value": value}
+                                 for name, value in sorted({**profile.nccl_env, **floor.nccl_env}.items())]
     env += [{"name": "NCCL_DEBUG", "value": "WARN"},
             {"name": "AKSGPU_RESULT_FILE", "value": "/dev/termination-log"},
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]

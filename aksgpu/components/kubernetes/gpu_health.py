@@ -739,7 +739,8 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
 def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str, Any]]:
     """Service accounts and their rights, each exactly what its steps do. Both get and patch nodes
     (taint, label, annotate, cordon), create Events about them (in "default", where Events about
-    Nodes go) and update the record ConfigMap (by name); the gate also reads its own DaemonSets (their creation time); the watchdog lists nodes
+    Nodes go) and update the record ConfigMap (by name); the gate also reads its own DaemonSets
+    (their creation time); the watchdog lists nodes
     (those pending too long, a pool's failed nodes) and pods (the DCGM exporters it reads, and
     whether a node's GPUs are in use before it is gated again). As manifests with their kind."""
     objects: list[dict[str, Any]] = []

@@ -33,7 +33,8 @@ spec.NodeSelector; kueue v0.19.2):
   (kueue.x-k8s.io/topology) may stay on until a later update removes it.
 A pod with scheduling gates cannot be scheduled; the API server lets its nodeSelector grow only while
 it is gated, and lets gates be removed but never added (KEP-3838 Pod Mutable Scheduling Directives,
-stable in 1.30; kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness). So the pin is required of a pod that adds IPC_LOCK when it is schedulable: on
+stable in 1.30; kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness). So the
+pin is required of a pod that adds IPC_LOCK when it is schedulable: on
 CREATE without scheduling gates, and on the UPDATE that removes its last gate. A gated pod may be
 created unpinned.
 
