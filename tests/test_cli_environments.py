@@ -167,7 +167,8 @@ def test_validate_notes_a_stale_stack_and_plan_says_so_too(project: Path) -> Non
     path.write_text(path.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
     assert "stacks/Pulumi.dev.yaml is out of date" in _ok(["validate", "dev"])
     result = runner.invoke(app, ["plan", "dev"])
-    assert result.exit_code == 0 and "note: Pulumi.dev.yaml is not what `aksgpu render dev` would write" in result.output
+    assert result.exit_code == 0
+    assert "note: Pulumi.dev.yaml is not what `aksgpu render dev` would write" in result.output
 
 
 def test_validate_unknown_target_is_bad_input(project: Path) -> None:

@@ -390,7 +390,8 @@ def test_the_readme_example_objects_are_declared_in_the_prod_example(example_pla
     pod = job["spec"]["template"]["spec"]
     wanted = {ref["configMapRef"]["name"] for ref in pod["containers"][0]["envFrom"]} | \
         {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
-    declared = {c["metadata"]["name"] for c in objects(plan, "ConfigMap") if c["metadata"].get("namespace") == namespace}
+    declared = {c["metadata"]["name"] for c in objects(plan, "ConfigMap")
+                if c["metadata"].get("namespace") == namespace}
     assert wanted <= declared
     [kueue] = releases(plan, "oci://registry.k8s.io/kueue/charts/kueue")
     config = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])

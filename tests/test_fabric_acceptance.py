@@ -413,7 +413,8 @@ class Server(Cluster):
         job = self.jobs[job_name]
         names = nodes or job["metadata"]["annotations"][fa.NODES_ANNOTATION].split(",")
         for index, node in enumerate(names):
-            state: dict[str, Any] = {"terminated": {"exitCode": 0 if message else 1, "startedAt": "2026-11-26T12:01:00Z",
+            state: dict[str, Any] = {"terminated": {"exitCode": 0 if message else 1,
+                                                    "startedAt": "2026-11-26T12:01:00Z",
                                                     **({"message": message} if message and index == 0 else {})}} \
                 if started else {"waiting": {"reason": "ContainerCreating"}}
             self.pods.append({"metadata": {"name": f"{job_name}-{index}", "namespace": NAMESPACE,
@@ -715,7 +716,8 @@ def test_the_pass_runs_from_the_two_files_the_cronjob_mounts(tmp_path: Path) -> 
     assert result.returncode == 0, "PyTorch is imported only when it measures: " + result.stderr
 
 
-def kueue_flavor_fits(flavor: dict[str, Any], pod_template: dict[str, Any], queue_flavors: list[dict[str, Any]]) -> bool:
+def kueue_flavor_fits(flavor: dict[str, Any], pod_template: dict[str, Any],
+                      queue_flavors: list[dict[str, Any]]) -> bool:
     """Whether Kueue v0.19.2 may assign a topology-aware ResourceFlavor to a batch Job's PodSet, as
     far as the topology request goes: pkg/scheduler/flavorassigner/tas_flavorassigner.go refuses a
     flavor with a topologyName ("supports only TopologyAwareScheduling") unless the PodSet asks for

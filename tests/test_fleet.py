@@ -542,7 +542,8 @@ def test_the_fleet_examples_schema_is_current_and_accepts_its_environments() -> 
     schema = FLEET_EXAMPLE / "stacks" / "environments.schema.json"
     assert json.loads(schema.read_text()) == environments_schema(), "aksgpu schema environments -o ..."
     tool = Path(sys.executable).with_name("check-jsonschema")
-    result = subprocess.run([str(tool), "--schemafile", str(schema), str(FLEET_EXAMPLE / "stacks" / "environments.yaml")],
+    result = subprocess.run([str(tool), "--schemafile", str(schema),
+                             str(FLEET_EXAMPLE / "stacks" / "environments.yaml")],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -214,7 +214,8 @@ def cordoning(scrape: str) -> set[str]:
                 continue
             for sample in family.samples:
                 label = condition.get("label")
-                if sample.value > condition["above"] and (label is None or sample.labels.get(label) in condition["values"]):
+                if sample.value > condition["above"] and (label is None
+                                                          or sample.labels.get(label) in condition["values"]):
                     met.add(condition["alert"])
     return met
 
@@ -225,7 +226,8 @@ def cordoning(scrape: str) -> set[str]:
     ({"xids": {94: 1}}, set()),  # contained: restart the one application
     ({"xids": {95: 1}}, {"GpuCriticalXid"}),
     ({"xids": {79: 2, 13: 1}}, {"GpuCriticalXid"}),
-    ({"xids": {48: 1}, "dbe": 2, "remap_pending": 1}, {"GpuCriticalXid", "GpuDoubleBitEccErrors", "GpuRowRemapPending"}),
+    ({"xids": {48: 1}, "dbe": 2, "remap_pending": 1},
+     {"GpuCriticalXid", "GpuDoubleBitEccErrors", "GpuRowRemapPending"}),
     ({"xids": {}, "remap_failed": 1}, {"GpuRowRemapFailure"}),
     ({"xids": {}, "remap_pending": 1}, {"GpuRowRemapPending"}),
 ])

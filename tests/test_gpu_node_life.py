@@ -65,7 +65,8 @@ def _measured_peak_gib(gpus: int) -> float:
     return table["parentGib"] + gpus * table["workerRssGib"]
 
 
-@pytest.mark.parametrize("gpus", sorted({int(size["gpus"]) for size in catalog.vm_sizes().values() if size.get("gpus")}))
+@pytest.mark.parametrize("gpus",
+                         sorted({int(size["gpus"]) for size in catalog.vm_sizes().values() if size.get("gpus")}))
 def test_the_check_container_holds_the_measured_peak_for_every_gpu_count(gpus: int) -> None:
     resources = check_resources(gpus)
     shm = catalog.load("gpu_gate")["checkMemory"]["sharedMemoryGib"]
@@ -229,7 +230,8 @@ class Cluster:
     def add_node(self, name: str, pool: str, labels: dict[str, str] | None = None,
                  annotations: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
                  unschedulable: bool = False, conditions: list[dict[str, str]] | None = None,
-                 node_image: str = "AKSUbuntu-2204gen2containerd-202611.10.0", kernel: str = "5.15.0-1079-azure") -> None:
+                 node_image: str = "AKSUbuntu-2204gen2containerd-202611.10.0",
+                 kernel: str = "5.15.0-1079-azure") -> None:
         self.nodes[name] = {
             "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
                          "creationTimestamp": "2026-11-26T10:00:00Z",
@@ -413,7 +415,8 @@ def test_a_failed_node_is_kept_explained_and_recorded(cluster: tuple[Cluster, st
     event = state.events[-1]
     # kubectl describe node looks Events up by kind, name and uid = the node's name (describe.go).
     assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "aks-h100-1", "uid": "aks-h100-1"}
-    assert event["type"] == "Warning" and event["reason"] == "GpuCheckFailed" and "GPU 3: 2 DBE errors" in event["message"]
+    assert event["type"] == "Warning" and event["reason"] == "GpuCheckFailed"
+    assert "GPU 3: 2 DBE errors" in event["message"]
     [entry] = state.record()
     assert entry | {"time": None} == {"time": None, "node": "aks-h100-1", "pool": "h100", "source": "gate",
                                       "vmSize": "Standard_ND96isr_H100_v5", "verdict": "failed", "check": "ecc",
@@ -774,7 +777,8 @@ def test_a_verdict_decided_on_an_older_view_is_not_applied(cluster: tuple[Cluste
 def test_a_gpu_pod_still_starting_counts_as_holding_the_gpus(cluster: tuple[Cluster, str]) -> None:
     state, url = cluster
     recorded = json.dumps({"nodeImage": "AKSUbuntu-2204gen2containerd-202610.01.0"})
-    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "passed"}, {node_gate.FINGERPRINT_ANNOTATION: recorded})
+    state.add_node("aks-h100-0", "h100", {node_gate.HEALTH_LABEL: "passed"},
+                   {node_gate.FINGERPRINT_ANNOTATION: recorded})
     state.pods.append({"metadata": {"name": "train-0", "namespace": "research", "labels": {}},
                        "spec": {"nodeName": "aks-h100-0", "containers": [
                            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},

@@ -135,7 +135,8 @@ def test_gpu_operator_values_are_keys_the_chart_reads(specs_and_plans: dict[str,
         ["dcgmExporter.confg.name"], "the oracle catches a misspelt key"
 
 
-def test_kueue_values_and_configuration_use_its_own_keys(specs_and_plans: dict[str, tuple[tuple[str, ...], Plan]]) -> None:
+def test_kueue_values_and_configuration_use_its_own_keys(
+        specs_and_plans: dict[str, tuple[tuple[str, ...], Plan]]) -> None:
     chart_values = _load_yaml(DATA / "kueue" / "values.yaml")
     default_config = yaml.safe_load(chart_values["managerConfig"]["controllerManagerConfigYaml"])
     # Kueue's own Configuration fields, plus those its chart's default document uses from
@@ -186,7 +187,8 @@ METRICS = {line.split(",")[0].strip() for line in (Path(__file__).resolve().pare
 
 
 def _managed_prometheus_plan() -> Plan:
-    spec = edit(edit(base_spec(), "monitoring.managedPrometheus", True), "gpuHealth.metrics.scraper", "managedPrometheus")
+    spec = edit(edit(base_spec(), "monitoring.managedPrometheus", True), "gpuHealth.metrics.scraper",
+                "managedPrometheus")
     return plan_spec(edit(spec, "gpuHealth.alerts.actionGroupIds", [
         "/subscriptions/s/resourceGroups/r/providers/Microsoft.Insights/actionGroups/gpu-oncall"]))
 

@@ -102,7 +102,8 @@ def test_the_readme_path_runs_as_written_outside_this_repository(installed: Path
     assert "pip install -r requirements.txt" in checks and "pytest" not in checks
     workflows = sorted((project / ".github" / "workflows").glob("*.yml"))
     valid = subprocess.run([str(Path(sys.executable).with_name("check-jsonschema")), "--builtin-schema",
-                            "vendor.github-workflows", *map(str, workflows)], capture_output=True, text=True, check=False)
+                            "vendor.github-workflows", *map(str, workflows)], capture_output=True, text=True,
+                            check=False)
     assert valid.returncode == 0, valid.stdout + valid.stderr
 
 

@@ -101,8 +101,10 @@ def test_gpu_spot_team_and_per_zone_pools(example_plans: dict[str, Plan]) -> Non
     assert spot["spotMaxPrice"] == -1
     for pool in pools.values():
         # The taint AKS puts on spot nodes is declared, once, so an update never asks to remove it.
-        spot_taints = [t for t in pool.inputs.get("nodeTaints", []) if t.startswith("kubernetes.azure.com/scalesetpriority")]
-        expected = ["kubernetes.azure.com/scalesetpriority=spot:NoSchedule"] if "scaleSetPriority" in pool.inputs else []
+        spot_taints = [t for t in pool.inputs.get("nodeTaints",
+                                                  []) if t.startswith("kubernetes.azure.com/scalesetpriority")]
+        expected = (["kubernetes.azure.com/scalesetpriority=spot:NoSchedule"] if "scaleSetPriority" in pool.inputs
+                    else [])
         assert spot_taints == expected
     gpu = pools["a1001"].inputs
     assert "nvidia.com/gpu=present:NoSchedule" in gpu["nodeTaints"]
@@ -232,7 +234,8 @@ def test_existing_resource_group_registry_and_subnets_are_not_created() -> None:
     spec = base_spec()
     spec["resourceGroup"]["create"] = False
     spec["registry"] = {"mode": "existing",
-                        "id": "/subscriptions/s/resourceGroups/r/providers/Microsoft.ContainerRegistry/registries/Shared"}
+                        "id": "/subscriptions/s/resourceGroups/r/providers/Microsoft.ContainerRegistry/"
+                              "registries/Shared"}
     spec["network"] = {"vnet": {"mode": "existing", "subnets": [{"name": "nodes", "id": subnet}]}}
     plan = plan_spec(spec)
     types = {r.type for r in plan.resources}
@@ -296,7 +299,8 @@ def test_planning_restores_the_garbage_collector_as_it_found_it() -> None:
 def test_plan_values_read_the_same_whatever_order_the_engine_hands_keys_over() -> None:
     # The engine's protobuf Structs carry no key order; the plan (and --manifests) must not vary.
     first = {"spec": {"b": 1.0, "a": [{"z": "x", "y": 2.0}]}, "metadata": {"name": "n", "labels": {"q": "1", "p": "2"}}}
-    second = {"metadata": {"labels": {"p": "2", "q": "1"}, "name": "n"}, "spec": {"a": [{"y": 2.0, "z": "x"}], "b": 1.0}}
+    second = {"metadata": {"labels": {"p": "2", "q": "1"}, "name": "n"},
+              "spec": {"a": [{"y": 2.0, "z": "x"}], "b": 1.0}}
     assert json.dumps(_to_plan_value(first)) == json.dumps(_to_plan_value(second))
     assert list(_to_plan_value(first)["spec"]["a"][0]) == ["y", "z"]
 
@@ -310,7 +314,8 @@ def test_plan_json_is_byte_identical_across_processes() -> None:
 
     outputs = []
     for seed in ("1", "2"):
-        result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.app import main; main()", "plan", "dev", "--json"],
+        result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.app import main; main()",
+                                 "plan", "dev", "--json"],
                                 cwd=EXAMPLE, capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed},
                                 timeout=300, check=False)
         assert result.returncode == 0, result.stderr.decode()
@@ -358,7 +363,8 @@ def test_every_created_subnet_has_an_nsg_and_node_subnets_let_in_what_inbound_li
         "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}, {"name": "apiserver", "cidr": "10.225.0.0/28"}],
         "inbound": [{"name": "frontdoor", "ports": [443], "sources": ["AzureFrontDoor.Backend"]},
                     {"name": "office", "ports": ["443", "8000-8100"], "sources": ["203.0.113.0/24", "2001:db8::/48"]}]})
-    private = edit(spec, "controlPlane.apiServer", {"access": "private", "vnetIntegration": True, "subnet": "apiserver"})
+    private = edit(spec, "controlPlane.apiServer",
+                   {"access": "private", "vnetIntegration": True, "subnet": "apiserver"})
     plan = plan_spec(private)
     groups = {g.inputs["networkSecurityGroupName"]: g.inputs for g in
               plan.by_type("azure-native:network:NetworkSecurityGroup")}

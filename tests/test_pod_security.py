@@ -36,7 +36,8 @@ FIXTURES = REPO / "tests" / "data" / "pod-security"
 BASELINE = FIXTURES / "baseline" / "v1.37"
 AGENT_POOL = "kubernetes.azure.com/agentpool"
 CREATE = {"operation": "CREATE", "userInfo": {"username": "alice"}}
-UPDATE = {"operation": "UPDATE", "userInfo": {"username": "system:serviceaccount:kueue-system:kueue-controller-manager"}}
+UPDATE = {"operation": "UPDATE",
+          "userInfo": {"username": "system:serviceaccount:kueue-system:kueue-controller-manager"}}
 DEBUG = {"operation": "UPDATE", "subResource": "ephemeralcontainers", "userInfo": {"username": "alice"}}
 # The namespaces of two teams, each with an InfiniBand pool of its own.
 VISION = {"metadata": {"name": "vision", "labels": {"aksgpu.io/team": "vision"}}}
@@ -375,7 +376,8 @@ def test_a_namespace_waits_for_the_binding_that_enforces_its_baseline() -> None:
 def test_no_infiniband_pool_no_policy() -> None:
     plan = plan_spec(edit(base_spec(), "access.teams", [{"name": "vision"}]))
     assert not [m for m in kubernetes_manifests(plan) if m["metadata"]["name"] == INFINIBAND_BASELINE_POLICY]
-    [namespace] = [m for m in kubernetes_manifests(plan) if m["kind"] == "Namespace" and m["metadata"]["name"] == "vision"]
+    [namespace] = [m for m in kubernetes_manifests(plan)
+                   if m["kind"] == "Namespace" and m["metadata"]["name"] == "vision"]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
@@ -419,7 +421,8 @@ def test_the_readme_gang_job_passes_pod_security_where_kueue_places_it(example_p
                 for name in (INFINIBAND_BASELINE_POLICY, "aksgpu-team-tolerations")]
     for flavor, pod in pods:
         for policy in policies:
-            assert denials(policy, obj=pod, request=CREATE, namespace=namespace) == [], (flavor, policy["metadata"]["name"])
+            assert denials(policy, obj=pod, request=CREATE, namespace=namespace) == [], (flavor,
+                                                                                         policy["metadata"]["name"])
     unplaced = {"metadata": {"name": "train-llm-0", "namespace": namespace["metadata"]["name"]},
                 "spec": job["spec"]["template"]["spec"]}
     assert denials(policies[0], obj=unplaced, request=CREATE, namespace=namespace)

@@ -51,7 +51,8 @@ def test_balloons_hold_whole_nodes_of_their_pool() -> None:
     assert pod["priorityClassName"] == "aksgpu-balloon" and pod["terminationGracePeriodSeconds"] == 0
     [container] = pod["containers"]
     assert container["image"].startswith("registry.k8s.io/pause:")
-    assert container["resources"]["requests"]["nvidia.com/gpu"] == "1" == container["resources"]["limits"]["nvidia.com/gpu"]
+    resources = container["resources"]
+    assert resources["requests"]["nvidia.com/gpu"] == "1" == resources["limits"]["nvidia.com/gpu"]
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["topologyKey"] == "kubernetes.io/hostname", "one balloon per node"
     placed = [node.pool for node in plan_nodes(plan)
@@ -168,7 +169,8 @@ def test_a_queue_only_holds_nodes_that_fit_its_pods() -> None:
 def _gpu_quota_sum(queues: list[dict]) -> int:
     """The most GPUs the queues can admit: nominal quota plus what they may borrow in the cohort."""
     return sum(int(r["nominalQuota"]) + int(r.get("borrowingLimit", "0")) for q in queues
-               for f in q["spec"]["resourceGroups"][0]["flavors"] for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+               for f in q["spec"]["resourceGroups"][0]["flavors"] for r in f["resources"]
+               if r["name"] == "nvidia.com/gpu")
 
 
 def test_a_teams_queues_together_admit_no_more_than_its_quota() -> None:

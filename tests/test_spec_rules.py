@@ -11,7 +11,8 @@ from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import REMOVE, base_spec, edit
 
 GPU_POOL = "nodePools.0"
-CAPACITY_RESERVATION = "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100"
+CAPACITY_RESERVATION = ("/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/"
+                        "capacityReservationGroups/h100")
 SUBNETS_CREATE = {
     "mode": "create",
     "addressSpace": ["10.224.0.0/12"],
@@ -125,9 +126,11 @@ ERRORS = [
      f"{GPU_POOL}.labels.kubernetes.azure.com/mode", "reserved for AKS"),
     ("team must be declared", [(f"{GPU_POOL}.team", "ml")], f"{GPU_POOL}.team", "declared in access.teams"),
     ("zones enum", [(f"{GPU_POOL}.zones", ["4"])], f"{GPU_POOL}.zones[0]", "one of"),
-    ("too many pools", [("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 1} for i in range(100)])],
+    ("too many pools",
+     [("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 1} for i in range(100)])],
      "nodePools", "at most 100 node pools"),
-    ("too many nodes", [("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 1000} for i in range(6)])],
+    ("too many nodes",
+     [("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 1000} for i in range(6)])],
      "nodePools", "at most 5000 nodes"),
     ("free tier over 1000 nodes", [("controlPlane.tier", "Free"),
                                    ("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 600}
@@ -208,7 +211,8 @@ ERRORS = [
 ]
 
 WARNINGS = [
-    ("capacity reservation needs the identity's role", [(f"{GPU_POOL}.capacityReservationGroupId", CAPACITY_RESERVATION)],
+    ("capacity reservation needs the identity's role",
+     [(f"{GPU_POOL}.capacityReservationGroupId", CAPACITY_RESERVATION)],
      f"{GPU_POOL}.capacityReservationGroupId", "holds Contributor on its resource group (capacity)"),
     ("size not sold in the region", [("location", "norwayeast")], f"{GPU_POOL}.vmSize",
      "no price for this size in norwayeast"),

@@ -133,7 +133,8 @@ class Cluster(pulumi.ComponentResource):
                 resource_group_name=args.resource_group_name,
                 resource_name_=self.cluster.name,
                 maintenance_window={
-                    "schedule": {"weekly": {"day_of_week": window.day_of_week, "interval_weeks": window.interval_weeks}},
+                    "schedule": {"weekly": {"day_of_week": window.day_of_week,
+                                            "interval_weeks": window.interval_weeks}},
                     "duration_hours": window.duration_hours,
                     "start_time": window.start_time,
                     "utc_offset": window.utc_offset,

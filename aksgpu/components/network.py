@@ -96,7 +96,8 @@ class Network(pulumi.ComponentResource):
                 default_outbound_access=False,
                 **props,
                 # Azure rejects concurrent writes to subnets of one VNet (AnotherOperationInProgress).
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[previous] if previous else [])),
+                opts=pulumi.ResourceOptions.merge(child,
+                                                  pulumi.ResourceOptions(depends_on=[previous] if previous else [])),
             )
             self.subnet_ids[subnet.name] = created.id
             previous = created

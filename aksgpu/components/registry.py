@@ -122,7 +122,8 @@ class Registry(pulumi.ComponentResource):
             zone_id = args.spec.private_dns_zone_id  # a hub's zone, linked to the VNet by its owners
         else:
             zone = privatedns.PrivateZone(
-                f"{name}-dns", private_zone_name=REGISTRY_PRIVATE_DNS_ZONE, resource_group_name=args.resource_group_name,
+                f"{name}-dns", private_zone_name=REGISTRY_PRIVATE_DNS_ZONE,
+                resource_group_name=args.resource_group_name,
                 location="global", tags=args.tags, opts=child)
             privatedns.VirtualNetworkLink(
                 f"{name}-dns-link", private_zone_name=zone.name, resource_group_name=args.resource_group_name,

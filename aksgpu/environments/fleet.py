@@ -96,7 +96,8 @@ def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet
     if issues:
         raise SpecError(issues, source)
     summaries = [{"name": m.name, "stack": member_stack(name, m.name), "clusterName": e.spec.name,
-                  "location": e.spec.location, "group": m.group} for m, e in zip(settings.members, members, strict=True)]
+                  "location": e.spec.location, "group": m.group}
+                 for m, e in zip(settings.members, members, strict=True)]
     raw = {**shared.model_dump(mode="json", by_alias=True, exclude={"members"}), "members": summaries}
     if settings.location is None:
         raw["location"] = summaries[0]["location"]
@@ -221,7 +222,8 @@ def _effective_member(environments: EnvironmentsFile, environment: Environment, 
 
 
 def _fleet_rules(environments: EnvironmentsFile, environment: Environment, settings: FleetSettings,
-                 shared: dict[str, Any], upgrades: FleetUpgradesSpec, members: list[EffectiveEnvironment]) -> list[Issue]:
+                 shared: dict[str, Any], upgrades: FleetUpgradesSpec,
+                 members: list[EffectiveEnvironment]) -> list[Issue]:
     issues: list[Issue] = []
     name = environment.name
     where = f"environments.{name}.fleet"

@@ -22,7 +22,8 @@ def merge(base: Any, override: Any) -> Any:
     """`override` deep-merged onto `base`, neither changed.
 
     Mappings merge key by key. Lists of keyed items (every item a mapping with a `name`, a
-    `schedule` for maintenance windows, a `rule` for policy waivers) merge item by item by key: new keys are appended and
+    `schedule` for maintenance windows, a `rule` for policy waivers) merge item by item by key: new
+    keys are appended and
     `_remove: true` drops an item. Anything else in the override replaces the base value.
     """
     if isinstance(base, dict) and isinstance(override, dict):

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from aksgpu.environments.effective import EffectiveEnvironment, effective_layers, render_text
 from aksgpu.environments.file import UPGRADES, EnvironmentsFile
-from aksgpu.environments.fleet import effective_fleet, fleet_has_no_cluster_spec, is_fleet, member_stack, render_fleet_text
+from aksgpu.environments.fleet import (effective_fleet, fleet_has_no_cluster_spec, is_fleet, member_stack,
+                                       render_fleet_text)
 from aksgpu.environments.stack_text import CLUSTER_KEY, DIGEST_KEY, SPEC_KEYS, aksgpu_text, value_digest
 from aksgpu.errors import UserError
 from aksgpu.project.files import read_text_if_exists, write_text_atomically

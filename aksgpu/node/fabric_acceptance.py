@@ -523,7 +523,8 @@ def apply(api: Api, policy: node_gate.Policy, node: dict[str, Any], decision: De
     def change(current: dict[str, Any]) -> dict[str, Any] | None:
         return {"metadata": {"labels": {node_gate.HEALTH_LABEL: "passed", node_gate.FAILED_CHECK_LABEL: None},
                              "annotations": {SINCE_ANNOTATION: None, OUTCOME_ANNOTATION: outcome_value,
-                                             node_gate.REASON_ANNOTATION: decision.reason[:1024] if released else None}},
+                                             node_gate.REASON_ANNOTATION:
+                                                 decision.reason[:1024] if released else None}},
                 "spec": {"taints": node_gate._taints_without_gate(current)}}
 
     if not node_gate._guarded(api, name, expected, change):

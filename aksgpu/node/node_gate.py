@@ -234,7 +234,8 @@ def _kept(node: dict[str, Any]) -> dict[str, str]:
 def _unkept(node: dict[str, Any]) -> dict[str, None]:
     """Annotation changes that hand a node the gate kept back to the autoscaler (none for a node
     the gate did not keep: an operator's own scale-down-disabled stays)."""
-    return {SCALE_DOWN_DISABLED_ANNOTATION: None, KEPT_ANNOTATION: None} if KEPT_ANNOTATION in _annotations(node) else {}
+    kept = KEPT_ANNOTATION in _annotations(node)
+    return {SCALE_DOWN_DISABLED_ANNOTATION: None, KEPT_ANNOTATION: None} if kept else {}
 
 
 def _state_is(*states: str | None) -> Callable[[dict[str, Any]], bool]:
@@ -852,7 +853,8 @@ def restore_operands(api: Api, nodes: list[dict[str, Any]], operator_pools: set[
     restored = []
     for node in nodes:
         labels = _labels(node)
-        if labels.get(AGENT_POOL_LABEL) not in operator_pools or labels.get(HEALTH_LABEL) not in ("passed", "unchecked"):
+        if (labels.get(AGENT_POOL_LABEL) not in operator_pools
+                or labels.get(HEALTH_LABEL) not in ("passed", "unchecked")):
             continue
         if not any(labels.get(label) == "false" for label in HELD_OPERAND_LABELS):
             continue

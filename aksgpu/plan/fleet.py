@@ -87,7 +87,8 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None) -> Fleet
                                    "render the fleet environment again (`aksgpu render`)")], source)
         plan = plan_stack(member_file, stack_outputs={stack_file.stack: shared.outputs})
         result.members.append(MemberPlan(member_file, member_spec, member_warnings, plan,
-                                         evaluate_plan(plan, member_spec), cost_of(member_spec, stack_file.project_dir)))
+                                         evaluate_plan(plan, member_spec),
+                                         cost_of(member_spec, stack_file.project_dir)))
     return result
 
 
@@ -204,7 +205,8 @@ def fleet_lines(facts: dict[str, Any]) -> list[str]:
     deploy = facts["deployTime"]
     lines.append(f"Deploy time of a first `aksgpu up`: about {round(deploy['totalSeconds'] / 60)} min "
                  f"({deploy['order']}: shared {round(deploy['sharedSeconds'] / 60)} min, members "
-                 f"{round(deploy['membersSeconds'] / 60)} min, the slowest one {round(deploy['slowestMemberSeconds'] / 60)} "
+                 f"{round(deploy['membersSeconds'] / 60)} min, the slowest one "
+                 f"{round(deploy['slowestMemberSeconds'] / 60)} "
                  f"min, upgrades {round(deploy['upgradesSeconds'] / 60)} min).")
     return lines
 

@@ -47,7 +47,8 @@ class Finding:
     def line(self) -> str:
         """One line naming the rule, the resource, the property, the value found and the fix."""
         return (f"{self.rule.id} [{self.rule.severity}, {self.rule.enforcement}] "
-                f"{short_type(self.violation.resource.type)} {describe(self.rule, self.violation)} Fix: {self.rule.fix}")
+                f"{short_type(self.violation.resource.type)} {describe(self.rule, self.violation)} "
+                f"Fix: {self.rule.fix}")
 
 
 @dataclass
@@ -70,8 +71,8 @@ class PolicyReport:
         lines = [finding.line() for finding in self.failing]
         for index in self.expired:
             waiver = self.waivers[index]
-            lines.append(f"policy.waivers[{index}] (rule {waiver.rule}) expired on {waiver.expires}: it no longer waives "
-                         f"anything. Fix: fix what it waived, or renew it with a new expires date and a reason.")
+            lines.append(f"policy.waivers[{index}] (rule {waiver.rule}) expired on {waiver.expires}: it no longer "
+                         f"waives anything. Fix: fix what it waived, or renew it with a new expires date and a reason.")
         return lines
 
     def notes(self) -> list[str]:

@@ -52,8 +52,8 @@ UNCONSTRAINED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topolog
 PRIORITY = catalog.limit("autoscalerExpendablePriorityCutoff") - 10
 SHM_GIB = 8
 RUN_EXCEPTIONS = {
-    "k8s-non-root": "The acceptance run's image (NVIDIA's PyTorch container) runs as root, as Azure's own AKS NCCL test "
-                    "does; it holds no Kubernetes credentials.",
+    "k8s-non-root": "The acceptance run's image (NVIDIA's PyTorch container) runs as root, as Azure's own AKS "
+                    "NCCL test does; it holds no Kubernetes credentials.",
     "k8s-capabilities": "IPC_LOCK: RDMA pins the buffers it registers (Azure/aks-rdma-infiniband pod examples).",
     "k8s-read-only-root-fs": "torchrun and NCCL write to the container's filesystem (caches, /tmp).",
 }
@@ -224,7 +224,8 @@ def headless_service(namespace: str) -> dict[str, Any]:
 def priority_class() -> dict[str, Any]:
     return {"metadata": metadata(ACCEPTANCE), "value": PRIORITY, "preemptionPolicy": "Never",
             "globalDefault": False,
-            "description": "aksgpu cross-node acceptance runs: wait for idle nodes, never preempt, never trigger a scale-up"}
+            "description": "aksgpu cross-node acceptance runs: wait for idle nodes, never preempt, "
+                           "never trigger a scale-up"}
 
 
 def acceptance_flavors(spec: ClusterSpec, targets: list[PoolTarget]) -> list[GpuFlavor]:

@@ -273,7 +273,8 @@ def scrape_job(spec: ClusterSpec, system_namespace: str) -> dict[str, Any]:
     return {
         "job_name": "aksgpu-dcgm-exporter",
         "scrape_interval": f"{spec.gpu_health.metrics.interval_seconds}s",
-        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": exporter_namespaces(spec, system_namespace)}}],
+        "kubernetes_sd_configs": [{"role": "pod",
+                                   "namespaces": {"names": exporter_namespaces(spec, system_namespace)}}],
         "relabel_configs": [
             {"source_labels": ["__meta_kubernetes_pod_label_app"], "regex": "nvidia-dcgm-exporter", "action": "keep"},
             {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "metrics", "action": "keep"},
@@ -807,7 +808,8 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
     def unchanged_but(field: str, allowed: str) -> str:
         new, old = f"variables.new{field}", f"variables.old{field}"
-        return f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) && {old}.all(k, {allowed} || k in {new})"
+        return (f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) "
+                f"&& {old}.all(k, {allowed} || k in {new})")
 
     return node_update_policy(
         NODE_POLICY, {"name": "gate-service-accounts",
@@ -962,7 +964,8 @@ def _acceptance_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, 
     queued = spec.gang_scheduling.enabled
     opts = pulumi.ResourceOptions.merge(ready, pulumi.ResourceOptions(parent=owner))
     created = declare_rbac(
-        acceptance.rbac(ns), lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}",
+        acceptance.rbac(ns),
+        lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}",
         opts)
     programs = acceptance.program_config_map(spec, ns, targets, queued)
     created.append(k8s.core.v1.ConfigMap(f"{name}-acceptance-programs", metadata=programs["metadata"],

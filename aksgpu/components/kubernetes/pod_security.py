@@ -161,7 +161,8 @@ HOST_PORTS = _every_container("!has(c.ports) || c.ports.all(p, !has(p.hostPort) 
 APPARMOR = " && ".join([
     _pod_and_containers(lambda s: f"!has({s}.appArmorProfile) || (has({s}.appArmorProfile.type) && "
                                   f"{s}.appArmorProfile.type in {_cel_list(ALLOWED_APPARMOR_TYPES)})"),
-    f"!has(object.metadata.annotations) || object.metadata.annotations.all(k, !k.startsWith('{APPARMOR_ANNOTATION_PREFIX}') "
+    "!has(object.metadata.annotations) || "
+    f"object.metadata.annotations.all(k, !k.startsWith('{APPARMOR_ANNOTATION_PREFIX}') "
     f"|| object.metadata.annotations[k] in {_cel_list(APPARMOR_ANNOTATION_VALUES)} "
     f"|| object.metadata.annotations[k].startsWith('{APPARMOR_LOCALHOST_PREFIX}'))",
 ])
@@ -187,7 +188,8 @@ def _no_host(handler: str) -> str:
 
 PROBE_AND_LIFECYCLE_HOSTS = _every_container(" && ".join(
     [f"(!has(c.{probe}) || ({_no_host(f'c.{probe}')}))" for probe in PROBE_FIELDS]
-    + [f"(!({_present('c', f'lifecycle.{hook}')}) || ({_no_host(f'c.lifecycle.{hook}')}))" for hook in LIFECYCLE_FIELDS]))
+    + [f"(!({_present('c', f'lifecycle.{hook}')}) || ({_no_host(f'c.lifecycle.{hook}')}))"
+       for hook in LIFECYCLE_FIELDS]))
 
 # What is evaluated (see the module docstring): CREATE, ephemeral containers, and the update that
 # removes a pod's last scheduling gate.
