@@ -799,11 +799,11 @@ def _check_spot(pool: NodePool, path: str) -> Iterator[Issue]:
     settings = pool.spot_settings
     assert settings is not None
     price = Decimal(str(settings.max_price))
-    if price != -1 and price <= 0:
+    if not price.is_finite() or (price != -1 and price <= 0):  # .nan and .inf are YAML floats too
         yield Issue(f"{path}.spot.maxPrice", settings.max_price,
                     "must be -1 (pay up to the on-demand price) or a price above zero",
                     "set maxPrice: -1")
-    elif -price.as_tuple().exponent > 5:  # type: ignore[operator]  # finite: NaN and inf compare above
+    elif -price.as_tuple().exponent > 5:  # type: ignore[operator]  # finite here: an int exponent
         yield Issue(f"{path}.spot.maxPrice", settings.max_price, "may have at most 5 decimal places",
                     "round it to 5 decimal places")
     for field, value in pool.upgrade.model_dump(by_alias=True).items():
