@@ -40,13 +40,14 @@ ALLOWED: dict[str, set[str]] = {
 MAX_MODULE_LINES = 420  # "about 400": a module a newcomer reads in one sitting
 # Modules still over the limit, at their size today: none may grow, and each leaves this table
 # once split (the test says when). Splitting them is issue 25's open work.
+# (Sizes after wrapping their lines at 120 characters for ruff.)
 OVERSIZED = {
-    "aksgpu/node/node_gate.py": 1181,
-    "aksgpu/components/kubernetes/gpu_health.py": 993,
+    "aksgpu/node/node_gate.py": 1184,
+    "aksgpu/components/kubernetes/gpu_health.py": 997,
     "aksgpu/spec/pools.py": 859,
-    "aksgpu/node/fabric_acceptance.py": 573,
-    "aksgpu/policy/checks.py": 558,
-    "aksgpu/components/kubernetes/team_access.py": 425,
+    "aksgpu/node/fabric_acceptance.py": 576,
+    "aksgpu/policy/checks.py": 562,
+    "aksgpu/components/kubernetes/team_access.py": 426,
 }
 # cli/ modules that are not commands: what every command shares.
 CLI_HELPERS = {"console.py"}
