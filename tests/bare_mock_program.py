@@ -5,7 +5,8 @@ Run: python tests/bare_mock_program.py PLAN.json  (the document `aksgpu plan --j
 It registers the plan's resources again, with nothing of aksgpu in between: under Pulumi's mock
 runtime in preview mode, each resource with the type, name, parent, explicit provider,
 dependencies, protect flag and input values the plan recorded, through pulumi.CustomResource,
-pulumi.ProviderResource and pulumi.ComponentResource directly, with no aliases. The provider SDK modules that define those
+pulumi.ProviderResource and pulumi.ComponentResource directly, with no aliases. The provider SDK
+modules that define those
 types (pulumi_azure_native.*, pulumi_kubernetes.*) are imported first, as a program using them
 would. The collector is off while it runs, as in the planner. What it leaves out is aksgpu's
 own work: reading and validating the spec, the components' logic, the typed resource classes'

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fleet_scale import NODES_PER_MEMBER, fleet_project  # noqa: E402
+from tests.fleet_scale import NODES_PER_MEMBER, fleet_project
 
 AKSGPU = str(Path(sys.executable).with_name("aksgpu"))
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aksgpu import catalog  # noqa: E402
-from aksgpu.node.gpu_check import measure, probe, report, run, thresholds, xids  # noqa: E402
+from aksgpu import catalog
+from aksgpu.node.gpu_check import measure, probe, report, run, thresholds, xids
 
 
 def main() -> int:

@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aksgpu.node.gpu_check import interconnect, measure  # noqa: E402
+from aksgpu.node.gpu_check import interconnect, measure
 
 GIB = 2**30
 MIB = 2**20

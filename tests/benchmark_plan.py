@@ -4,7 +4,8 @@ floor (tests/bare_mock_program.py: the SDK registering the same resources with n
 in between); `validate` and `render --check` of the examples; the start-up time of `aksgpu --help`.
 
 Run: .venv/bin/python tests/benchmark_plan.py
-Each figure is measured in a fresh process (the cost a user pays), best of seven runs, with its CPU time (steadier than wall time on a shared machine).
+Each figure is measured in a fresh process (the cost a user pays), best of seven runs, with its CPU
+time (steadier than wall time on a shared machine).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.benchmark_plan import AKSGPU, EXAMPLE, RUNS, plan_and_floor  # noqa: E402
+from tests.benchmark_plan import AKSGPU, EXAMPLE, RUNS, plan_and_floor
 
 GPUS_PER_NODE = 8  # Standard_ND96isr_H100_v5 (aksgpu/catalog/vm_sizes.yaml)
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from aksgpu.cli.app import app  # noqa: E402
-from aksgpu.project.yaml_input import YamlProblem, decode_utf8, parse_yaml  # noqa: E402
-from aksgpu.spec import SpecError, parse_cluster_spec  # noqa: E402
-from tests.fuzz import Generator, write_case  # noqa: E402
-from tests.helpers import EXAMPLE  # noqa: E402
+from aksgpu.cli.app import app
+from aksgpu.project.yaml_input import YamlProblem, decode_utf8, parse_yaml
+from aksgpu.spec import SpecError, parse_cluster_spec
+from tests.fuzz import Generator, write_case
+from tests.helpers import EXAMPLE
 
 
 def main() -> None:

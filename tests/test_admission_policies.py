@@ -55,7 +55,8 @@ def test_a_team_pod_may_not_tolerate_the_system_pool_or_the_gpu_gate() -> None:
     create = {"operation": "CREATE", "userInfo": {"username": "alice"}}
     assert any("CriticalAddonsOnly" in denial
                for denial in denials(policy, obj=_pod(system_pool), namespace=VISION, request=create))
-    assert any("aksgpu-gpu-check" in denial for denial in denials(policy, obj=_pod(gate), namespace=VISION, request=create))
+    assert any("aksgpu-gpu-check" in denial
+               for denial in denials(policy, obj=_pod(gate), namespace=VISION, request=create))
     assert denials(policy, obj=_pod(spot), namespace=VISION, request=create) == []
     update = {**create, "operation": "UPDATE"}
     assert denials(policy, obj=_pod(system_pool), old=_pod(system_pool), namespace=VISION, request=update) == [], \

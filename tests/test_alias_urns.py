@@ -114,6 +114,7 @@ def _deferred_left(output: str) -> int:
 
 @pytest.mark.parametrize(("environment", "engine"), [("dev", "alias specs"), ("dev", "alias URNs"),
                                                      ("prod", "alias specs")])
+@pytest.mark.slow
 def test_the_program_registers_the_same_with_deferred_alias_urns(environment: str, engine: str,
                                                                  tmp_path: Path) -> None:
     project = _project(tmp_path, COUNTING_PROGRAM, EXAMPLE / "stacks" / f"Pulumi.{environment}.yaml")
@@ -123,7 +124,8 @@ def test_the_program_registers_the_same_with_deferred_alias_urns(environment: st
 
     assert len(deferred) == len(eager) > 40
     assert [urn for urn, _ in deferred] == [urn for urn, _ in eager]
-    assert [urn for (urn, request), (_, eager_request) in zip(deferred, eager) if request != eager_request] == []
+    assert [urn for (urn, request), (_, eager_request) in zip(deferred, eager, strict=True)
+            if request != eager_request] == []
     field = "aliases" if engine == "alias specs" else "aliasURNs"
     sent = sum(len(request.get(field, [])) for _, request in deferred)
     assert sent > 100  # azure-native's aliases: one per older API version of each type

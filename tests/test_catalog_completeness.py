@@ -97,7 +97,8 @@ def test_a_row_with_a_missing_unknown_or_dangling_fact_fails_naming_the_size(cha
     table = catalog.load("vm_sizes")
     row = {**table["sizes"]["Standard_D8ds_v5"], **change}
     row = {key: value for key, value in row.items() if value is not None or key not in change}
-    with pytest.raises(ValueError, match=r"sizes\.Standard_D8ds_v5: " + message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ValueError, match=r"sizes\.Standard_D8ds_v5: " + message.replace("[", r"\[").replace("]",
+                                                                                                            r"\]")):
         vm_sizes_of({**table, "sizes": {"Standard_D8ds_v5": row}})
 
 

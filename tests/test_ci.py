@@ -109,8 +109,10 @@ def test_jobs_that_reach_a_cluster_install_kubelogin_after_signing_in(shared: Pa
             login = [i for i, step in enumerate(steps) if str(step.get("uses", "")).startswith("azure/login@")]
             if not login:
                 continue
-            kubelogin = [i for i, step in enumerate(steps) if "--kubelogin-install-location" in str(step.get("run", ""))]
-            runs = [i for i, step in enumerate(steps) if re.search(r"aksgpu (preview|up|refresh)", str(step.get("run", "")))]
+            kubelogin = [i for i, step in enumerate(steps)
+                         if "--kubelogin-install-location" in str(step.get("run", ""))]
+            runs = [i for i, step in enumerate(steps)
+                    if re.search(r"aksgpu (preview|up|refresh)", str(step.get("run", "")))]
             assert kubelogin and runs and login[0] < kubelogin[0] < runs[0], f"{name}/{job_name}"
             checked += 1
     assert checked >= 3
@@ -251,6 +253,7 @@ def test_ci_changed_reads_git_history(project: Path) -> None:
 # --- the plan summary -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_summary_is_deterministic_and_lists_every_environment(project: Path) -> None:
     first = runner.invoke(app, ["ci", "summary", "--commit", "abc123"])
     assert first.exit_code == 0, first.output

@@ -46,7 +46,8 @@ def test_plan_json_document(project: Path) -> None:
     device_plugin = next(r for r in resources if r["name"] == "gpu-prod-gpu-software-device-plugin")
     assert device_plugin["provider"] == provider["urn"]
     pools = {p["name"]: p for p in document["summary"]["pools"]}
-    assert pools["h100"]["gpuSoftware"] == ["GPU Operator"] and pools["a1001"]["gpuSoftware"] == ["NVIDIA device plugin"]
+    assert pools["h100"]["gpuSoftware"] == ["GPU Operator"]
+    assert pools["a1001"]["gpuSoftware"] == ["NVIDIA device plugin"]
     assert pool["options"]["deleteBeforeReplace"] is True
     assert pool["urn"].startswith("urn:pulumi:prod::gpu-clusters::")  # the project name in Pulumi.yaml
     assert document["outputs"]["kubeconfig"] == "[secret]"

@@ -167,7 +167,8 @@ def test_validate_notes_a_stale_stack_and_plan_says_so_too(project: Path) -> Non
     path.write_text(path.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
     assert "stacks/Pulumi.dev.yaml is out of date" in _ok(["validate", "dev"])
     result = runner.invoke(app, ["plan", "dev"])
-    assert result.exit_code == 0 and "note: Pulumi.dev.yaml is not what `aksgpu render dev` would write" in result.output
+    assert result.exit_code == 0
+    assert "note: Pulumi.dev.yaml is not what `aksgpu render dev` would write" in result.output
 
 
 def test_validate_unknown_target_is_bad_input(project: Path) -> None:
@@ -249,7 +250,8 @@ def test_overrides_that_name_nothing_or_break_a_rule_are_reported_where_written(
 
 def test_remove_outside_a_list_item_is_an_error(project: Path) -> None:
     path = project / "stacks" / "environments.yaml"
-    path.write_text(path.read_text().replace("      protect: true\n", "      protect: true\n      monitoring: {_remove: true}\n"))
+    path.write_text(path.read_text().replace("      protect: true\n",
+                                             "      protect: true\n      monitoring: {_remove: true}\n"))
     result = runner.invoke(app, ["validate", "prod"])
     assert result.exit_code == 1 and "environments.prod.overrides.monitoring._remove = true" in result.output
 

@@ -125,8 +125,8 @@ def test_a_pool_without_a_price_is_listed_as_missing_and_not_counted() -> None:
     found = estimate(_spec(spec), shipped_table())
     without = estimate(_spec(_small()), shipped_table())
     assert not found.complete
-    assert found.missing == [f"no spot price for Standard_ND96isr_H100_v5 in eastus (price table of {TABLE['retrieved']}, "
-                             "shipped with aksgpu): pool h100 not counted"]
+    assert found.missing == [f"no spot price for Standard_ND96isr_H100_v5 in eastus (price table of "
+                             f"{TABLE['retrieved']}, shipped with aksgpu): pool h100 not counted"]
     assert found.pools[-1].hourly is None
     # Not counted as 0 nodes' worth of anything either: only the workspace grows with its nodes.
     ingestion = [p.hourly.max for p in found.fixed if p.key == "logAnalyticsGb"][0]

@@ -241,7 +241,7 @@ def test_example_estimates_put_the_cluster_on_the_critical_path(example_plans: d
         assert doc["totalSeconds"] >= _seconds(CLUSTER), env
         assert CLUSTER in [step["type"] for step in path], env
         assert path[0]["startSeconds"] == 0 and path[-1]["finishSeconds"] == doc["totalSeconds"]
-        for before, after in zip(path, path[1:]):
+        for before, after in zip(path, path[1:], strict=False):
             assert after["startSeconds"] == before["finishSeconds"]
         assert doc["serialSeconds"] == sum(row["seconds"] for row in doc["byType"].values())
     prod = deploy_time.document(deploy_time.estimate(example_plans["prod"]))

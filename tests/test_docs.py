@@ -21,6 +21,7 @@ QUICK_START = [
 ]
 
 
+@pytest.mark.slow
 def test_every_derived_file_is_current() -> None:
     """The generated reference pages, the examples' JSON Schemas and rendered stacks are what
     `tools/regenerate.py` writes; --check names each stale file and writes nothing."""

@@ -328,7 +328,8 @@ def test_an_image_of_ones_own_on_arm64_pools_is_a_warning_with_the_fix() -> None
 def test_an_amd64_only_image_would_be_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     table = copy.deepcopy(catalog.load("in_cluster"))
     table["arm64"]["dcgm"] = {"arm64": False, "source": "a test"}
-    monkeypatch.setattr(catalog, "load", lambda name, _real=catalog.load: table if name == "in_cluster" else _real(name))
+    monkeypatch.setattr(catalog, "load", lambda name,
+                        _real=catalog.load: table if name == "in_cluster" else _real(name))
     [found] = [e for e in errors(grace_spec()) if e.path == "gpuHealth.gate.image"]
     assert "no linux/arm64 variant" in found.rule and found.severity == "error"
 
@@ -389,6 +390,7 @@ def test_aksgpu_team_policies_admit_the_example_pod_in_a_team_namespace() -> Non
         "the oracle refuses GPUs taken without a request"
 
 
+@pytest.mark.slow
 def test_every_kubernetes_object_of_a_grace_blackwell_plan_validates_strictly() -> None:
     objects = kubernetes_manifests(plan_spec(grace_spec()))
     assert {"Namespace", "ClusterRole"} <= {o["kind"] for o in objects}

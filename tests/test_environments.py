@@ -139,7 +139,8 @@ def test_user_path_names_the_layer_and_item_that_wrote_a_value() -> None:
     own = {"nodePools": [{"name": "b", "kind": "gpu"}, {"name": "a", "zones": ["1", "9"]}]}
     merged = merge(merge(preset, shared), own)
     layers = [("environments.prod.overrides", own), ("defaults.overrides", shared)]
-    assert user_path("nodePools[0].zones[1]", merged, layers) == "environments.prod.overrides.nodePools[name=a].zones[1]"
+    assert user_path("nodePools[0].zones[1]", merged,
+                     layers) == "environments.prod.overrides.nodePools[name=a].zones[1]"
     assert user_path("nodePools[0].maxCount", merged, layers) == "nodePools[name=a].maxCount"  # the preset's
     assert user_path("tags.x.y/z", merged, layers) == "defaults.overrides.tags.x.y/z"
     assert user_path("nodePools[1].vmSize", merged, layers) == "nodePools[name=b].vmSize"

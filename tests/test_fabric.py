@@ -19,7 +19,7 @@ import yaml
 from aksgpu.plan.planner import Plan
 from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import GATE_TAINT
-from aksgpu.spec import parse_cluster_spec
+from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec.fabric import (
     TOPOLOGY_KEY,
     fabric_profile,
@@ -30,7 +30,7 @@ from aksgpu.spec.fabric import (
 )
 from tests.helpers import REPO, base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.kubernetes import DATA, template_value_paths, unknown_value_paths, validate_object
-from tests.oracles.scheduling import Node, fits, plan_nodes
+from tests.oracles.scheduling import fits, plan_nodes
 
 NETWORK_OPERATOR = DATA / "network-operator"
 CHART_VALUES = yaml.safe_load((NETWORK_OPERATOR / "values.yaml").read_text())
@@ -339,7 +339,7 @@ def test_the_chart_version_is_a_spec_field() -> None:
     spec = edit(infiniband_spec(), "gpuSoftware.networkOperator.chartVersion", "v26.1.2")
     [release] = releases(plan_spec(spec), "network-operator")
     assert release["version"] == "v26.1.2"
-    with pytest.raises(Exception):
+    with pytest.raises(SpecError):
         parse_cluster_spec(edit(infiniband_spec(), "gpuSoftware.networkOperator.chartVersion", "not a version!"))
 
 
@@ -390,7 +390,8 @@ def test_the_readme_example_objects_are_declared_in_the_prod_example(example_pla
     pod = job["spec"]["template"]["spec"]
     wanted = {ref["configMapRef"]["name"] for ref in pod["containers"][0]["envFrom"]} | \
         {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
-    declared = {c["metadata"]["name"] for c in objects(plan, "ConfigMap") if c["metadata"].get("namespace") == namespace}
+    declared = {c["metadata"]["name"] for c in objects(plan, "ConfigMap")
+                if c["metadata"].get("namespace") == namespace}
     assert wanted <= declared
     [kueue] = releases(plan, "oci://registry.k8s.io/kueue/charts/kueue")
     config = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])

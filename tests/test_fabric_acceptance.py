@@ -39,7 +39,6 @@ from aksgpu.spec.fabric_acceptance import acceptance_floor
 from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object
-from tests.test_gpu_health import merge_patch
 from tests.test_gpu_node_life import GPU_TAINT, ApiHandler, Cluster, _results, _selected, serving
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl-tests"
@@ -101,7 +100,8 @@ def test_the_average_line_is_not_the_figure_at_one_size() -> None:
     assert fabric_decision.judge(fabric_decision.read_measurement(text, 8 * GIB), at_8gib, started=True)[0] == "pass"
     assert fabric_decision.parse_average_busbw(text) < at_8gib.floor_gbs, "the average alone would have failed it"
     # ND H100 v5's floor is for 16 GiB, which this run never reached: no evidence either way.
-    outcome, reason = fabric_decision.judge(fabric_decision.read_measurement(text, 16 * GIB), _floor(H100), started=True)
+    outcome, reason = fabric_decision.judge(fabric_decision.read_measurement(text, 16 * GIB), _floor(H100),
+                                            started=True)
     assert outcome == "inconclusive" and "8589934592 bytes" in reason
 
 
@@ -130,7 +130,8 @@ def synthetic_output(busbw: float, size: int = 16 * GIB, wrong: int = 0, bounds:
 
 def test_wrong_values_fail_a_pair_whatever_its_bandwidth() -> None:
     floor = _floor(H100)
-    assert fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(480, wrong=3), floor.message_bytes), floor, True)[0] == "fail"
+    assert fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(480, wrong=3),
+                                                                  floor.message_bytes), floor, True)[0] == "fail"
     bad_bounds = fabric_decision.read_measurement(synthetic_output(480, bounds="2 FAILED"), floor.message_bytes)
     assert bad_bounds is not None and fabric_decision.judge(bad_bounds, floor, True)[0] == "fail"
 
@@ -138,17 +139,21 @@ def test_wrong_values_fail_a_pair_whatever_its_bandwidth() -> None:
 def test_between_azures_ghr_and_warn_lines_a_pair_passes_with_a_warning() -> None:
     floor = _floor(H100)
     assert (floor.floor_gbs, floor.warn_gbs) == (300, 400)
-    outcome, reason = fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(350), floor.message_bytes), floor, True)
+    outcome, reason = fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(350),
+                                                                             floor.message_bytes), floor, True)
     assert outcome == "pass" and "below Azure's warn line 400" in reason
-    assert fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(299.9), floor.message_bytes), floor, True)[0] == "fail"
+    assert fabric_decision.judge(fabric_decision.read_measurement(synthetic_output(299.9), floor.message_bytes),
+                                 floor, True)[0] == "fail"
 
 
 def test_a_run_that_never_started_says_nothing_and_one_that_died_failed() -> None:
     floor = _floor(H100)
     assert fabric_decision.judge(None, floor, started=False)[0] == "inconclusive"
-    assert fabric_decision.judge(None, floor, started=True) == ("fail", "the all-reduce did not complete (0 GB/s, floor 300)")
+    assert fabric_decision.judge(None, floor, started=True) == ("fail",
+                                                                "the all-reduce did not complete (0 GB/s, floor 300)")
 
 
+@pytest.mark.slow
 def test_aksgpus_all_reduce_program_runs_and_reports_what_the_pass_reads(tmp_path: Path) -> None:
     """fabric_allreduce.py across two CPU processes (gloo): the result line the acceptance pass
     parses, with the nodes in rank order and no wrong values (the NCCL path needs GPUs)."""
@@ -198,7 +203,8 @@ def test_a_pass_accepts_the_node() -> None:
 
 
 def test_a_failure_with_a_known_good_peer_fails_the_node_and_names_the_peer() -> None:
-    decision = fabric_decision.decide([_r("fail", "good-0", known_good=("good-0",), reason="busbw 120.0 GB/s at 16 GiB, floor 300")],
+    decision = fabric_decision.decide([_r("fail", "good-0", known_good=("good-0",),
+                                          reason="busbw 120.0 GB/s at 16 GiB, floor 300")],
                          set(), 5, 120)
     assert decision.verdict == "failed" and "known-good peer good-0" in decision.reason
     assert "120.0 GB/s" in decision.reason
@@ -212,7 +218,8 @@ def test_one_failure_with_a_new_peer_convicts_nobody() -> None:
 def test_failures_with_two_different_peers_fail_the_node() -> None:
     decision = fabric_decision.decide([_r("fail", "b"), _r("fail", "c")], set(), 5, 120)
     assert decision.verdict == "failed" and "with b" in decision.reason and "with c" in decision.reason
-    assert fabric_decision.decide([_r("fail", "b"), _r("fail", "b")], set(), 5, 120).verdict == "wait", "the same peer twice"
+    twice = fabric_decision.decide([_r("fail", "b"), _r("fail", "b")], set(), 5, 120)
+    assert twice.verdict == "wait", "the same peer twice"
 
 
 def test_a_peer_that_passed_with_another_node_becomes_known_good() -> None:
@@ -225,7 +232,8 @@ def test_at_the_hold_bound_an_undecided_node_takes_work_with_a_warning() -> None
     assert unmeasured.verdict == "released" and "no peer was free" in unmeasured.reason
     unconfirmed = fabric_decision.decide([_r("fail", "b")], set(), 121, 120)
     assert unconfirmed.verdict == "released" and "with b fell short" in unconfirmed.reason
-    assert fabric_decision.decide([_r("inconclusive", "g")], set(), 121, 120).reason.endswith("(1 run(s) did not start)")
+    assert fabric_decision.decide([_r("inconclusive", "g")], set(), 121,
+                                  120).reason.endswith("(1 run(s) did not start)")
 
 
 def test_new_nodes_are_paired_two_by_two_and_a_lone_one_with_an_idle_in_service_node() -> None:
@@ -415,7 +423,8 @@ class Server(Cluster):
         job = self.jobs[job_name]
         names = nodes or job["metadata"]["annotations"][fa.NODES_ANNOTATION].split(",")
         for index, node in enumerate(names):
-            state: dict[str, Any] = {"terminated": {"exitCode": 0 if message else 1, "startedAt": "2026-11-26T12:01:00Z",
+            state: dict[str, Any] = {"terminated": {"exitCode": 0 if message else 1,
+                                                    "startedAt": "2026-11-26T12:01:00Z",
                                                     **({"message": message} if message and index == 0 else {})}} \
                 if started else {"waiting": {"reason": "ContainerCreating"}}
             self.pods.append({"metadata": {"name": f"{job_name}-{index}", "namespace": NAMESPACE,
@@ -690,8 +699,8 @@ def test_an_unchecked_or_unconfirmed_node_is_not_a_known_good_peer() -> None:
 
 def test_the_pass_runs_from_the_files_the_cronjob_mounts(tmp_path: Path) -> None:
     """The CronJob mounts the gate's node_api.py and node_verdicts.py, fabric_acceptance.py and
-    fabric_decision.py (and the settings) side by side in a Python image without aksgpu: the program must import only the
-    standard library and its siblings."""
+    fabric_decision.py (and the settings) side by side in a Python image without aksgpu: the program
+    must import only the standard library and its siblings."""
     import shutil
     import subprocess
     import sys
@@ -719,7 +728,8 @@ def test_the_pass_runs_from_the_files_the_cronjob_mounts(tmp_path: Path) -> None
     assert result.returncode == 0, "PyTorch is imported only when it measures: " + result.stderr
 
 
-def kueue_flavor_fits(flavor: dict[str, Any], pod_template: dict[str, Any], queue_flavors: list[dict[str, Any]]) -> bool:
+def kueue_flavor_fits(flavor: dict[str, Any], pod_template: dict[str, Any],
+                      queue_flavors: list[dict[str, Any]]) -> bool:
     """Whether Kueue v0.19.2 may assign a topology-aware ResourceFlavor to a batch Job's PodSet, as
     far as the topology request goes: pkg/scheduler/flavorassigner/tas_flavorassigner.go refuses a
     flavor with a topologyName ("supports only TopologyAwareScheduling") unless the PodSet asks for

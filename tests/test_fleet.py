@@ -336,6 +336,7 @@ def _member_seconds(fleet_plan: FleetPlan) -> list[int]:
     return [deploy_time.estimate(member.plan).schedule.total for member in fleet_plan.members]
 
 
+@pytest.mark.slow
 def test_plan_of_a_fleet_and_of_one_member(fleet_project: Path) -> None:
     result = runner.invoke(app, ["plan", "training", "--json"])
     assert result.exit_code == 0, result.output
@@ -502,6 +503,7 @@ def test_ci_oidc_gives_a_fleet_environment_one_pair_of_identities_on_the_subscri
     assert any("fleet training's stacks" in note for note in notes(settings))
 
 
+@pytest.mark.slow
 def test_no_generated_fleet_input_escapes_the_error_handling(fleet_project: Path) -> None:
     """Seeded hostile fleet environments and shared stacks (tests/fuzz.py's mutations): each ends
     in a message and a documented exit code."""
@@ -540,7 +542,8 @@ def test_the_fleet_examples_schema_is_current_and_accepts_its_environments() -> 
     schema = FLEET_EXAMPLE / "stacks" / "environments.schema.json"
     assert json.loads(schema.read_text()) == environments_schema(), "aksgpu schema environments -o ..."
     tool = Path(sys.executable).with_name("check-jsonschema")
-    result = subprocess.run([str(tool), "--schemafile", str(schema), str(FLEET_EXAMPLE / "stacks" / "environments.yaml")],
+    result = subprocess.run([str(tool), "--schemafile", str(schema),
+                             str(FLEET_EXAMPLE / "stacks" / "environments.yaml")],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

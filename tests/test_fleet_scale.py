@@ -21,6 +21,8 @@ from tests.helpers import SHARED
 from tests.oracles.azure_openapi import AksOpenApi
 from tests.test_fleet import FLEET_BODIES
 
+pytestmark = pytest.mark.slow  # renders and plans fleets of many members
+
 MEMBERS = 20
 
 
@@ -38,7 +40,8 @@ def test_twenty_members_of_five_thousand_nodes_validate_as_one_fleet(project: Pa
     assert sorted({m.group for m in fleet.upgrades.members}) == ["canary", "wave1", "wave2", "wave3"]
 
 
-def test_render_writes_the_shared_stack_one_per_member_and_the_upgrades_stack(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_render_writes_the_shared_stack_one_per_member_and_the_upgrades_stack(project: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project)
     result = CliRunner().invoke(app, ["render"])
     assert result.exit_code == 0, result.output

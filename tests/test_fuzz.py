@@ -9,10 +9,13 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
 from tests.fuzz import Generator, handled_outcome, write_case
+
+pytestmark = pytest.mark.slow  # thousands of generated inputs through the CLI
 
 runner = CliRunner()
 SEED = 20261124

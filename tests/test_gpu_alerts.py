@@ -214,7 +214,8 @@ def cordoning(scrape: str) -> set[str]:
                 continue
             for sample in family.samples:
                 label = condition.get("label")
-                if sample.value > condition["above"] and (label is None or sample.labels.get(label) in condition["values"]):
+                if sample.value > condition["above"] and (label is None
+                                                          or sample.labels.get(label) in condition["values"]):
                     met.add(condition["alert"])
     return met
 
@@ -225,7 +226,8 @@ def cordoning(scrape: str) -> set[str]:
     ({"xids": {94: 1}}, set()),  # contained: restart the one application
     ({"xids": {95: 1}}, {"GpuCriticalXid"}),
     ({"xids": {79: 2, 13: 1}}, {"GpuCriticalXid"}),
-    ({"xids": {48: 1}, "dbe": 2, "remap_pending": 1}, {"GpuCriticalXid", "GpuDoubleBitEccErrors", "GpuRowRemapPending"}),
+    ({"xids": {48: 1}, "dbe": 2, "remap_pending": 1},
+     {"GpuCriticalXid", "GpuDoubleBitEccErrors", "GpuRowRemapPending"}),
     ({"xids": {}, "remap_failed": 1}, {"GpuRowRemapFailure"}),
     ({"xids": {}, "remap_pending": 1}, {"GpuRowRemapPending"}),
 ])
@@ -429,7 +431,8 @@ def test_gpu_metrics_missing_fires_for_a_gpu_node_without_a_scraped_exporter(scr
             if labels["node"] != "gpu-rolling"] == ["gpu-down"]
     without_node = cluster([c for c in configs if c.get("target_label", c.get("targetLabel")) != "node"], job,
                            "aksgpu-system")
-    assert len(firing(rule["expression"], without_node)) == 4, "without the node on up, every schedulable GPU node looks blind"
+    assert len(firing(rule["expression"], without_node)) == 4, \
+        "without the node on up, every schedulable GPU node looks blind"
 
 
 def test_the_pod_monitor_puts_the_node_on_its_series_and_its_crd_accepts_it() -> None:

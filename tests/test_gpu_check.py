@@ -19,7 +19,7 @@ from aksgpu import catalog
 from aksgpu.node import node_api, node_gate
 from aksgpu.node.gpu_check import interconnect, measure, report, results, run, thresholds, xids
 from aksgpu.node.gpu_check.probe import GpuState, error_checks, inventory_checks
-from tests.test_gpu_health import GATE_SINCE, GPU_TAINT, NOW, FakeApi, _node, api_server  # noqa: F401
+from tests.test_gpu_health import GATE_SINCE, GPU_TAINT, FakeApi, _node, api_server  # noqa: F401
 
 TINY = measure.Sizes(gemm_n=64, gemm_iters=3, warmup=1, copy_bytes=1 << 16, copy_iters=3, pattern_fraction=0.5,
                      pattern_passes=1)
@@ -747,7 +747,8 @@ def test_the_image_carries_everything_the_check_imports() -> None:
                 if top == "aksgpu":
                     assert name in copied_modules, (module.name, name)
                 else:
-                    assert top in sys.stdlib_module_names or top in {"torch", "pynvml", "yaml", *gate}, (module.name, name)
+                    assert top in sys.stdlib_module_names or top in {"torch", "pynvml", "yaml", *gate}, (module.name,
+                                                                                                         name)
     source = (package / "thresholds.py").read_text(encoding="utf-8")
     read = set(re.findall(r'"([a-z_]+\.yaml)"', source)) | {f"{name}.yaml" for name in
                                                            re.findall(r'tables\.load\("([a-z_]+)"\)', source)}

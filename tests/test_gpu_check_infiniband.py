@@ -257,5 +257,6 @@ def test_pools_of_one_gpu_count_with_and_without_infiniband_get_separate_checks(
     assert {name: [t.name for t in found] for name, found in gpu_gate._by_fabric([nc, h100]).items()} == {
         "": ["nc", "h100"]}
     assert gpu_gate.rdma_request([gb]) == {"rdma/shared_ib": "1"} and gpu_gate.rdma_request([nc]) == {}
-    shapes = [(gpus, [t.name for t in targets], suffix) for gpus, (targets, _), suffix in gpu_gate._shapes([nc, gb, h100])]
+    shapes = [(gpus, [t.name for t in targets], suffix) for gpus, (targets, _), suffix in gpu_gate._shapes([nc, gb,
+                                                                                                            h100])]
     assert shapes == [(4, ["nc"], ""), (4, ["gb"], "-rdma"), (8, ["h100"], "")]

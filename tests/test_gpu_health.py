@@ -95,12 +95,14 @@ def test_the_gate_daemonsets_per_driver_mode(plan: Any) -> None:
         return next(e for e in term["matchExpressions"] if e["key"] == objects.HEALTH_LABEL)
 
     # "accepting": an InfiniBand node that passed its check waits for the cross-node acceptance, not the gate.
-    undecided = {"key": objects.HEALTH_LABEL, "operator": "NotIn", "values": ["passed", "failed", "unchecked", "accepting"]}
+    undecided = {"key": objects.HEALTH_LABEL, "operator": "NotIn",
+                 "values": ["passed", "failed", "unchecked", "accepting"]}
     assert health_expression(aks) == health_expression(hold) == undecided
     assert health_expression(check) == {"key": objects.HEALTH_LABEL, "operator": "In", "values": ["pending"]}
     for pod in (aks, hold, check):
         assert {"key": objects.GATE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
-    assert [c["name"] for c in aks["initContainers"]] == ["pending", "check"] and aks["containers"][0]["name"] == "verdict"
+    assert [c["name"] for c in aks["initContainers"]] == ["pending",
+                                                          "check"] and aks["containers"][0]["name"] == "verdict"
     assert [c["name"] for c in hold["initContainers"]] == ["pending"] and hold["containers"][0]["name"] == "hold"
     assert "--hold-operands" in hold["initContainers"][0]["command"]
     assert [c["name"] for c in check["initContainers"]] == ["wait-for-driver", "check"]
@@ -119,7 +121,8 @@ def test_a_watchdog_fails_nodes_pending_too_long(plan: Any) -> None:
     command = pod["containers"][0]["command"]
     # The way to the check (the startup table; the h100 pool installs its driver through the
     # operator), the gate's 600 s limit and the margin.
-    spec = ClusterSpec.model_validate(edit(edit(base_spec(), "nodePools.1", H100), "monitoring.managedPrometheus", True))
+    spec = ClusterSpec.model_validate(edit(edit(base_spec(), "nodePools.1", H100), "monitoring.managedPrometheus",
+                                           True))
     expected = gate_startup_minutes(spec) + 10 + GATE_STARTUP_MARGIN_MINUTES
     assert command[command.index("--max-pending-minutes") + 1] == str(expected)
     assert expected >= 30, "never tighter than before: failing a slow but healthy node costs a VM"
@@ -135,7 +138,8 @@ def test_only_the_gate_steps_hold_the_node_rights(plan: Any) -> None:
     assert own["rules"][-1] == {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"], "resourceNames": [
         "aksgpu-gpu-gate-aks-driver-1gpu", "aksgpu-gpu-gate-operator-8gpu", "aksgpu-gpu-gate-operator-hold"]}
     binding = find_object(plan, "ClusterRoleBinding", "aksgpu-gpu-health")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "aksgpu-gpu-health", "namespace": "aksgpu-system"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "aksgpu-gpu-health",
+                                    "namespace": "aksgpu-system"}]
     for obj in kubernetes_manifests(plan):
         if obj["kind"] not in ("DaemonSet", "CronJob") or not obj["metadata"]["name"].startswith("aksgpu-gpu-"):
             continue
@@ -423,7 +427,8 @@ def test_the_wrapper_records_the_exit_code_and_honours_skip(tmp_path: Path) -> N
                          capture_output=True, text=True)
     assert run.returncode == 0, "the init container always succeeds; the verdict step acts on the code"
     assert (tmp_path / node_gate.EXIT_CODE_FILE).read_text().strip() == "3"
-    subprocess.run(["sh", "-c", CHECK_WRAPPER, "aksgpu-check", "sleep", "10"], env={**env, "AKSGPU_TIMEOUT_SECONDS": "1"},
+    subprocess.run(["sh", "-c", CHECK_WRAPPER, "aksgpu-check", "sleep", "10"],
+                   env={**env, "AKSGPU_TIMEOUT_SECONDS": "1"},
                    check=True, capture_output=True)
     assert (tmp_path / node_gate.EXIT_CODE_FILE).read_text().strip() == "124", "timeout's code for a hung check"
     (tmp_path / node_gate.EXIT_CODE_FILE).unlink()

@@ -225,7 +225,8 @@ class Cluster:
     def add_node(self, name: str, pool: str, labels: dict[str, str] | None = None,
                  annotations: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
                  unschedulable: bool = False, conditions: list[dict[str, str]] | None = None,
-                 node_image: str = "AKSUbuntu-2204gen2containerd-202611.10.0", kernel: str = "5.15.0-1079-azure") -> None:
+                 node_image: str = "AKSUbuntu-2204gen2containerd-202611.10.0",
+                 kernel: str = "5.15.0-1079-azure") -> None:
         self.nodes[name] = {
             "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
                          "creationTimestamp": "2026-11-26T10:00:00Z",
@@ -409,7 +410,8 @@ def test_a_failed_node_is_kept_explained_and_recorded(cluster: tuple[Cluster, st
     event = state.events[-1]
     # kubectl describe node looks Events up by kind, name and uid = the node's name (describe.go).
     assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "aks-h100-1", "uid": "aks-h100-1"}
-    assert event["type"] == "Warning" and event["reason"] == "GpuCheckFailed" and "GPU 3: 2 DBE errors" in event["message"]
+    assert event["type"] == "Warning" and event["reason"] == "GpuCheckFailed"
+    assert "GPU 3: 2 DBE errors" in event["message"]
     [entry] = state.record()
     assert entry | {"time": None} == {"time": None, "node": "aks-h100-1", "pool": "h100", "source": "gate",
                                       "vmSize": "Standard_ND96isr_H100_v5", "verdict": "failed", "check": "ecc",

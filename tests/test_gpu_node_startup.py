@@ -187,8 +187,10 @@ def moves(world: World) -> list[tuple[str, World]]:
         found.append(("driver manager reads dcgm-exporter",
                       replace(world, manager="evict" if world.driver_loaded else "restore", snapshot=snapshot)))
     elif manager == "evict":  # evictAllGPUOperatorComponents (only with a driver loaded)
-        paused = {DEVICE_PLUGIN: maybe_set_paused(world.snapshot[0]), DCGM_EXPORTER: maybe_set_paused(world.snapshot[1])}
-        found.append(("driver manager pauses " + str(paused), world.with_labels({**labels, **paused}, manager="restore")))
+        paused = {DEVICE_PLUGIN: maybe_set_paused(world.snapshot[0]),
+                  DCGM_EXPORTER: maybe_set_paused(world.snapshot[1])}
+        found.append(("driver manager pauses " + str(paused),
+                      world.with_labels({**labels, **paused}, manager="restore")))
     elif manager == "restore":  # rescheduleGPUOperatorComponents: UpdateNodeLabels from the snapshot
         restored = {DEVICE_PLUGIN: maybe_set_true(world.snapshot[0]), DCGM_EXPORTER: maybe_set_true(world.snapshot[1])}
         found.append(("driver manager restores " + str(restored),
@@ -585,11 +587,13 @@ def test_the_watchdog_allowance_covers_every_step_before_the_check() -> None:
 def test_an_infiniband_pools_allowance_waits_for_the_rdma_stack_its_gate_pod_needs() -> None:
     """The gate's pod on an InfiniBand pool is not scheduled before the RDMA resource exists, so the
     watchdog's allowance for such a pool counts the DOCA driver's load; other pools do not."""
-    rdma = next(row for row in catalog.load("deploy_durations")["gpuNodeStartup"]["startup"] if row["step"] == "rdmaStack")
+    rdma = next(row for row in catalog.load("deploy_durations")["gpuNodeStartup"]["startup"]
+                if row["step"] == "rdmaStack")
     spec, _ = parse_cluster_spec(_operator_spec())
     pools = {pool.name: pool for pool in gpu_startup.gated_pools(spec)}
     steps = {name: [step.step for step in gpu_startup.startup_steps(pool)] for name, pool in pools.items()}
     assert "rdmaStack" in steps["h100"], steps
-    assert [name for name, found in steps.items() if "rdmaStack" in found] == ["h100"], "the A100 pool has no InfiniBand"
+    assert [name for name,
+            found in steps.items() if "rdmaStack" in found] == ["h100"], "the A100 pool has no InfiniBand"
     without = sum(step.seconds for step in gpu_startup.startup_steps(pools["h100"]) if step.step != "rdmaStack")
     assert gpu_startup.gate_startup_minutes(spec) * 60 >= without + rdma["seconds"]

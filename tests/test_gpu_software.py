@@ -74,7 +74,8 @@ def operator_advertises(values: dict[str, Any], node: Node) -> bool:
 
 def advertisers(plan: Plan, node: Node) -> list[str]:
     found = [f"device plugin {i}" for i, spec in enumerate(device_plugins(plan)) if fits(spec, node)]
-    found += [f"gpu-operator {i}" for i, values in enumerate(operator_values(plan)) if operator_advertises(values, node)]
+    found += [f"gpu-operator {i}" for i, values in enumerate(operator_values(plan))
+              if operator_advertises(values, node)]
     return found
 
 
@@ -135,7 +136,8 @@ def test_the_report_names_the_same_component_per_pool(preset_plans: dict[str, Pl
     reported = gpu_software_by_pool(plan)
     for node in plan_nodes(plan):
         derived = advertisers(plan, admitted(plan, node))
-        expected = [] if not derived else ["NVIDIA device plugin" if derived[0].startswith("device") else "GPU Operator"]
+        expected = [] if not derived else [
+            "NVIDIA device plugin" if derived[0].startswith("device") else "GPU Operator"]
         assert reported.get(node.pool, []) == expected, node.pool
 
 
@@ -209,7 +211,8 @@ def test_without_the_gate_the_device_plugin_needs_no_gate_label() -> None:
 
 
 def test_the_device_plugin_is_nvidias_manifest_placed_on_the_pools() -> None:
-    upstream = yaml.safe_load((DATA / "device-plugin" / "nvidia-device-plugin.yml").read_text())["spec"]["template"]["spec"]
+    upstream = yaml.safe_load(
+        (DATA / "device-plugin" / "nvidia-device-plugin.yml").read_text())["spec"]["template"]["spec"]
     plan = plan_spec(base_spec())
     [ours] = device_plugins(plan)
     [container], [theirs] = ours["containers"], upstream["containers"]

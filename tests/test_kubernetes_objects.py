@@ -70,6 +70,7 @@ def specs_and_plans(example_plans: dict[str, Plan]) -> dict[str, tuple[tuple[str
     return found
 
 
+@pytest.mark.slow
 def test_every_kubernetes_object_validates_strictly(specs_and_plans: dict[str, tuple[tuple[str, ...], Plan]]) -> None:
     kinds: set[str] = set()
     checked: set[tuple[str, str]] = set()  # the same object in several plans is checked once per version
@@ -134,7 +135,8 @@ def test_gpu_operator_values_are_keys_the_chart_reads(specs_and_plans: dict[str,
         ["dcgmExporter.confg.name"], "the oracle catches a misspelt key"
 
 
-def test_kueue_values_and_configuration_use_its_own_keys(specs_and_plans: dict[str, tuple[tuple[str, ...], Plan]]) -> None:
+def test_kueue_values_and_configuration_use_its_own_keys(
+        specs_and_plans: dict[str, tuple[tuple[str, ...], Plan]]) -> None:
     chart_values = _load_yaml(DATA / "kueue" / "values.yaml")
     default_config = yaml.safe_load(chart_values["managerConfig"]["controllerManagerConfigYaml"])
     # Kueue's own Configuration fields, plus those its chart's default document uses from
@@ -185,7 +187,8 @@ METRICS = {line.split(",")[0].strip() for line in (Path(__file__).resolve().pare
 
 
 def _managed_prometheus_plan() -> Plan:
-    spec = edit(edit(base_spec(), "monitoring.managedPrometheus", True), "gpuHealth.metrics.scraper", "managedPrometheus")
+    spec = edit(edit(base_spec(), "monitoring.managedPrometheus", True), "gpuHealth.metrics.scraper",
+                "managedPrometheus")
     return plan_spec(edit(spec, "gpuHealth.alerts.actionGroupIds", [
         "/subscriptions/s/resourceGroups/r/providers/Microsoft.Insights/actionGroups/gpu-oncall"]))
 
@@ -203,7 +206,7 @@ def test_alert_rules_parse_as_promql_and_use_exported_metrics() -> None:
         assert used or state or "aksgpu-dcgm-exporter" in rule["expression"], \
             "a rule reads GPU metrics, the exporter's up or a kept kube-state-metrics series"
         assert rule["annotations"]["reason"] and 0 <= rule["severity"] <= 4
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):
         promql_parser.parse("increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m] > 0")
 
 
@@ -224,6 +227,7 @@ def test_the_alert_rule_group_validates_against_azures_openapi_spec() -> None:
 # --- aksgpu plan --manifests -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_plan_writes_manifests_that_kubernetes_validate_accepts(project: Path) -> None:
     result = runner.invoke(app, ["plan", "prod", "--manifests", "out"])
     assert result.exit_code == 0, result.output

@@ -67,7 +67,8 @@ def test_the_longest_valid_names_plan_only_names_azure_accepts() -> None:
             if _obeys(resource_type, name):
                 continue
             # A limit seen only in Microsoft's templates is a warning that names the derived name.
-            assert catalog.load("azure_names")["rules"][resource_type].get("severity") == "warning", (resource_type, name)
+            assert catalog.load("azure_names")["rules"][resource_type].get("severity") == "warning", \
+                (resource_type, name)
             assert any(f'"{name}"' in w.rule for w in warnings), (name, warnings)
     assert checked >= len(NAME_INPUTS)
 

@@ -23,6 +23,8 @@ import yaml
 from aksgpu.environments.presets import preset_names
 from tests.helpers import REPO
 
+pytestmark = pytest.mark.slow  # builds the wheel and installs it into fresh virtualenvs
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -100,7 +102,8 @@ def test_the_readme_path_runs_as_written_outside_this_repository(installed: Path
     assert "pip install -r requirements.txt" in checks and "pytest" not in checks
     workflows = sorted((project / ".github" / "workflows").glob("*.yml"))
     valid = subprocess.run([str(Path(sys.executable).with_name("check-jsonschema")), "--builtin-schema",
-                            "vendor.github-workflows", *map(str, workflows)], capture_output=True, text=True, check=False)
+                            "vendor.github-workflows", *map(str, workflows)], capture_output=True, text=True,
+                            check=False)
     assert valid.returncode == 0, valid.stdout + valid.stderr
 
 

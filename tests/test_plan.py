@@ -101,8 +101,10 @@ def test_gpu_spot_team_and_per_zone_pools(example_plans: dict[str, Plan]) -> Non
     assert spot["spotMaxPrice"] == -1
     for pool in pools.values():
         # The taint AKS puts on spot nodes is declared, once, so an update never asks to remove it.
-        spot_taints = [t for t in pool.inputs.get("nodeTaints", []) if t.startswith("kubernetes.azure.com/scalesetpriority")]
-        expected = ["kubernetes.azure.com/scalesetpriority=spot:NoSchedule"] if "scaleSetPriority" in pool.inputs else []
+        spot_taints = [t for t in pool.inputs.get("nodeTaints",
+                                                  []) if t.startswith("kubernetes.azure.com/scalesetpriority")]
+        expected = (["kubernetes.azure.com/scalesetpriority=spot:NoSchedule"] if "scaleSetPriority" in pool.inputs
+                    else [])
         assert spot_taints == expected
     gpu = pools["a1001"].inputs
     assert "nvidia.com/gpu=present:NoSchedule" in gpu["nodeTaints"]
@@ -184,7 +186,7 @@ def test_network_vnet_integration_and_nat_gateway(example_plans: dict[str, Plan]
     assert "natGateway" not in subnets["apiserver"].inputs
     # In the merged spec's order: the preset's subnets (nodes, apiserver), then the environment's.
     ordered = [subnets[n] for n in ("nodes", "apiserver", "gpu")]
-    for earlier, later in zip(ordered, ordered[1:]):
+    for earlier, later in zip(ordered, ordered[1:], strict=False):
         assert earlier.urn in later.dependencies, "subnets of one VNet are written one at a time"
     assert len(plan.by_type("azure-native:network:PublicIPAddress")) == 2
     pools = _pools(plan)
@@ -232,7 +234,8 @@ def test_existing_resource_group_registry_and_subnets_are_not_created() -> None:
     spec = base_spec()
     spec["resourceGroup"]["create"] = False
     spec["registry"] = {"mode": "existing",
-                        "id": "/subscriptions/s/resourceGroups/r/providers/Microsoft.ContainerRegistry/registries/Shared"}
+                        "id": "/subscriptions/s/resourceGroups/r/providers/Microsoft.ContainerRegistry/"
+                              "registries/Shared"}
     spec["network"] = {"vnet": {"mode": "existing", "subnets": [{"name": "nodes", "id": subnet}]}}
     plan = plan_spec(spec)
     types = {r.type for r in plan.resources}
@@ -296,11 +299,13 @@ def test_planning_restores_the_garbage_collector_as_it_found_it() -> None:
 def test_plan_values_read_the_same_whatever_order_the_engine_hands_keys_over() -> None:
     # The engine's protobuf Structs carry no key order; the plan (and --manifests) must not vary.
     first = {"spec": {"b": 1.0, "a": [{"z": "x", "y": 2.0}]}, "metadata": {"name": "n", "labels": {"q": "1", "p": "2"}}}
-    second = {"metadata": {"labels": {"p": "2", "q": "1"}, "name": "n"}, "spec": {"a": [{"y": 2.0, "z": "x"}], "b": 1.0}}
+    second = {"metadata": {"labels": {"p": "2", "q": "1"}, "name": "n"},
+              "spec": {"a": [{"y": 2.0, "z": "x"}], "b": 1.0}}
     assert json.dumps(_to_plan_value(first)) == json.dumps(_to_plan_value(second))
     assert list(_to_plan_value(first)["spec"]["a"][0]) == ["y", "z"]
 
 
+@pytest.mark.slow
 def test_plan_json_is_byte_identical_across_processes() -> None:
     # Key order inside the engine's Structs and Python's set order vary with the hash seed; the
     # plan document must not, so that plans can be diffed and cached.
@@ -309,7 +314,8 @@ def test_plan_json_is_byte_identical_across_processes() -> None:
 
     outputs = []
     for seed in ("1", "2"):
-        result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.app import main; main()", "plan", "dev", "--json"],
+        result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.app import main; main()",
+                                 "plan", "dev", "--json"],
                                 cwd=EXAMPLE, capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed},
                                 timeout=300, check=False)
         assert result.returncode == 0, result.stderr.decode()
@@ -335,6 +341,7 @@ def test_ctrl_c_while_the_program_runs_ends_the_plan_with_one_line_and_130() -> 
     assert result.stderr == "interrupted: the offline plan stopped; nothing was written.\n"
 
 
+@pytest.mark.slow
 def test_a_stack_without_helm_releases_does_not_load_helm_support() -> None:
     """Pulumi evaluates a component's annotations when it registers it; an annotation naming
     k8s.helm.v3 loaded Helm's Chart support (PyYAML, requests), 0.15 s of every plan and preview."""
@@ -356,7 +363,8 @@ def test_every_created_subnet_has_an_nsg_and_node_subnets_let_in_what_inbound_li
         "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}, {"name": "apiserver", "cidr": "10.225.0.0/28"}],
         "inbound": [{"name": "frontdoor", "ports": [443], "sources": ["AzureFrontDoor.Backend"]},
                     {"name": "office", "ports": ["443", "8000-8100"], "sources": ["203.0.113.0/24", "2001:db8::/48"]}]})
-    private = edit(spec, "controlPlane.apiServer", {"access": "private", "vnetIntegration": True, "subnet": "apiserver"})
+    private = edit(spec, "controlPlane.apiServer",
+                   {"access": "private", "vnetIntegration": True, "subnet": "apiserver"})
     plan = plan_spec(private)
     groups = {g.inputs["networkSecurityGroupName"]: g.inputs for g in
               plan.by_type("azure-native:network:NetworkSecurityGroup")}

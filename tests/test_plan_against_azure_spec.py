@@ -149,4 +149,5 @@ def test_a_wrong_registry_body_is_caught(example_plans: dict[str, Plan]) -> None
     inputs["publicNetworkAccess"] = "Off"  # the API's enum is Enabled | Disabled
     inputs["anonymousPullEnable"] = inputs.pop("anonymousPullEnabled")
     problems = oracle.validate_put(operation, inputs, frozenset(top_level))
-    assert any("Off" in problem for problem in problems) and any("anonymousPullEnable" in problem for problem in problems)
+    assert any("Off" in problem for problem in problems)
+    assert any("anonymousPullEnable" in problem for problem in problems)

@@ -36,7 +36,8 @@ FIXTURES = REPO / "tests" / "data" / "pod-security"
 BASELINE = FIXTURES / "baseline" / "v1.37"
 AGENT_POOL = "kubernetes.azure.com/agentpool"
 CREATE = {"operation": "CREATE", "userInfo": {"username": "alice"}}
-UPDATE = {"operation": "UPDATE", "userInfo": {"username": "system:serviceaccount:kueue-system:kueue-controller-manager"}}
+UPDATE = {"operation": "UPDATE",
+          "userInfo": {"username": "system:serviceaccount:kueue-system:kueue-controller-manager"}}
 DEBUG = {"operation": "UPDATE", "subResource": "ephemeralcontainers", "userInfo": {"username": "alice"}}
 # The namespaces of two teams, each with an InfiniBand pool of its own.
 VISION = {"metadata": {"name": "vision", "labels": {"aksgpu.io/team": "vision"}}}
@@ -111,6 +112,7 @@ def test_every_pod_baseline_admits_is_admitted(path: Path) -> None:
     assert denials(POLICY, obj=_pinned(pod), request=CREATE, namespace=VISION) == []
 
 
+@pytest.mark.slow
 def test_a_debug_container_that_baseline_refuses_is_refused() -> None:
     """The fixtures put their violations in the pod, its containers and init containers; PSA visits
     ephemeral containers too (policy/visitor.go visitContainers). Each fixture whose pod-level fields
@@ -147,6 +149,7 @@ def test_windows_host_process_is_refused_on_its_own() -> None:
         assert found and all("hostProcess" in message for message in found), (path.name, found)
 
 
+@pytest.mark.slow
 def test_no_check_of_the_policy_is_dead() -> None:
     """Every validation, turned off, lets through a pod upstream refuses (or, for the pin, an unpinned
     IPC_LOCK pod): none is shadowed by another or never reached."""
@@ -171,6 +174,7 @@ def _ib_pod(*capabilities: str, where: str = "containers", **spec: Any) -> dict[
     return {"metadata": {"name": "p", "namespace": "vision"}, "spec": body}
 
 
+@pytest.mark.slow
 def test_ipc_lock_is_admitted_on_the_teams_infiniband_pool_only() -> None:
     on_pool = _pinned(_ib_pod("IPC_LOCK"))
     assert denials(POLICY, obj=on_pool, request=CREATE, namespace=VISION) == []
@@ -372,7 +376,8 @@ def test_a_namespace_waits_for_the_binding_that_enforces_its_baseline() -> None:
 def test_no_infiniband_pool_no_policy() -> None:
     plan = plan_spec(edit(base_spec(), "access.teams", [{"name": "vision"}]))
     assert not [m for m in kubernetes_manifests(plan) if m["metadata"]["name"] == INFINIBAND_BASELINE_POLICY]
-    [namespace] = [m for m in kubernetes_manifests(plan) if m["kind"] == "Namespace" and m["metadata"]["name"] == "vision"]
+    [namespace] = [m for m in kubernetes_manifests(plan)
+                   if m["kind"] == "Namespace" and m["metadata"]["name"] == "vision"]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
@@ -397,7 +402,8 @@ def _readme_job_under_each_flavor(plan: Any) -> tuple[dict[str, Any], list[tuple
     pods = []
     for group in cluster_queue["spec"]["resourceGroups"]:
         for entry in group["flavors"]:
-            pod = kueue_placement.job_pod(job["spec"]["template"]["spec"], find_object(plan, "ResourceFlavor", entry["name"]))
+            pod = kueue_placement.job_pod(job["spec"]["template"]["spec"],
+                                          find_object(plan, "ResourceFlavor", entry["name"]))
             pod["metadata"]["namespace"] = team
             pods.append((entry["name"], pod))
     assert pods
@@ -415,7 +421,8 @@ def test_the_readme_gang_job_passes_pod_security_where_kueue_places_it(example_p
                 for name in (INFINIBAND_BASELINE_POLICY, "aksgpu-team-tolerations")]
     for flavor, pod in pods:
         for policy in policies:
-            assert denials(policy, obj=pod, request=CREATE, namespace=namespace) == [], (flavor, policy["metadata"]["name"])
+            assert denials(policy, obj=pod, request=CREATE, namespace=namespace) == [], (flavor,
+                                                                                         policy["metadata"]["name"])
     unplaced = {"metadata": {"name": "train-llm-0", "namespace": namespace["metadata"]["name"]},
                 "spec": job["spec"]["template"]["spec"]}
     assert denials(policies[0], obj=unplaced, request=CREATE, namespace=namespace)

@@ -264,7 +264,8 @@ def test_advisory_findings_are_reported_without_failing() -> None:
 
 
 @pytest.mark.parametrize(("waiver", "path", "rule"), [
-    ({"rule": "aks-defendr", "reason": "a reason long enough"}, "policy.waivers[0].rule", 'did you mean "aks-defender"'),
+    ({"rule": "aks-defendr", "reason": "a reason long enough"}, "policy.waivers[0].rule",
+     'did you mean "aks-defender"'),
     ({"rule": "aks-defender", "reason": "todo"}, "policy.waivers[0].reason", "needs a reason"),
     ({"rule": "aks-defender", "reason": "a reason long enough", "expires": "31.12.2026"},
      "policy.waivers[0].expires", "YYYY-MM-DD"),

@@ -30,6 +30,8 @@ from aksgpu.policy.pack import pack_config
 from tests.bare_mock_program import sdk_module
 from tests.helpers import base_spec, edit, plan_spec
 
+pytestmark = pytest.mark.slow  # the pack runs in its own process, reached over gRPC
+
 # pulumi_policy/proxy.py: how the engine marks a string it does not know during a preview.
 UNKNOWN_STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 LEVELS = {"mandatory": analyzer_pb2.MANDATORY, "advisory": analyzer_pb2.ADVISORY}
@@ -81,7 +83,7 @@ def _output_names(type_token: str) -> set[str] | None:
     cls = getattr(importlib.import_module(module), type_token.rsplit(":", 1)[-1], None)
     if cls is None:
         return None
-    return {getattr(attribute.fget, "_pulumi_name") for attribute in vars(cls).values()
+    return {attribute.fget._pulumi_name for attribute in vars(cls).values()
             if isinstance(attribute, property) and hasattr(attribute.fget, "_pulumi_name")}
 
 

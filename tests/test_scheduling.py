@@ -51,7 +51,8 @@ def test_balloons_hold_whole_nodes_of_their_pool() -> None:
     assert pod["priorityClassName"] == "aksgpu-balloon" and pod["terminationGracePeriodSeconds"] == 0
     [container] = pod["containers"]
     assert container["image"].startswith("registry.k8s.io/pause:")
-    assert container["resources"]["requests"]["nvidia.com/gpu"] == "1" == container["resources"]["limits"]["nvidia.com/gpu"]
+    resources = container["resources"]
+    assert resources["requests"]["nvidia.com/gpu"] == "1" == resources["limits"]["nvidia.com/gpu"]
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["topologyKey"] == "kubernetes.io/hostname", "one balloon per node"
     placed = [node.pool for node in plan_nodes(plan)
@@ -119,7 +120,8 @@ def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
             "nc24ads-a100-v4-spot-serving"} == set(flavors)
     h100a = flavors["nd96isr-h100-v5-ondemand-research-h100a"]
     assert h100a["nodeLabels"]["kubernetes.azure.com/agentpool"] == "h100a"
-    assert {"key": "aksgpu.io/team", "operator": "Equal", "value": "research", "effect": "NoSchedule"} in h100a["tolerations"]
+    assert {"key": "aksgpu.io/team", "operator": "Equal", "value": "research",
+            "effect": "NoSchedule"} in h100a["tolerations"]
     spot = flavors["nc24ads-a100-v4-spot-serving"]
     assert spot["nodeLabels"]["kubernetes.azure.com/scalesetpriority"] == "spot"
     assert any(t["key"] == "kubernetes.azure.com/scalesetpriority" for t in spot["tolerations"])
@@ -167,7 +169,8 @@ def test_a_queue_only_holds_nodes_that_fit_its_pods() -> None:
 def _gpu_quota_sum(queues: list[dict]) -> int:
     """The most GPUs the queues can admit: nominal quota plus what they may borrow in the cohort."""
     return sum(int(r["nominalQuota"]) + int(r.get("borrowingLimit", "0")) for q in queues
-               for f in q["spec"]["resourceGroups"][0]["flavors"] for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+               for f in q["spec"]["resourceGroups"][0]["flavors"] for r in f["resources"]
+               if r["name"] == "nvidia.com/gpu")
 
 
 def test_a_teams_queues_together_admit_no_more_than_its_quota() -> None:
@@ -204,7 +207,8 @@ def test_every_flavor_with_gpus_also_gets_cpu_and_memory(example_plans: dict) ->
             if quota["nvidia.com/gpu"] > 0:
                 assert quota["cpu"] > 0 and quota["memory"] > 0, flavor["name"]
                 checked += 1
-    a100 = next(f for q in queues for f in q["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "nc24ads-a100-v4-ondemand")
+    a100 = next(f for q in queues for f in q["spec"]["resourceGroups"][0]["flavors"]
+                if f["name"] == "nc24ads-a100-v4-ondemand")
     assert {r["name"]: r["nominalQuota"] for r in a100["resources"]}["nvidia.com/gpu"] == "8"
     assert checked >= 2
 

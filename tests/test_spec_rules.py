@@ -11,6 +11,8 @@ from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import REMOVE, base_spec, edit
 
 GPU_POOL = "nodePools.0"
+CAPACITY_RESERVATION = ("/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/"
+                        "capacityReservationGroups/h100")
 SUBNETS_CREATE = {
     "mode": "create",
     "addressSpace": ["10.224.0.0/12"],
@@ -91,10 +93,12 @@ ERRORS = [
     ("capacity reservation id", [(f"{GPU_POOL}.capacityReservationGroupId", "capacity-h100")],
      f"{GPU_POOL}.capacityReservationGroupId", "resource ID of a capacityReservationGroup"),
     ("capacity reservation on spot", [(f"{GPU_POOL}.priority", "spot"),
-                                      (f"{GPU_POOL}.capacityReservationGroupId", "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100")],
+                                      (f"{GPU_POOL}.capacityReservationGroupId", CAPACITY_RESERVATION)],
      f"{GPU_POOL}.capacityReservationGroupId", "spot VMs cannot use them"),
     ("proximity group across zones", [(f"{GPU_POOL}.zones", ["1", "2"]),
-                                      (f"{GPU_POOL}.proximityPlacementGroupId", "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/proximityPlacementGroups/ppg1")],
+                                      (f"{GPU_POOL}.proximityPlacementGroupId",
+                                       "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/"
+                                       "proximityPlacementGroups/ppg1")],
      f"{GPU_POOL}.proximityPlacementGroupId", "spans at most one zone"),
     ("size in no zone of the region", [("location", "southcentralus"), (f"{GPU_POOL}.vmSize", "Standard_NC6s_v3"),
                                        (f"{GPU_POOL}.zones", ["1"])], f"{GPU_POOL}.zones", "in no availability zone"),
@@ -106,6 +110,10 @@ ERRORS = [
      'retired on 2025-09-30'),
     ("spot settings need spot", [(f"{GPU_POOL}.spot", {"maxPrice": -1})], f"{GPU_POOL}.spot", "need priority: spot"),
     ("spot price", [(f"{GPU_POOL}.priority", "spot"), (f"{GPU_POOL}.spot", {"maxPrice": 0})],
+     f"{GPU_POOL}.spot.maxPrice", "-1"),
+    ("spot price not a number", [(f"{GPU_POOL}.priority", "spot"), (f"{GPU_POOL}.spot", {"maxPrice": float("nan")})],
+     f"{GPU_POOL}.spot.maxPrice", "-1"),
+    ("spot price infinite", [(f"{GPU_POOL}.priority", "spot"), (f"{GPU_POOL}.spot", {"maxPrice": float("inf")})],
      f"{GPU_POOL}.spot.maxPrice", "-1"),
     ("spot price decimals", [(f"{GPU_POOL}.priority", "spot"), (f"{GPU_POOL}.spot", {"maxPrice": 0.1234567})],
      f"{GPU_POOL}.spot.maxPrice", "5 decimal places"),
@@ -122,9 +130,11 @@ ERRORS = [
      f"{GPU_POOL}.labels.kubernetes.azure.com/mode", "reserved for AKS"),
     ("team must be declared", [(f"{GPU_POOL}.team", "ml")], f"{GPU_POOL}.team", "declared in access.teams"),
     ("zones enum", [(f"{GPU_POOL}.zones", ["4"])], f"{GPU_POOL}.zones[0]", "one of"),
-    ("too many pools", [("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 1} for i in range(100)])],
+    ("too many pools",
+     [("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 1} for i in range(100)])],
      "nodePools", "at most 100 node pools"),
-    ("too many nodes", [("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 1000} for i in range(6)])],
+    ("too many nodes",
+     [("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 1000} for i in range(6)])],
      "nodePools", "at most 5000 nodes"),
     ("free tier over 1000 nodes", [("controlPlane.tier", "Free"),
                                    ("nodePools", [{"name": f"p{i}", "vmSize": "Standard_D8ds_v5", "count": 600}
@@ -205,7 +215,8 @@ ERRORS = [
 ]
 
 WARNINGS = [
-    ("capacity reservation needs the identity's role", [(f"{GPU_POOL}.capacityReservationGroupId", "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100")],
+    ("capacity reservation needs the identity's role",
+     [(f"{GPU_POOL}.capacityReservationGroupId", CAPACITY_RESERVATION)],
      f"{GPU_POOL}.capacityReservationGroupId", "holds Contributor on its resource group (capacity)"),
     ("size not sold in the region", [("location", "norwayeast")], f"{GPU_POOL}.vmSize",
      "no price for this size in norwayeast"),

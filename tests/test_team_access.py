@@ -48,7 +48,8 @@ def test_azure_rbac_grants_the_same_through_role_assignments_not_bindings() -> N
     plan = plan_spec(team_spec("azure-rbac"))
     assert not [m for m in kubernetes_manifests(plan) if m["kind"] == "RoleBinding"
                 and m["metadata"].get("namespace") == "vision"], "no Kubernetes binding of the team's groups"
-    assert not {("ClusterRoleBinding", "aksgpu-cluster-admins"), ("ClusterRoleBinding", "aksgpu-read-only")} & _kinds(plan)
+    assert not {("ClusterRoleBinding", "aksgpu-cluster-admins"),
+                ("ClusterRoleBinding", "aksgpu-read-only")} & _kinds(plan)
     assignments = plan.by_type("azure-native:authorization:RoleAssignment")
 
     def assigned(role: str) -> list[dict]:
@@ -59,7 +60,8 @@ def test_azure_rbac_grants_the_same_through_role_assignments_not_bindings() -> N
     [writer] = assigned(RBAC_WRITER)
     assert writer["principalId"] == TEAM_GROUP  # on the team's namespace (scope: the cluster ID + /namespaces/vision)
     # Namespace, quota and defaults exist in both modes.
-    assert {("Namespace", "vision"), ("ResourceQuota", "aksgpu-quota"), ("LimitRange", "aksgpu-defaults")} <= _kinds(plan)
+    assert {("Namespace", "vision"), ("ResourceQuota", "aksgpu-quota"),
+            ("LimitRange", "aksgpu-defaults")} <= _kinds(plan)
 
 
 def test_each_team_gets_a_namespace_with_quota_defaults_and_pod_security() -> None:
@@ -77,16 +79,19 @@ def test_each_team_gets_a_namespace_with_quota_defaults_and_pod_security() -> No
                    for m in kubernetes_manifests(plan))
     resources = {r.name: r for r in plan.resources}
     quota_resource = next(r for r in plan.resources if r.type.endswith(":ResourceQuota"))
-    namespace_urn = next(r.urn for r in resources.values() if r.type.endswith(":Namespace") and r.name.endswith("vision"))
+    namespace_urn = next(r.urn for r in resources.values()
+                         if r.type.endswith(":Namespace") and r.name.endswith("vision"))
     assert namespace_urn in quota_resource.dependencies, "namespaced objects wait for their namespace"
 
 
 def test_a_set_gpu_quota_and_mig_instances_count() -> None:
     spec = edit(team_spec(), "access.teams.0.quota.gpus", 3)
-    assert find_object(plan_spec(spec), "ResourceQuota", "aksgpu-quota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "3"
+    assert find_object(plan_spec(spec), "ResourceQuota",
+                       "aksgpu-quota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "3"
     mig = edit(team_spec(), "nodePools.0.gpu", {"migProfile": "MIG3g"})
     # MIG3g splits each A100 in two instances, each one nvidia.com/gpu: 4 nodes x 1 GPU x 2.
-    assert find_object(plan_spec(mig), "ResourceQuota", "aksgpu-quota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "8"
+    assert find_object(plan_spec(mig), "ResourceQuota",
+                       "aksgpu-quota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "8"
 
 
 def test_the_team_configmap_carries_the_tolerations_of_its_pools() -> None:

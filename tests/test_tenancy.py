@@ -25,7 +25,6 @@ from aksgpu.components.kubernetes.gang_scheduling import (
     COHORT,
     KUEUE_RELEASE,
     cluster_queues,
-    cohort_quotas,
     team_claims,
     team_queue_binding,
 )
@@ -166,7 +165,8 @@ HOSTILE = {
         pod(container(env=[VOID]), annotations={"nvidia.cdi.k8s.io/container.main": "nvidia.com/gpu=all"}),
         "may not carry CDI device annotations"),
     "a device list as a volume mount": (
-        pod(container(env=[VOID], volumeMounts=[{"name": "null", "mountPath": "/var/run/./nvidia-container-devices/all"}]),
+        pod(container(env=[VOID],
+                      volumeMounts=[{"name": "null", "mountPath": "/var/run/./nvidia-container-devices/all"}]),
             volumes=[{"name": "null", "hostPath": {"path": "/dev/null"}}]),
         "may not mount anything under /var/run/nvidia-container-devices"),
 }
@@ -246,7 +246,8 @@ def _random_container(rng: random.Random, name: str, ephemeral: bool = False) ->
     if gpus is not None:
         body["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
     if rng.random() < 0.7:
-        env = [[{"name": "LR", "value": "0.1"}], None] if gpus else [[VOID], [VOID, {"name": "CUDA_VERSION", "value": "12.4"}]]
+        env = [[{"name": "LR", "value": "0.1"}], None] if gpus \
+            else [[VOID], [VOID, {"name": "CUDA_VERSION", "value": "12.4"}]]
     else:
         env = [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}], [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0"}],
                [VOID, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}], [{"name": "CUDA_VERSION", "value": "12.4"}],
@@ -256,7 +257,8 @@ def _random_container(rng: random.Random, name: str, ephemeral: bool = False) ->
     if chosen:
         body["env"] = copy.deepcopy(chosen)
     env_from = rng.choice([None, None, None, [{"configMapRef": {"name": "app"}, "prefix": "APP_"}],
-                           [{"configMapRef": {"name": "cfg"}}], [{"configMapRef": {"name": "devices"}, "prefix": "NVIDIA_"}],
+                           [{"configMapRef": {"name": "cfg"}}],
+                           [{"configMapRef": {"name": "devices"}, "prefix": "NVIDIA_"}],
                            [{"configMapRef": {"name": "cfg"}, "prefix": "APP_"}], [{"configMapRef": {"name": "app"}}]])
     if env_from:
         body["envFrom"] = copy.deepcopy(env_from)
@@ -269,6 +271,7 @@ def _random_container(rng: random.Random, name: str, ephemeral: bool = False) ->
     return body
 
 
+@pytest.mark.slow
 def test_every_pod_the_policy_admits_sees_only_the_gpus_it_was_allocated() -> None:
     """Seeded random pods built from every path above and the harmless variants: whatever the policy
     admits gets, on every node and from every image, no GPU it did not request."""
@@ -305,7 +308,8 @@ def test_the_gpu_policy_is_bound_to_team_namespaces_and_validates() -> None:
     assert binding["spec"]["matchResources"]["namespaceSelector"] == {
         "matchExpressions": [{"key": "aksgpu.io/team", "operator": "Exists"}]}
     assert binding["spec"]["validationActions"] == ["Deny"] and policy["spec"]["failurePolicy"] == "Fail"
-    assert {"pods", "pods/ephemeralcontainers"} <= set(policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"])
+    resources = set(policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"])
+    assert {"pods", "pods/ephemeralcontainers"} <= resources
     for obj in (policy, binding):
         assert validate_object(obj, "1.33") == []
 
@@ -353,7 +357,8 @@ def test_priority_class_rules() -> None:
     _, quiet = parse_cluster_spec(edit(edit(two_teams, "nodePools.0.team", "vision"), "access.teams.0.quota.gpus", 4))
     assert not [w for w in quiet if w.path == "access.teams[0].priorityClasses"], "no pool is shared"
     with pytest.raises(SpecError) as error:
-        parse_cluster_spec(edit(two_teams, "access.teams.1.priorityClasses", ["aksgpu-gpu-job", "system-node-critical"]))
+        parse_cluster_spec(edit(two_teams, "access.teams.1.priorityClasses",
+                                ["aksgpu-gpu-job", "system-node-critical"]))
     assert 'access.teams[1].priorityClasses[1] = "system-node-critical"' in str(error.value)
     assert "preempt" in str(error.value) and "remove it" in str(error.value)
 
@@ -493,7 +498,8 @@ def test_team_members_may_submit_kueues_job_kinds_and_see_their_workloads(author
     assert binding["roleRef"]["name"] == BATCH_USER_ROLE in roles
     for group, resource, verb in [("kueue.x-k8s.io", "workloads", "list"), ("kueue.x-k8s.io", "localqueues", "list"),
                                   ("batch", "jobs", "create"), ("jobset.x-k8s.io", "jobsets", "create"),
-                                  ("kubeflow.org", "mpijobs", "create"), ("trainer.kubeflow.org", "trainjobs", "create"),
+                                  ("kubeflow.org", "mpijobs", "create"),
+                                  ("trainer.kubeflow.org", "trainjobs", "create"),
                                   ("ray.io", "rayjobs", "create")]:
         assert _allowed(BATCH_USER_ROLE, roles, group, resource, verb), (group, resource, verb)
     assert not _allowed(BATCH_USER_ROLE, roles, "kueue.x-k8s.io", "clusterqueues", "update")

@@ -212,7 +212,8 @@ def test_the_labeller_runs_on_the_host_network_on_infiniband_nodes_under_the_gat
         "it lands on a node still under the gate, so the label is there at admission"
     assert validate_object(daemonset, "1.34") == []
     assert daemonset["metadata"]["annotations"]["policy.aksgpu.io/k8s-host-namespaces"]
-    [policy] = [o for o in manifests if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == NODE_POLICY]
+    [policy] = [o for o in manifests
+                if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == NODE_POLICY]
     assert validate_object(policy, "1.34") == []
 
 
@@ -239,7 +240,8 @@ def _rule_failures(schema: dict[str, Any], value: Any, old: Any = None) -> list[
             continue
         environment = celpy.Environment()
         program = environment.program(environment.compile(rule["rule"]))
-        activation = {"self": celpy.json_to_cel(value), **({"oldSelf": celpy.json_to_cel(old)} if old is not None else {})}
+        activation = {"self": celpy.json_to_cel(value),
+                      **({"oldSelf": celpy.json_to_cel(old)} if old is not None else {})}
         if not bool(program.evaluate(activation)):
             failures.append(rule["message"])
     if isinstance(value, dict):
@@ -271,7 +273,8 @@ def test_topologies_and_flavors_pass_kueues_crds_and_their_rules(manifests: list
     changed = copy.deepcopy(by_pool["h100"])
     changed["spec"]["tolerations"] = changed["spec"]["tolerations"][:1]
     assert _rule_failures(flavor_schema, changed, old=by_pool["h100"]) == [
-        "tolerations are immutable when topologyName is set"], "why a pool's taints cannot change in place (docs/guides/gpus/training.md)"
+        "tolerations are immutable when topologyName is set"], \
+        "why a pool's taints cannot change in place (docs/guides/gpus/training.md)"
 
 
 def test_levels_end_at_the_node_and_each_has_a_writer() -> None:
@@ -297,8 +300,10 @@ def test_no_gang_lands_on_a_node_before_its_labels_exist(manifests: list[dict[st
                      r"return false", source), "Kueue counts only nodes that carry every level's label"
     cache = (KUEUE / "tas_nodes_cache.go").read_text()
     assert "schedulableAndReady := !node.Spec.Unschedulable &&" in cache, "a cordoned node's capacity leaves TAS"
-    flavors = {f["spec"]["nodeLabels"]["kubernetes.azure.com/agentpool"]: f for f in _of(manifests, "ResourceFlavor").values()}
-    levels = {name: [level["nodeLabel"] for level in t["spec"]["levels"]] for name, t in _of(manifests, "Topology").items()}
+    flavors = {f["spec"]["nodeLabels"]["kubernetes.azure.com/agentpool"]: f
+               for f in _of(manifests, "ResourceFlavor").values()}
+    levels = {name: [level["nodeLabel"] for level in t["spec"]["levels"]] for name,
+              t in _of(manifests, "Topology").items()}
     node = _aks_node()
     h100 = flavors["h100"]["spec"]
     assert not _node_matches_flavor(node["metadata"]["labels"], h100["nodeLabels"], levels[h100["topologyName"]])
@@ -455,7 +460,8 @@ def test_the_script_configmap_is_node_topology_py_and_needs_only_the_standard_li
     import ast
     import sys
 
-    configmap = next(o for o in manifests if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "aksgpu-node-topology")
+    configmap = next(o for o in manifests
+                     if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "aksgpu-node-topology")
     source = Path(node_topology.__file__).read_text()
     assert configmap["data"]["node_topology.py"] == source
     imported = set()
@@ -475,9 +481,11 @@ def test_a_queue_mixing_topology_aware_and_other_flavors_is_warned() -> None:
     has others, and one with a request only topology-aware ones (tas_flavorassigner.go at v0.19.2:
     "supports only TopologyAwareScheduling"): a team's 8-GPU queue mixing them splits its jobs."""
     source = (KUEUE / "tas_flavorassigner.go").read_text()
-    assert re.search(r"// PodSet doesn't require TAS, but the flavor supports it.\n\tif flavor.Spec.TopologyName != nil \{\n"
+    assert re.search(r"// PodSet doesn't require TAS, but the flavor supports it.\n"
+                     r"\tif flavor.Spec.TopologyName != nil \{\n"
                      r"\t\treturn new\(fmt.Sprintf\(\"Flavor %q supports only TopologyAwareScheduling\"", source)
-    assert "return !workload.IsExplicitlyRequestingTAS(*ps) && cq.IsTASOnly()" in source, "implied only in TAS-only queues"
+    assert "return !workload.IsExplicitlyRequestingTAS(*ps) && cq.IsTASOnly()" in source, \
+        "implied only in TAS-only queues"
     autoscaled = {k: v for k, v in H100.items() if k != "count"} | {
         "name": "h100b", "zones": ["2"], "minCount": 0, "maxCount": 8, "labels": {"aksgpu.io/ib-domain": "h100b"}}
     mixed = [i for i in _issues(_spec(H100, autoscaled)) if i.path == "access.teams[0]" and "mixes" in i.rule]

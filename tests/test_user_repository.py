@@ -24,7 +24,8 @@ runner = CliRunner()
 PLACEHOLDER_GROUP = "11111111-1111-1111-1111-111111111111"
 TEAM_GROUP = "5f0c4a8e-2b7d-4c1e-9a3f-6d8b1e2c7a90"
 # Steps of the checks workflow that set up the runner or move files, not checks of the stacks.
-RUNNER_STEPS = ("python -m venv .venv && .venv/bin/pip install -e .", "cat aksgpu-summary.md", "mkdir -p aksgpu-comment")
+RUNNER_STEPS = ("python -m venv .venv && .venv/bin/pip install -e .", "cat aksgpu-summary.md",
+                "mkdir -p aksgpu-comment")
 
 
 def _readme_command(prefix: str) -> list[str]:

@@ -106,4 +106,5 @@ def test_the_availability_snapshots_carry_their_own_dates() -> None:
 
     table = catalog.load("azure_availability")
     assert table["regionsDate"] == datetime.date(2026, 6, 18) and table["zonesDate"] == datetime.date(2025, 6, 3)
-    assert str(table["regionsDate"]) in table["source"]["regions"] and str(table["zonesDate"]) in table["source"]["zones"]
+    assert str(table["regionsDate"]) in table["source"]["regions"]
+    assert str(table["zonesDate"]) in table["source"]["zones"]

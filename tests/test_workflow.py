@@ -239,7 +239,8 @@ def test_state_only_commands_need_no_azure_credentials() -> None:
 
 def test_key_vault_secrets_need_no_passphrase() -> None:
     target = _resolve(secrets_provider_flag="azurekeyvault://kv-a.vault.azure.net/keys/pulumi")
-    assert check_readiness(target, env=SERVICE_PRINCIPAL, config={}, needs_azure=True, which=_which("pulumi")).problems == []
+    assert check_readiness(target, env=SERVICE_PRINCIPAL, config={}, needs_azure=True,
+                           which=_which("pulumi")).problems == []
 
 
 def test_pulumi_cloud_needs_a_login(tmp_path: Path) -> None:
@@ -327,7 +328,8 @@ def test_destroy_of_a_protected_stack_is_refused(app: typer.Typer, project: Path
 
 
 def test_protected_resources_in_state() -> None:
-    deployment = {"resources": [{"urn": "urn:a", "protect": True}, {"urn": "urn:b"}, {"urn": "urn:c", "protect": False}]}
+    deployment = {"resources": [{"urn": "urn:a", "protect": True}, {"urn": "urn:b"},
+                                {"urn": "urn:c", "protect": False}]}
     assert protected_in_state(deployment) == ["urn:a"]
     assert protected_in_state(None) == []
 
@@ -519,7 +521,8 @@ def test_bootstrap_for_another_assignee_as_json(app: typer.Typer) -> None:
     assert document["environments"]["defaults"] == {
         "backend": "azblob://pulumi-state?storage_account=stpulumistate01",
         "secretsProvider": "azurekeyvault://kv-pulumi-state.vault.azure.net/keys/state-key"}
-    grants = [step["command"] for step in document["steps"] if step["command"][:4] == ["az", "role", "assignment", "create"]]
+    grants = [step["command"] for step in document["steps"]
+              if step["command"][:4] == ["az", "role", "assignment", "create"]]
     roles = {command[command.index("--role") + 1]: command for command in grants}
     assert set(roles) == {"Key Vault Crypto Officer", "Storage Blob Data Contributor", "Key Vault Crypto User"}
     assert "ci-bot@contoso.com" in roles["Key Vault Crypto User"]
@@ -538,7 +541,8 @@ def test_bootstrap_rejects_bad_names(app: typer.Typer) -> None:
 
 @pytest.mark.parametrize(("field", "value", "valid"), [
     ("storage_account", "abc", True), ("storage_account", "ab", False), ("storage_account", "a" * 25, False),
-    ("key_vault", "kv-a1", True), ("key_vault", "kv--a", False), ("key_vault", "kv-", False), ("key_vault", "a" * 25, False),
+    ("key_vault", "kv-a1", True), ("key_vault", "kv--a", False), ("key_vault", "kv-", False),
+    ("key_vault", "a" * 25, False),
     ("container", "pulumi-state", True), ("container", "-state", False), ("container", "a--b", False),
     ("container", "a" * 64, False), ("key", "k1-x", True), ("key", "k_1", False),
 ])

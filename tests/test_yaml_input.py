@@ -166,7 +166,8 @@ def test_a_stack_config_dir_aksgpu_cannot_use_is_one_message(tmp_path: Path, con
     project = _project(tmp_path, b"environments: {}\n")
     (project / "Pulumi.yaml").write_text(f"name: x\nruntime: python\nstackConfigDir: {config_dir}\n")
     monkeypatch.chdir(project)
-    for command in (["validate"], ["render"], ["plan", "dev"], ["init", "qa", "--preset", "dev", "--location", "eastus2"]):
+    for command in (["validate"], ["render"], ["plan", "dev"],
+                    ["init", "qa", "--preset", "dev", "--location", "eastus2"]):
         result = runner.invoke(app, command)
         assert result.exit_code == 2 and message in result.output, (command, result.output)
     assert not (tmp_path.parent / "outside").exists()

@@ -145,7 +145,7 @@ def spec_fields_page(sources: dict[str, Any]) -> str:
              "A default of \"required\" means the field must be given; an empty default, that it may be left",
              "out. `aksgpu schema` prints the same models as JSON Schema; [The cluster spec](cluster-spec.md)",
              "says what each section declares.", ""]
-    for title, key, model in (("ClusterSpec (`aksgpu:cluster`)", "cluster", sources["ClusterSpec"]),
+    for title, _key, model in (("ClusterSpec (`aksgpu:cluster`)", "cluster", sources["ClusterSpec"]),
                               ("FleetSpec (`aksgpu:fleet`)", "fleet", sources["FleetSpec"])):
         rows = [[f"`{path}`", _cell(kind), default, description]
                 for path, kind, default, description in spec_fields(model)]
@@ -188,7 +188,8 @@ def _option_row(param: Any) -> list[str]:
     default = ""
     if param.required:
         default = "required"
-    elif param.default not in (None, (), []) and not callable(param.default) and not (kind == "flag" and param.default is False):
+    elif (param.default not in (None, (), []) and not callable(param.default)
+          and not (kind == "flag" and param.default is False)):
         value = param.default.value if isinstance(param.default, enum.Enum) else param.default
         default = _code(value)
     return [names, _cell(kind), default, _cell(getattr(param, "help", None) or "")]

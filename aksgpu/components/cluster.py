@@ -49,9 +49,11 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("aksgpu:index:Cluster", name, None, opts)
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self)
-        identity_common = {"resource_group_name": args.resource_group_name, "location": spec.location, "tags": spec.tags}
+        identity_common: dict[str, Any] = {"resource_group_name": args.resource_group_name, "location": spec.location,
+                                           "tags": spec.tags}
         control_plane_identity = managedidentity.UserAssignedIdentity(
-            f"{name}-control-plane", resource_name_=names.identity(spec.name, "control-plane"), **identity_common, opts=child)
+            f"{name}-control-plane", resource_name_=names.identity(spec.name, "control-plane"), **identity_common,
+            opts=child)
         kubelet_identity = managedidentity.UserAssignedIdentity(
             f"{name}-kubelet", resource_name_=names.identity(spec.name, "kubelet"), **identity_common, opts=child)
         # AKS checks at creation that the control-plane identity may assign the kubelet identity
@@ -69,11 +71,11 @@ class Cluster(pulumi.ComponentResource):
         kms = secrets_encryption(
             name, spec, parent=self, resource_group_name=args.resource_group_name, tenant_id=args.tenant_id,
             subscription_id=args.subscription_id, principal_id=control_plane_identity.principal_id)
-        grants += kms.grants
+        grants += kms.grants  # type: ignore[arg-type]  # grants are Resources
         disk_encryption_set_id, disk_grants = disk_encryption_set(
             name, spec, parent=self, vault=kms.vault, resource_group_name=args.resource_group_name,
             subscription_id=args.subscription_id, principal_id=control_plane_identity.principal_id)
-        grants += disk_grants
+        grants += disk_grants  # type: ignore[arg-type]  # grants are Resources
 
         system = spec.system_pool
         system_profile = {
@@ -131,7 +133,8 @@ class Cluster(pulumi.ComponentResource):
                 resource_group_name=args.resource_group_name,
                 resource_name_=self.cluster.name,
                 maintenance_window={
-                    "schedule": {"weekly": {"day_of_week": window.day_of_week, "interval_weeks": window.interval_weeks}},
+                    "schedule": {"weekly": {"day_of_week": window.day_of_week,
+                                            "interval_weeks": window.interval_weeks}},
                     "duration_hours": window.duration_hours,
                     "start_time": window.start_time,
                     "utc_offset": window.utc_offset,

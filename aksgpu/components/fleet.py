@@ -35,7 +35,7 @@ class FleetOutputs:
 
     def log_analytics_workspace_id(self, region: str) -> pulumi.Output[str]:
         """The shared workspace for a member in `region`."""
-        return pulumi.Output.from_input(self.log_analytics_workspace_ids).apply(lambda ids: (ids or {}).get(region))
+        return pulumi.Output.from_input(self.log_analytics_workspace_ids).apply(lambda ids: (ids or {}).get(region))  # type: ignore[arg-type, return-value]  # None: no workspace there
 
 
 class AksGpuFleet(pulumi.ComponentResource):
@@ -51,10 +51,10 @@ class AksGpuFleet(pulumi.ComponentResource):
         if spec.hub.enabled:
             hub = {"dns_prefix": spec.hub.dns_prefix or spec.name[:54].strip("-")}
             if spec.hub.vm_size:
-                hub["agent_profile"] = {"vm_size": spec.hub.vm_size}
+                hub["agent_profile"] = {"vm_size": spec.hub.vm_size}  # type: ignore[assignment]  # a nested plain dict
         fleet = containerservice.Fleet(
             f"{name}-fleet", fleet_name=spec.name, resource_group_name=group.name, location=spec.location,
-            hub_profile=hub, tags=tags, opts=kept)
+            hub_profile=hub, tags=tags, opts=kept)  # type: ignore[arg-type]  # a plain dict for the SDK's Args
         workspaces = self._workspaces(name, spec, group.name, tags)
         registry_id, login_server = self._registry(name, spec, group.name, tags, workspaces)
         prometheus_id: pulumi.Output[str] | None = None

@@ -71,7 +71,7 @@ def kubeconfig_for_login(kubeconfig: str, login: str) -> Kubeconfig:
         if not isinstance(entry, dict):
             continue
         name = str(entry.get("name", ""))
-        user = entry.get("user") if isinstance(entry.get("user"), dict) else {}
+        user: dict[str, Any] = entry["user"] if isinstance(entry.get("user"), dict) else {}
         exec_config = user.get("exec") if isinstance(user.get("exec"), dict) else None
         provider = user.get("auth-provider") if isinstance(user.get("auth-provider"), dict) else None
         uses_kubelogin = exec_config is not None and "kubelogin" in str(exec_config.get("command", "")).lower()

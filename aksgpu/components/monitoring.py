@@ -59,11 +59,11 @@ class Monitoring(pulumi.ComponentResource):
             )
             self.workspace_id = workspace.id
         elif spec.mode == "existing":
-            self.workspace_id = pulumi.Output.from_input(spec.workspace_id)
+            self.workspace_id = pulumi.Output.from_input(spec.workspace_id)  # type: ignore[arg-type]  # the spec requires it in existing mode
         elif spec.mode == "fleet":
-            self.workspace_id = pulumi.Output.from_input(args.fleet_workspace_id)
+            self.workspace_id = pulumi.Output.from_input(args.fleet_workspace_id)  # type: ignore[arg-type]  # set when mode is fleet
         if args.spec.managed_prometheus and args.spec.prometheus_workspace == "fleet":
-            self.prometheus_workspace_id = pulumi.Output.from_input(args.fleet_prometheus_workspace_id)
+            self.prometheus_workspace_id = pulumi.Output.from_input(args.fleet_prometheus_workspace_id)  # type: ignore[arg-type]  # set when mode is fleet
         elif args.spec.managed_prometheus:
             prometheus = monitor.AzureMonitorWorkspace(
                 f"{name}-prometheus",
@@ -161,7 +161,8 @@ class ClusterMonitoring(pulumi.ComponentResource):
                 location=prometheus_location,
                 kind="Linux",
                 data_collection_endpoint_id=endpoint.id,
-                data_sources={"prometheus_forwarder": [{"name": "PrometheusDataSource", "streams": [PROMETHEUS_STREAM]}]},
+                data_sources={"prometheus_forwarder": [{"name": "PrometheusDataSource",
+                                                        "streams": [PROMETHEUS_STREAM]}]},
                 destinations={"monitoring_accounts": [{"name": "MonitoringAccount1",
                                                        "account_resource_id": args.prometheus_workspace_id}]},
                 data_flows=[{"streams": [PROMETHEUS_STREAM], "destinations": ["MonitoringAccount1"]}],

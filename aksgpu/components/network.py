@@ -96,7 +96,8 @@ class Network(pulumi.ComponentResource):
                 default_outbound_access=False,
                 **props,
                 # Azure rejects concurrent writes to subnets of one VNet (AnotherOperationInProgress).
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[previous] if previous else [])),
+                opts=pulumi.ResourceOptions.merge(child,
+                                                  pulumi.ResourceOptions(depends_on=[previous] if previous else [])),
             )
             self.subnet_ids[subnet.name] = created.id
             previous = created
@@ -120,7 +121,7 @@ class Network(pulumi.ComponentResource):
             network_security_group_name=names.network_security_group(args.cluster_name, subnet),
             resource_group_name=args.resource_group_name,
             location=args.location,
-            security_rules=rules or None,
+            security_rules=rules or None,  # type: ignore[arg-type]  # plain dicts for the SDK's Args types
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )

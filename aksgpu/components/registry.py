@@ -91,15 +91,15 @@ class Registry(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self),
                 )
         elif spec.mode == "fleet":
-            self.registry_id = pulumi.Output.from_input(args.fleet_registry_id)
-            self.login_server = pulumi.Output.from_input(args.fleet_login_server)
+            self.registry_id = pulumi.Output.from_input(args.fleet_registry_id)  # type: ignore[arg-type]  # set when mode is fleet
+            self.login_server = pulumi.Output.from_input(args.fleet_login_server)  # type: ignore[arg-type]  # set when mode is fleet
             if not spec.public_network_access:
                 self._private_endpoint(name, args, self.registry_id)
         elif spec.mode == "existing":
-            self.registry_id = pulumi.Output.from_input(spec.id)
+            self.registry_id = pulumi.Output.from_input(spec.id)  # type: ignore[arg-type]  # the spec requires id in existing mode
             # An existing registry's login server is its lowercase name plus azurecr.io (Azure public
             # cloud; sovereign clouds use other suffixes).
-            self.login_server = pulumi.Output.from_input(f"{spec.id.rsplit('/', 1)[-1].lower()}.azurecr.io")
+            self.login_server = pulumi.Output.from_input(f"{spec.id.rsplit('/', 1)[-1].lower()}.azurecr.io")  # type: ignore[union-attr]  # the spec requires id in existing mode
         if self.registry_id is not None:
             assign_role(
                 f"{name}-acrpull",
@@ -122,7 +122,8 @@ class Registry(pulumi.ComponentResource):
             zone_id = args.spec.private_dns_zone_id  # a hub's zone, linked to the VNet by its owners
         else:
             zone = privatedns.PrivateZone(
-                f"{name}-dns", private_zone_name=REGISTRY_PRIVATE_DNS_ZONE, resource_group_name=args.resource_group_name,
+                f"{name}-dns", private_zone_name=REGISTRY_PRIVATE_DNS_ZONE,
+                resource_group_name=args.resource_group_name,
                 location="global", tags=args.tags, opts=child)
             privatedns.VirtualNetworkLink(
                 f"{name}-dns-link", private_zone_name=zone.name, resource_group_name=args.resource_group_name,

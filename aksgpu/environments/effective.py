@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aksgpu.environments.file import Environment
-from aksgpu.environments.overrides import check_override_items, check_override_keys, describe_overrides, merge, user_path
+from aksgpu.environments.overrides import (check_override_items, check_override_keys, describe_overrides, merge,
+                                           user_path)
 from aksgpu.environments.presets import Preset, load_preset
 from aksgpu.environments.stack_text import aksgpu_text, to_yaml, value_digest
 from aksgpu.project.generated import stamp, stamp_placeholder

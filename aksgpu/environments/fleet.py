@@ -97,7 +97,8 @@ def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet
     if issues:
         raise SpecError(issues, source)
     summaries = [{"name": m.name, "stack": member_stack(name, m.name), "clusterName": e.spec.name,
-                  "location": e.spec.location, "group": m.group} for m, e in zip(settings.members, members, strict=True)]
+                  "location": e.spec.location, "group": m.group}
+                 for m, e in zip(settings.members, members, strict=True)]
     raw = {**shared.model_dump(mode="json", by_alias=True, exclude={"members"}), "members": summaries}
     if settings.location is None:
         raw["location"] = summaries[0]["location"]
@@ -222,7 +223,8 @@ def _effective_member(environments: EnvironmentsFile, environment: Environment, 
 
 
 def _fleet_rules(environments: EnvironmentsFile, environment: Environment, settings: FleetSettings,
-                 shared: dict[str, Any], upgrades: FleetUpgradesSpec, members: list[EffectiveEnvironment]) -> list[Issue]:
+                 shared: dict[str, Any], upgrades: FleetUpgradesSpec,
+                 members: list[EffectiveEnvironment]) -> list[Issue]:
     issues: list[Issue] = []
     name = environment.name
     where = f"environments.{name}.fleet"
@@ -281,7 +283,7 @@ def _fleet_rules(environments: EnvironmentsFile, environment: Environment, setti
 def _overlapping_networks(where: str, settings: FleetSettings, members: list[EffectiveEnvironment]) -> list[Issue]:
     """Members whose VNets overlap can never be peered (a hub's multi-cluster load balancing and
     private registry traffic between regions want peered VNets): a warning, since peering is optional."""
-    spaces: list[tuple[str, ipaddress.IPv4Network]] = []
+    spaces: list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
     issues: list[Issue] = []
     for member, effective in zip(settings.members, members, strict=True):
         vnet = effective.spec.network.vnet

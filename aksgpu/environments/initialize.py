@@ -68,8 +68,9 @@ def add_environment(request: InitRequest, project_dir: Path | None = None) -> In
     stacks = environments.stacks()
     fleet_stack = next((name for name in stacks if name.casefold() == env.casefold() and stacks[name][1]), None)
     if fleet_stack is not None:
-        raise UserError(f'"{env}" is the stack of fleet environment {stacks[fleet_stack][0]} '
-                        f"({'its upgrades' if stacks[fleet_stack][1] == UPGRADES else 'member ' + stacks[fleet_stack][1]}"
+        fleet, member = stacks[fleet_stack]
+        raise UserError(f'"{env}" is the stack of fleet environment {fleet} '
+                        f"({'its upgrades' if member == UPGRADES else f'member {member}'}"
                         f"), and init would replace its stack file. Fix: choose another name.")
     existing = next((name for name in environments.names if name.casefold() == env.casefold()), None)
     if existing is not None:

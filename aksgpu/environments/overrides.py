@@ -22,7 +22,8 @@ def merge(base: Any, override: Any) -> Any:
     """`override` deep-merged onto `base`, neither changed.
 
     Mappings merge key by key. Lists of keyed items (every item a mapping with a `name`, a
-    `schedule` for maintenance windows, a `rule` for policy waivers) merge item by item by key: new keys are appended and
+    `schedule` for maintenance windows, a `rule` for policy waivers) merge item by item by key: new
+    keys are appended and
     `_remove: true` drops an item. Anything else in the override replaces the base value.
     """
     if isinstance(base, dict) and isinstance(override, dict):
@@ -105,7 +106,8 @@ def _walk_keys(value: Any, model: type[BaseModel], path: str, issues: list[Issue
         if inner is None:
             continue
         if isinstance(item, dict) and _annotation_is_list(info):
-            item_key = next((k for k in LIST_ITEM_KEYS if inner is not None and k in inner.model_fields), "name")
+            item_key: str | None = next((k for k in LIST_ITEM_KEYS if inner is not None and k in inner.model_fields),
+                                        "name")
             issues.append(Issue(f"{path}.{key}", item, f"{key} is a list, each item a mapping with its {item_key}",
                                 f"write it as a list: {key}: [{{{item_key}: ..., ...}}]"))
             continue
@@ -326,7 +328,7 @@ def assignment_overrides(assignments: list[str], base: dict[str, Any] | None = N
                         raise UserError(f'--set {text}: there is no {key} item named "{item_name}" to change. '
                                         f"Fix: {_did_you_mean(item_name, names)}; a new item needs all its "
                                         f"fields: add it under overrides.{key} in environments.yaml.")
-                    base_node = next(i for i in base_items if isinstance(i, dict) and i.get(item_key) == item_name)
+                    base_node = next(i for i in base_items if isinstance(i, dict) and i.get(item_key) == item_name)  # type: ignore[union-attr]  # is_named_list: base_items is a list
                 items = node.setdefault(key, [])
                 item = next((i for i in items if i.get(item_key) == item_name), None)
                 if item is None:

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from aksgpu.environments.effective import EffectiveEnvironment, effective_layers, render_text
 from aksgpu.environments.file import UPGRADES, EnvironmentsFile
-from aksgpu.environments.fleet import effective_fleet, fleet_has_no_cluster_spec, is_fleet, member_stack, render_fleet_text
+from aksgpu.environments.fleet import (
+    effective_fleet,
+    fleet_has_no_cluster_spec,
+    is_fleet,
+    member_stack,
+    render_fleet_text,
+)
 from aksgpu.environments.stack_text import aksgpu_text, value_digest
 from aksgpu.errors import UserError
 from aksgpu.project.files import read_text_if_exists, write_text_atomically
@@ -133,7 +139,7 @@ def _compare(environments: EnvironmentsFile, name: str, render: Any) -> Rendered
         document, problem = _parse_existing(path)
         if isinstance(document, dict):
             kept_top = {key: value for key, value in document.items() if key != "config"}
-            config = document.get("config") if isinstance(document.get("config"), dict) else {}
+            config: dict[str, Any] = document["config"] if isinstance(document.get("config"), dict) else {}
             kept_config = {key: value for key, value in config.items() if key not in (*SPEC_KEYS, DIGEST_KEY)}
         state, reason = _existing_state(existing, document, problem)
     text = render(kept_top, kept_config)

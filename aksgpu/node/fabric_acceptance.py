@@ -189,7 +189,8 @@ def record_results(api: Api, nodes: tuple[str, ...], result_for: dict[str, fabri
                 return None
             kept = [r.to_json() for r in fabric_decision.results_of(node)][-(RESULTS_KEPT - 1):]
             return {"metadata": {"annotations": {
-                fabric_decision.RESULTS_ANNOTATION: json.dumps([*kept, result_for[name].to_json()], separators=(",", ":"))}}}
+                fabric_decision.RESULTS_ANNOTATION: json.dumps([*kept, result_for[name].to_json()], separators=(",",
+                                                                                                                ":"))}}}
 
         node_api._per_node(name, lambda: node_api.update_node(api, name, change))
 
@@ -213,8 +214,9 @@ def collect(api: Api, settings: Settings, now: datetime.datetime) -> list[str]:
             measured = fabric_decision.read_measurement(_message(pods), floor.message_bytes)
             outcome, reason = fabric_decision.judge(measured, floor, _started(pods, len(nodes)) and not overdue)
             stamp = node_api._stamp(now)
-            record_results(api, nodes, {name: fabric_decision.Result(tuple(n for n in nodes if n != name), outcome, reason, stamp,
-                                                                     known_good) for name in nodes if name not in known_good})
+            record_results(api, nodes, {
+                name: fabric_decision.Result(tuple(n for n in nodes if n != name), outcome, reason, stamp, known_good)
+                for name in nodes if name not in known_good})
             print(f"aksgpu: acceptance run {meta['name']} ({', '.join(nodes)}): {outcome}: {reason}", flush=True)
         node_api._per_node(meta["name"], lambda: api.delete_job(settings.namespace, meta["name"]))
         done.append(meta["name"])
@@ -257,8 +259,8 @@ def acceptance_pass(api: Api, settings: Settings, policy: node_verdicts.Policy,
         template = settings.templates.get(pool)
         if not waiting or template is None:
             continue
-        idle = sorted(_idle_gpu_nodes(api, sorted(n["metadata"]["name"] for n in members
-                                                  if n["metadata"]["name"] in good and n["metadata"]["name"] not in running)))
+        names = [n["metadata"]["name"] for n in members]
+        idle = sorted(_idle_gpu_nodes(api, sorted(name for name in names if name in good and name not in running)))
         for pairing in fabric_decision.plan_pairings(waiting, results, idle):
             good_peers = tuple(n for n in pairing if n in good)
             name = run_name(pool, pairing, now)
@@ -292,10 +294,12 @@ def apply(api: Api, policy: node_verdicts.Policy, node: dict[str, Any], decision
     if not node_api._guarded(api, name, expected, change):
         return node_verdicts._stale(name, SOURCE, decision.verdict, api.get_node(name))
     if released:
-        entry = node_verdicts.verdict_entry(node, SOURCE, "passed", FAILED_CHECK, f"released unaccepted: {decision.reason}",
+        entry = node_verdicts.verdict_entry(node, SOURCE, "passed", FAILED_CHECK,
+                                            f"released unaccepted: {decision.reason}",
                                         now)
         node_verdicts.log_verdict(entry)
-        node_verdicts.emit_event(api, node, "Warning", "GpuFabricUnaccepted", f"{SOURCE}: released: {decision.reason}", now)
+        node_verdicts.emit_event(api, node, "Warning", "GpuFabricUnaccepted",
+                                 f"{SOURCE}: released: {decision.reason}", now)
         node_verdicts.append_record(api, policy.namespace, entry)
         return "released"
     node_verdicts.report(api, policy, node, SOURCE, "passed", None, decision.reason, now)

@@ -232,7 +232,8 @@ def plan_pairings(waiting: list[str], results: dict[str, list[Result]], idle_goo
 
     Suspects (a failed pairing behind them) go first, each with a different idle known-good node, or
     else with a new node they have not failed with; the other new nodes two by two, never with a
-    peer they already failed with; a node left over with an idle known-good node. Nodes without a pairing this pass wait for the next."""
+    peer they already failed with; a node left over with an idle known-good node. Nodes without a
+    pairing this pass wait for the next."""
     pairings: list[tuple[str, ...]] = []
     free_good = list(idle_good)
     failed_with = {name: {peer for r in results.get(name, []) if r.outcome == "fail" for peer in r.peers}

@@ -179,7 +179,8 @@ def _kept(node: dict[str, Any]) -> dict[str, str]:
 def _unkept(node: dict[str, Any]) -> dict[str, None]:
     """Annotation changes that hand a node the gate kept back to the autoscaler (none for a node
     the gate did not keep: an operator's own scale-down-disabled stays)."""
-    return {SCALE_DOWN_DISABLED_ANNOTATION: None, KEPT_ANNOTATION: None} if KEPT_ANNOTATION in _annotations(node) else {}
+    return {SCALE_DOWN_DISABLED_ANNOTATION: None,
+            KEPT_ANNOTATION: None} if KEPT_ANNOTATION in _annotations(node) else {}
 
 
 def _state_is(*states: str | None) -> Callable[[dict[str, Any]], bool]:

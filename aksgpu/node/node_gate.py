@@ -12,10 +12,10 @@ Steps:
                     nvidia.com/gpu.deploy.device-plugin=false and ...dcgm-exporter=false (on GPU
                     Operator pools the pool already creates its nodes with these and NFD's NVIDIA
                     PCI label, so no controller ever sees another first value and the operator's
-                    labeller never deletes them: spec/gpu_startup.py and its tests). A node that joined before the gate's DaemonSet
-                    existed, and was never checked, is only labelled "unchecked": checking it could
-                    disturb its work; the re-checks cover it once idle. A node the breaker held is
-                    checked again.
+                    labeller never deletes them: spec/gpu_startup.py and its tests). A node that
+                    joined before the gate's DaemonSet existed, and was never checked, is only
+                    labelled "unchecked": checking it could disturb its work; the re-checks cover it
+                    once idle. A node the breaker held is checked again.
   wait-for-driver   (init, GPU Operator pools) wait until the operator's validator has marked the
                     driver and container toolkit ready on this node.
   (the check itself runs between these, in the check's own image; see GpuHealth)
@@ -93,8 +93,8 @@ def pending(api: node_api.Api, node_name: str, results: str, gate_since: datetim
         new_labels: dict[str, Any] = {node_api.HEALTH_LABEL: "pending"}
         if hold_operands:
             new_labels.update({label: "false" for label in node_api.HELD_OPERAND_LABELS})
-        new_annotations: dict[str, Any] = {node_api.PENDING_SINCE_ANNOTATION: annotations.get(node_api.PENDING_SINCE_ANNOTATION)
-                                           or node_api._stamp(now), **unstarted}
+        since = annotations.get(node_api.PENDING_SINCE_ANNOTATION) or node_api._stamp(now)
+        new_annotations: dict[str, Any] = {node_api.PENDING_SINCE_ANNOTATION: since, **unstarted}
         if labels.get(node_api.HEALTH_LABEL) == "held":
             # Checked again (a new gate pod: a fixed image, or deleted by hand): the watchdog's
             # pending limit applies again, and so does the autoscaler.
@@ -176,7 +176,8 @@ def verdict(api: node_api.Api, node_name: str, results: str, recheck: bool = Fal
                 # Held for the acceptance: the taint stays with a value of its own, the device plugin
                 # starts (its affinity takes "accepting"), only the acceptance job tolerates the taint.
                 patch["metadata"]["annotations"][node_api.ACCEPTANCE_SINCE_ANNOTATION] = node_api._stamp(now)
-                patch["spec"] = {"taints": node_api._taints_without_gate(node) + [node_api._gate_taint(node_api.ACCEPTING)]}
+                held = node_api._gate_taint(node_api.ACCEPTING)
+                patch["spec"] = {"taints": node_api._taints_without_gate(node) + [held]}
             elif not recheck:
                 patch["spec"] = {"taints": node_api._taints_without_gate(node)}
             return patch

@@ -87,7 +87,8 @@ def npd_findings(node: dict[str, Any], cordon_types: set[str]) -> list[str]:
             if c.get("type") in cordon_types and c.get("status") == "True"]
 
 
-def passive_cordon(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_verdicts.Policy, cordon: list[CordonCondition],
+def passive_cordon(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_verdicts.Policy,
+                   cordon: list[CordonCondition],
                    npd_cordon: set[str], exporter_namespaces: list[str], exporter_port: int,
                    fetch: Callable[[str], str], gate_enabled: bool,
                    now: datetime.datetime) -> tuple[list[str], list[str]]:
@@ -155,9 +156,11 @@ def passive_cordon(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_
                         "annotations": {node_api.SPARED_AT_ANNOTATION: node_api._stamp(now)}}})) is None:
                     continue
                 node_verdicts.report(api, policy, by_name[name], "passive", "spared", "passive",
-                                     f"{affected} of the {pool_sizes[pool]} nodes of pool {pool} showed critical conditions "
-                                     f"within {policy.breaker_window_minutes:g} minutes, which looks like a metric or detector "
-                                     f"gone wrong: none is cordoned, the alerts still fire. This node: {reason}", now, record=False)
+                                     f"{affected} of the {pool_sizes[pool]} nodes of pool {pool} showed critical "
+                                     f"conditions within {policy.breaker_window_minutes:g} minutes, which looks like a "
+                                     f"metric or detector gone wrong: none is cordoned, the alerts still fire. "
+                                     f"This node: {reason}", now,
+                                     record=False)
                 continue
             check = node_api.label_value("passive-" + findings[name][0].split("{")[0].split(":")[0])
             if not node_api._per_node(name, lambda: node_verdicts.fail_node(

@@ -238,7 +238,8 @@ def fail_node(api: node_api.Api, node_name: str, label: str, reason: str, annota
     from scaling. Kept from scale-down for diagnosis (the watchdog enforces the pool's bound)."""
     return node_api._guarded(api, node_name, expected, lambda node: {
         "metadata": {"labels": {node_api.HEALTH_LABEL: "failed", node_api.FAILED_CHECK_LABEL: label},
-                     "annotations": {**annotations, **(node_api._kept(node) if keep else {}), node_api.REASON_ANNOTATION: reason}},
+                     "annotations": {**annotations, **(node_api._kept(node) if keep else {}),
+                                     node_api.REASON_ANNOTATION: reason}},
         "spec": {"unschedulable": True, "taints": node_api._taints_without_gate(node)}})
 
 

@@ -50,7 +50,8 @@ def watchdog(api: node_api.Api, max_pending_minutes: float, now: datetime.dateti
                 f"pending for more than {max_pending_minutes:g} minutes: the check never ran or never finished "
                 "(an image that cannot be pulled, a driver that never loads)"
                 f"{_unadvertised(node, gate_resources or {})}",
-                {node_api.CHECKED_AT_ANNOTATION: node_api._stamp(now), node_api.PENDING_SINCE_ANNOTATION: None}, policy, now,
+                {node_api.CHECKED_AT_ANNOTATION: node_api._stamp(now), node_api.PENDING_SINCE_ANNOTATION: None},
+                policy, now,
                 node_api._state_is("pending")))
             if outcome:
                 done[outcome].append(metadata["name"])
@@ -71,7 +72,8 @@ def watchdog(api: node_api.Api, max_pending_minutes: float, now: datetime.dateti
         done["regated"] = regate_changed(api, nodes, policy, set(operator_pools or ()), now)
     if cordon or npd_cordon:
         cordoned, spared = node_passive.passive_cordon(api, nodes, policy, cordon or [], npd_cordon or set(),
-                                                       exporter_namespaces or [], exporter_port, fetch, gate_enabled, now)
+                                                       exporter_namespaces or [], exporter_port, fetch, gate_enabled,
+                                                       now)
         done["cordoned"], done["spared"] = cordoned, spared
     return done
 
@@ -129,7 +131,8 @@ def watch_unstarted(api: node_api.Api, nodes: list[dict[str, Any]], policy: node
     return seen
 
 
-def release_unaccepted(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_verdicts.Policy, acceptance_pools: set[str],
+def release_unaccepted(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_verdicts.Policy,
+                       acceptance_pools: set[str],
                        max_minutes: float, now: datetime.datetime) -> list[str]:
     """The backstop of the cross-node acceptance (fabric_acceptance.py decides within its hold
     bound): a node still "accepting" past `max_minutes` (the acceptance pass stopped running), or on
@@ -144,18 +147,21 @@ def release_unaccepted(api: node_api.Api, nodes: list[dict[str, Any]], policy: n
         waited = (now - since).total_seconds() / 60
         if node_api._labels(node).get(node_api.AGENT_POOL_LABEL) in acceptance_pools and waited <= max_minutes:
             continue
+        in_acceptance = node_api._labels(node).get(node_api.AGENT_POOL_LABEL) in acceptance_pools
         why = (f"waited {waited:.0f} minutes for the cross-node acceptance, past its bound ({max_minutes:g}): the "
-               "acceptance pass is not deciding" if node_api._labels(node).get(node_api.AGENT_POOL_LABEL) in acceptance_pools else
-               "its pool no longer has the cross-node acceptance")
+               "acceptance pass is not deciding" if in_acceptance
+               else "its pool no longer has the cross-node acceptance")
 
         def change(current: dict[str, Any]) -> dict[str, Any] | None:
             return {"metadata": {"labels": {node_api.HEALTH_LABEL: "passed"}, "annotations": {
                 node_api.ACCEPTANCE_SINCE_ANNOTATION: None, "aksgpu.io/gpu-health-acceptance": "released-unmeasured",
                 node_api.REASON_ANNOTATION: why}}, "spec": {"taints": node_api._taints_without_gate(current)}}
 
-        if not node_api._per_node(name, lambda: node_api._guarded(api, name, node_api._state_is(node_api.ACCEPTING), change)):
+        if not node_api._per_node(name, lambda: node_api._guarded(api, name, node_api._state_is(node_api.ACCEPTING),
+                                                                  change)):
             continue
-        entry = node_verdicts.verdict_entry(node, "watchdog", "passed", "fabric-acceptance", f"released unaccepted: {why}", now)
+        entry = node_verdicts.verdict_entry(node, "watchdog", "passed", "fabric-acceptance",
+                                            f"released unaccepted: {why}", now)
         node_verdicts.log_verdict(entry)
         node_verdicts.emit_event(api, node, "Warning", "GpuFabricUnaccepted", f"watchdog: released: {why}", now)
         node_verdicts.append_record(api, policy.namespace, entry)
@@ -186,7 +192,8 @@ def restore_operands(api: node_api.Api, nodes: list[dict[str, Any]], operator_po
             switched = {label: "true" for label in node_api.HELD_OPERAND_LABELS if current_labels.get(label) == "false"}
             return {"metadata": {"labels": switched}} if switched else None
 
-        if node_api._per_node(node["metadata"]["name"], lambda: node_api.update_node(api, node["metadata"]["name"], change)) is None:
+        if node_api._per_node(node["metadata"]["name"], lambda: node_api.update_node(api, node["metadata"]["name"],
+                                                                                     change)) is None:
             continue
         print(f"aksgpu: {node['metadata']['name']}: the GPU Operator's device plugin and exporter switched on again "
               "(its pool's labels were written onto it)", flush=True)
@@ -203,7 +210,8 @@ def release_gate(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_ve
         tainted = any(t.get("key") == node_api.GATE_TAINT_KEY for t in node.get("spec", {}).get("taints") or [])
         held_operands = labels.get(node_api.AGENT_POOL_LABEL) in operator_pools and any(
             labels.get(label) == "false" for label in node_api.HELD_OPERAND_LABELS)
-        if not tainted and labels.get(node_api.HEALTH_LABEL) not in ("pending", "held", node_api.ACCEPTING) and not held_operands:
+        if not tainted and labels.get(node_api.HEALTH_LABEL) not in ("pending", "held",
+                                                                     node_api.ACCEPTING) and not held_operands:
             continue
 
         def change(current: dict[str, Any]) -> dict[str, Any] | None:
@@ -216,10 +224,12 @@ def release_gate(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_ve
                                    if current_labels.get(label) == "false"})
             return {"metadata": {"labels": new_labels,
                                  "annotations": {node_api.PENDING_SINCE_ANNOTATION: None, **node_api._unkept(current)}
-                                 if current_labels.get(node_api.HEALTH_LABEL) in ("pending", "held", node_api.ACCEPTING) else {}},
+                                 if current_labels.get(node_api.HEALTH_LABEL) in ("pending", "held",
+                                                                                  node_api.ACCEPTING) else {}},
                     "spec": {"taints": node_api._taints_without_gate(current)}}
 
-        if node_api._per_node(node["metadata"]["name"], lambda: node_api.update_node(api, node["metadata"]["name"], change)) is None:
+        if node_api._per_node(node["metadata"]["name"], lambda: node_api.update_node(api, node["metadata"]["name"],
+                                                                                     change)) is None:
             continue
         node_verdicts.report(api, policy, node, "watchdog", "untainted", None, "the gate is off: its taint and operand "
                              "holds are removed; the node takes work unchecked", now)
@@ -227,14 +237,16 @@ def release_gate(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_ve
     return released
 
 
-def release_kept(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_verdicts.Policy, now: datetime.datetime) -> list[str]:
+def release_kept(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_verdicts.Policy,
+                 now: datetime.datetime) -> list[str]:
     """Failed nodes past the pool's bound (the newest are kept) or older than keep_failed_hours
     lose scale-down-disabled: the autoscaler drains and deletes them when the pool is above its
     minimum. Their record stays."""
     kept: dict[str | None, list[tuple[datetime.datetime, dict[str, Any]]]] = {}
     for node in nodes:
         annotations = node_api._annotations(node)
-        if node_api._labels(node).get(node_api.HEALTH_LABEL) != "failed" or annotations.get(node_api.KEPT_ANNOTATION) != "true":
+        failed = node_api._labels(node).get(node_api.HEALTH_LABEL) == "failed"
+        if not failed or annotations.get(node_api.KEPT_ANNOTATION) != "true":
             continue  # only nodes the gate itself keeps
         since = node_api._timestamp(annotations.get(node_api.CHECKED_AT_ANNOTATION)) or now
         kept.setdefault(node_api._labels(node).get(node_api.AGENT_POOL_LABEL), []).append((since, node))
@@ -253,14 +265,16 @@ def release_kept(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_ve
                 continue
             why = (f"kept {policy.keep_failed_hours:g} hours" if too_old
                    else f"the pool keeps its newest {policy.keep_failed} failed nodes")
-            node_verdicts.report(api, policy, node, "watchdog", "released", node_api._labels(node).get(node_api.FAILED_CHECK_LABEL),
-                                 f"{why}: handed to the cluster autoscaler, which drains and deletes it when the pool is above "
-                                 "its minimum", now)
+            node_verdicts.report(api, policy, node, "watchdog", "released",
+                                 node_api._labels(node).get(node_api.FAILED_CHECK_LABEL),
+                                 f"{why}: handed to the cluster autoscaler, which drains and deletes it when the pool "
+                                 "is above its minimum", now)
             released.append(name)
     return released
 
 
-def regate_changed(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_verdicts.Policy, operator_pools: set[str],
+def regate_changed(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_verdicts.Policy,
+                   operator_pools: set[str],
                    now: datetime.datetime) -> list[str]:
     """A passed node whose node image, kernel or driver changed since its check (a node-image
     upgrade keeps the Node object and its labels; a GPU Operator driver upgrade restarts the
@@ -295,7 +309,8 @@ def regate_changed(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_
             labels: dict[str, Any] = {node_api.HEALTH_LABEL: "pending"}
             if hold_operands:
                 labels.update({label: "false" for label in node_api.HELD_OPERAND_LABELS})
-            return {"metadata": {"labels": labels, "annotations": {node_api.PENDING_SINCE_ANNOTATION: node_api._stamp(now)}},
+            return {"metadata": {"labels": labels,
+                                 "annotations": {node_api.PENDING_SINCE_ANNOTATION: node_api._stamp(now)}},
                     "spec": {"taints": node_api._taints_without_gate(current_node) + [node_api._gate_taint("pending")]}}
 
         if not node_api._per_node(name, lambda: node_api._guarded(api, name, node_api._state_is("passed"), change)):

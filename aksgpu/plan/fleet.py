@@ -167,7 +167,7 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
     members_seconds = _makespan(member_seconds, parallel)
     upgrades_seconds = fleet.upgrades_review.deploy_time.schedule.total
     monthly = monthly + fleet.cost.monthly
-    by_group = {m["group"]: [] for m in members}
+    by_group: dict[str, list[Any]] = {m["group"]: [] for m in members}
     for m in members:
         by_group[m["group"]].append(m["name"])
     return {
@@ -233,8 +233,9 @@ def fleet_lines(facts: dict[str, Any]) -> list[str]:
     deploy = facts["deployTime"]
     lines.append(f"Deploy time of a first `aksgpu up`: about {round(deploy['totalSeconds'] / 60)} min "
                  f"({deploy['order']}: shared {round(deploy['sharedSeconds'] / 60)} min, members "
-                 f"{round(deploy['membersSeconds'] / 60)} min, the slowest one {round(deploy['slowestMemberSeconds'] / 60)} "
-                 f"min, upgrades {round(deploy['upgradesSeconds'] / 60)} min).")
+                 f"{round(deploy['membersSeconds'] / 60)} min, the slowest one "
+                 f"{round(deploy['slowestMemberSeconds'] / 60)} min, "
+                 f"upgrades {round(deploy['upgradesSeconds'] / 60)} min).")
     return lines
 
 

@@ -36,7 +36,7 @@ def kubernetes_objects(plan: Plan) -> list[PlannedResource]:
 def manifest(resource: PlannedResource) -> dict[str, Any]:
     """The object as the API server receives it: apiVersion and kind first, then the rest."""
     inputs = dict(resource.inputs)
-    head = {key: inputs.pop(key) for key in ("apiVersion", "kind", "metadata") if key in inputs}
+    head: dict[str, Any] = {key: inputs.pop(key) for key in ("apiVersion", "kind", "metadata") if key in inputs}
     return {**head, **inputs}
 
 
@@ -63,7 +63,8 @@ def manifest_files(plan: Plan) -> dict[str, str]:
         document = manifest(resource)
         meta = document.get("metadata") or {}
         folder = _file_name(str(meta.get("namespace") or "_cluster"))
-        name = f"{_file_name(str(document.get('kind', 'Object')).lower())}-{_file_name(str(meta.get('name', resource.name)))}"
+        name = (f"{_file_name(str(document.get('kind', 'Object')).lower())}-"
+                f"{_file_name(str(meta.get('name', resource.name)))}")
         files[f"{folder}/{name}.yaml"] = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
     for resource in plan.by_type(HELM_RELEASE_TYPE):
         release = helm_release(resource)

@@ -197,7 +197,7 @@ def make_plan_mocks(invokes: list[str], stack_outputs: Mapping[str, Mapping[str,
                 return None, {"name": args.inputs[name_key]}
             return None, {}
 
-        def call(self, args: mocks.MockCallArgs) -> dict:
+        def call(self, args: mocks.MockCallArgs) -> dict:  # type: ignore[override]  # the SDK accepts a dict or a tuple
             invokes.append(args.token)
             if args.token == "azure-native:authorization:getClientConfig":
                 return {"clientId": PLACEHOLDER_GUID, "objectId": PLACEHOLDER_GUID,
@@ -352,7 +352,7 @@ def _plan_in_context(stack_file: StackFile, project: str,
         async def run() -> None:
             runpy.run_path(str(program), run_name="__main__")
             root = pulumi.runtime.get_root_resource()
-            for name, value in sorted(root.outputs.items()):
+            for name, value in sorted(root.outputs.items()):  # type: ignore[union-attr]  # the root stack resource
                 outputs[name] = await _resolve_output(value)
 
         loop.run_until_complete(stack.run_pulumi_func(run))

@@ -204,5 +204,5 @@ def _pool_table(pools: list[dict[str, Any]]) -> list[str]:
         ", ".join(p.get("gpuSoftware") or []) or ("none" if p["gpusPerNode"] else "-"),
     ] for p in pools]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+    return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
             for row in [header, *rows]]

@@ -169,8 +169,9 @@ def _fleet_result(name: str, stack_name: str, stack_file: StackFile, notes: list
     """A fleet's shared stack (its plan, policies and the cost of the shared parts) or upgrades stack
     (no cost: Fleet Manager's update strategies and profiles are free)."""
     from aksgpu.plan.review import review
-    from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
+    from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, parse_fleet_spec, parse_fleet_upgrades_spec
 
+    spec: FleetSpec | FleetUpgradesSpec
     if stack_file.is_fleet_upgrades:
         spec, warnings = parse_fleet_upgrades_spec(stack_file.fleet_upgrades,
                                                    source=stack_file.source(FLEET_UPGRADES_KEY))

@@ -181,6 +181,7 @@ def _enabled_categories(setting: PolicyResource) -> set[str]:
 # AKS's log categories tell its diagnostic settings apart from the registry's: their target IDs
 # are not known before deployment.
 AKS_CATEGORIES = frozenset({"kube-apiserver", "kube-audit", "kube-audit-admin", "kube-controller-manager",
-                            "kube-scheduler", "cluster-autoscaler", "cloud-controller-manager", "guard", "csi-azuredisk-controller",
+                            "kube-scheduler", "cluster-autoscaler", "cloud-controller-manager", "guard",
+                            "csi-azuredisk-controller",
                             "csi-azurefile-controller", "csi-snapshot-controller"})
 REGISTRY_CATEGORIES = frozenset({"ContainerRegistryRepositoryEvents", "ContainerRegistryLoginEvents"})

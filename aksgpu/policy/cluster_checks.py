@@ -71,7 +71,8 @@ def _network_policy(cluster: PolicyResource) -> Iterator[Violation]:
 
 @resource_check("aks-standard-load-balancer")
 def _standard_lb(cluster: PolicyResource) -> Iterator[Violation]:
-    yield from _expect(cluster, "networkProfile.loadBalancerSku", lambda v: isinstance(v, str) and v.lower() == "standard")
+    yield from _expect(cluster, "networkProfile.loadBalancerSku", lambda v: isinstance(v,
+                                                                                       str) and v.lower() == "standard")
 
 
 @resource_check("aks-uptime-sla")
@@ -86,7 +87,8 @@ def _auto_upgrade(cluster: PolicyResource) -> Iterator[Violation]:
 
 @resource_check("aks-node-os-upgrade")
 def _node_os_upgrade(cluster: PolicyResource) -> Iterator[Violation]:
-    yield from _expect(cluster, "autoUpgradeProfile.nodeOSUpgradeChannel", lambda v: v in {"NodeImage", "SecurityPatch"})
+    yield from _expect(cluster, "autoUpgradeProfile.nodeOSUpgradeChannel", lambda v: v in {"NodeImage",
+                                                                                           "SecurityPatch"})
 
 
 def _addon_enabled(cluster: PolicyResource, name: str, wanted: bool) -> Iterator[Violation]:
@@ -208,4 +210,5 @@ def _maintenance_window(resources: Sequence[PolicyResource]) -> Iterator[Violati
                     if _belongs_to(m, cluster, clusters)}
         missing = [config for config in MAINTENANCE_CONFIGS if config not in declared]
         if missing:
-            yield Violation(cluster, cluster.name, "maintenanceConfigurations", sorted(c for c in declared if c) or MISSING)
+            yield Violation(cluster, cluster.name, "maintenanceConfigurations",
+                            sorted(c for c in declared if c) or MISSING)

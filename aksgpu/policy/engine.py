@@ -24,10 +24,14 @@ from aksgpu.policy.checks import MISSING, PolicyResource, Violation
 class WaiverLike(Protocol):
     """What the engine reads of a waiver (aksgpu.spec.policy.Waiver has it)."""
 
-    rule: str
-    resources: list[str]
-    reason: str
-    expires: str | None
+    @property
+    def rule(self) -> str: ...
+    @property
+    def resources(self) -> list[str]: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def expires(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,8 @@ class Finding:
     def line(self) -> str:
         """One line naming the rule, the resource, the property, the value found and the fix."""
         return (f"{self.rule.id} [{self.rule.severity}, {self.rule.enforcement}] "
-                f"{short_type(self.violation.resource.type)} {describe(self.rule, self.violation)} Fix: {self.rule.fix}")
+                f"{short_type(self.violation.resource.type)} {describe(self.rule, self.violation)} "
+                f"Fix: {self.rule.fix}")
 
 
 @dataclass
@@ -66,8 +71,8 @@ class PolicyReport:
         lines = [finding.line() for finding in self.failing]
         for index in self.expired:
             waiver = self.waivers[index]
-            lines.append(f"policy.waivers[{index}] (rule {waiver.rule}) expired on {waiver.expires}: it no longer waives "
-                         f"anything. Fix: fix what it waived, or renew it with a new expires date and a reason.")
+            lines.append(f"policy.waivers[{index}] (rule {waiver.rule}) expired on {waiver.expires}: it no longer "
+                         f"waives anything. Fix: fix what it waived, or renew it with a new expires date and a reason.")
         return lines
 
     def notes(self) -> list[str]:

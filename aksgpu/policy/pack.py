@@ -87,7 +87,7 @@ def policies() -> list[Any]:
             "expires": {"type": ["string", "null"]}}}}})
     made: list[Any] = []
     for rule in rules():
-        common = {"name": rule.id, "description": rule.title, "config_schema": schema,
+        common: dict[str, Any] = {"name": rule.id, "description": rule.title, "config_schema": schema,
                   "enforcement_level": EnforcementLevel.MANDATORY if rule.enforcement == "mandatory"
                   else EnforcementLevel.ADVISORY,
                   "severity": Severity(rule.severity), "remediation_steps": rule.fix}

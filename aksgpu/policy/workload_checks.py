@@ -57,7 +57,8 @@ def _pod_to_check(rule_id: str, resource: PolicyResource) -> tuple[str, Mapping[
     return None if found is None or exception(resource, rule_id) is not None else found
 
 
-def _each_container(rule_id: str, resource: PolicyResource) -> Iterator[tuple[str, Mapping[str, Any], Mapping[str, Any]]]:
+def _each_container(rule_id: str,
+                    resource: PolicyResource) -> Iterator[tuple[str, Mapping[str, Any], Mapping[str, Any]]]:
     """(path, pod spec, container) of every container of a workload without an exception to the rule."""
     found = _pod_to_check(rule_id, resource)
     if found is None:
@@ -110,7 +111,8 @@ def _capabilities(resource: PolicyResource) -> Iterator[Violation]:
 @resource_check("k8s-non-root")
 def _non_root(resource: PolicyResource) -> Iterator[Violation]:
     for path, pod, container in _each_container("k8s-non-root", resource):
-        pod_context = pod.get("securityContext") if isinstance(pod.get("securityContext"), Mapping) else {}
+        pod_context: Mapping[str, Any] = (pod["securityContext"] if isinstance(pod.get("securityContext"), Mapping)
+                                          else {})
         context = _security(container)
         non_root = context.get("runAsNonRoot", pod_context.get("runAsNonRoot"))
         user = context.get("runAsUser", pod_context.get("runAsUser"))
@@ -135,7 +137,7 @@ def _quantity_set(resources: Mapping[str, Any], kind: str, name: str) -> bool:
 @resource_check("k8s-resources")
 def _resources(resource: PolicyResource) -> Iterator[Violation]:
     for path, _, container in _each_container("k8s-resources", resource):
-        resources = container.get("resources") if isinstance(container.get("resources"), Mapping) else {}
+        resources: Mapping[str, Any] = container["resources"] if isinstance(container.get("resources"), Mapping) else {}
         wanted = [("requests", "cpu"), ("requests", "memory"), ("limits", "memory")]
         missing = [f"{kind}.{name}" for kind, name in wanted if not _quantity_set(resources, kind, name)]
         if missing:

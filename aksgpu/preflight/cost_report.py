@@ -70,7 +70,7 @@ def _listed(title: str, items: list[str]) -> list[str]:
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return ["  " + "  ".join(cell.rjust(w) if i in right else cell.ljust(w)
-                             for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+                             for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
             for row in [header, *rows]]
 
 

@@ -44,7 +44,7 @@ class _DeferredAliasUrn(NamedTuple):
     parent: Any
 
 
-def _cannot_fail(alias: Any, alias_class: type) -> bool:
+def _cannot_fail(alias: Any, alias_class: type[Any]) -> bool:
     """Whether collapse_alias_to_urn of `alias` always yields a URN: an Alias that sets at most a
     name and a type, as strings (its worker raises only on a None name or type)."""
     return (type(alias) is alias_class
@@ -106,7 +106,7 @@ def defer_alias_urns() -> bool:
     def write_aliases(resource: Any, aliases: list[Any]) -> None:
         resource.__dict__["_aliases"] = aliases
 
-    pulumi.resource.collapse_alias_to_urn = collapse_alias_to_urn
+    pulumi.resource.collapse_alias_to_urn = collapse_alias_to_urn  # type: ignore[assignment]  # the SDK function this replaces
     resource_class._aliases = property(read_aliases, write_aliases)  # type: ignore[assignment]
     _installed = True
     return True

@@ -23,10 +23,11 @@ from pydantic_core import PydanticCustomError
 from aksgpu.spec.descriptions import describe_schema_properties
 from aksgpu.errors import MISSING as _MISSING
 from aksgpu.errors import Problem, render_problems
-from aksgpu.errors import Severity as Severity  # noqa: F401 -- the spec's names for them, kept
-from aksgpu.errors import is_missing as is_missing  # noqa: F401
-from aksgpu.errors import one_line as one_line  # noqa: F401
-from aksgpu.errors import render_value as render_value  # noqa: F401
+# The spec's names for these, kept (explicit re-exports).
+from aksgpu.errors import Severity as Severity
+from aksgpu.errors import is_missing as is_missing
+from aksgpu.errors import one_line as one_line
+from aksgpu.errors import render_value as render_value
 from aksgpu.stack_config import CLUSTER_KEY
 
 class SpecModel(BaseModel):

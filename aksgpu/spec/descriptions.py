@@ -45,7 +45,7 @@ def _own_docstrings(cls: type) -> dict[str, str]:
     docs: dict[str, str] = {}
     if node is None:
         return docs
-    for statement, following in zip(node.body, node.body[1:]):
+    for statement, following in zip(node.body, node.body[1:], strict=False):
         if (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
                 and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
                 and isinstance(following.value.value, str)):

@@ -45,7 +45,7 @@ def valid_cron(schedule: str) -> bool:
     fields = schedule.split()
     if len(fields) != 5:
         return False
-    for text, (lowest, highest, names) in zip(fields, CRON_FIELDS):
+    for text, (lowest, highest, names) in zip(fields, CRON_FIELDS, strict=True):
         for item in text.split(","):
             body, _, step = item.partition("/")
             if step and not (step.isdigit() and int(step) > 0):

@@ -272,9 +272,9 @@ def _check_vnet(spec: ClusterSpec) -> Iterator[Issue]:
                 yield Issue(f"{path}.id", subnet.id, "must be a subnet resource ID",
                             "copy it from `az network vnet subnet show ... --query id`")
     cidrs = [(i, s) for i, s in enumerate(vnet.subnets) if s.cidr]
-    for pos, (i, a) in enumerate(cidrs):
+    for pos, (_i, a) in enumerate(cidrs):
         for j, b in cidrs[pos + 1:]:
-            if network(a.cidr).overlaps(network(b.cidr)):
+            if network(a.cidr).overlaps(network(b.cidr)):  # type: ignore[arg-type]  # cidrs holds subnets with a cidr
                 yield Issue(f"network.vnet.subnets[{j}].cidr", b.cidr,
                             f"overlaps subnet {a.name} ({a.cidr})", "give each subnet its own range")
     references = [("network.vnet.nodeSubnet", vnet.node_subnet), ("network.vnet.podSubnet", vnet.pod_subnet)]

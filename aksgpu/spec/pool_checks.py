@@ -49,7 +49,7 @@ def _check_vm_size(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
             yield Issue(f"{path}.vmSize", pool.vm_size, "system pools need at least 2 vCPUs and 4 GiB of memory, "
                         f"and the name says {vcpus.group(1)} vCPU", 'use "Standard_D8ds_v5" or larger')
         skipped = "memory, GPUs and local temp disk (for ephemeral OS and kubelet disks)"
-    elif pool.kind == "gpu":
+    elif pool.kind == "gpu":  # type: ignore[attr-defined]  # system pools returned above
         skipped = "GPU count and vendor, MIG support and temp disk (the gate's check is sized for 8 GPUs)"
     else:
         skipped = "whether it has GPUs, and its temp disk"
@@ -315,11 +315,11 @@ def _check_spot(pool: NodePool, path: str) -> Iterator[Issue]:
     settings = pool.spot_settings
     assert settings is not None
     price = Decimal(str(settings.max_price))
-    if price != -1 and price <= 0:
+    if not price.is_finite() or (price != -1 and price <= 0):  # .nan and .inf are YAML floats too
         yield Issue(f"{path}.spot.maxPrice", settings.max_price,
                     "must be -1 (pay up to the on-demand price) or a price above zero",
                     "set maxPrice: -1")
-    elif -price.as_tuple().exponent > 5:
+    elif -price.as_tuple().exponent > 5:  # type: ignore[operator]  # finite here: an int exponent
         yield Issue(f"{path}.spot.maxPrice", settings.max_price, "may have at most 5 decimal places",
                     "round it to 5 decimal places")
     for field, value in pool.upgrade.model_dump(by_alias=True).items():

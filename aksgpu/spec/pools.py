@@ -99,7 +99,7 @@ class PoolBase(SpecModel):
     """Name of the AKS agent pool: 1-12 lowercase letters and digits, starting with a letter, unique in the cluster. Renaming a pool replaces it."""
     vm_size: str = Field(min_length=1)
     """Azure VM size of the nodes, e.g. "Standard_NC24ads_A100_v4"; kind: gpu needs a size with GPUs. Changing it replaces the pool."""
-    zones: list[Zone] = Field(default_factory=lambda: ["1", "2", "3"])
+    zones: list[Zone] = Field(default_factory=lambda: ["1", "2", "3"])  # type: ignore[arg-type]  # the literals are Zones
     """Availability zones the nodes spread over, from "1", "2" and "3"; empty: no zones. The VM size must be offered in these zones of the region. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     count: int | None = Field(default=None, ge=0, le=1000)
     """Number of nodes, 0-1000; a pool needs count, or minCount and maxCount. With both it is the starting size and must lie between them (None: start at minCount); after that the autoscaler owns it."""

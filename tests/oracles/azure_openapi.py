@@ -218,7 +218,7 @@ class AksOpenApi:
     def _operation(self, spec: dict, operation_id: str) -> tuple[_Node, dict[str, _Node]]:
         """(body schema, {path parameter name: parameter schema}) of one operation."""
         for path_item in spec["paths"].values():
-            for method, op in path_item.items():
+            for op in path_item.values():
                 if not isinstance(op, dict) or op.get("operationId") != operation_id:
                     continue
                 body: _Node | None = None

@@ -157,7 +157,8 @@ def _mount_requests(pod: dict[str, Any], container: dict[str, Any]) -> list[str]
     return requests
 
 
-def _nvidia_runtime_devices(pod: dict[str, Any], container: dict[str, Any], env: dict[str, str], node: Node) -> set[str]:
+def _nvidia_runtime_devices(pod: dict[str, Any], container: dict[str, Any], env: dict[str, str],
+                            node: Node) -> set[str]:
     """cuda_image.go VisibleDevices (annotations aside)."""
     if node.accept_volume_mounts:
         from_mounts = _mount_requests(pod, container)

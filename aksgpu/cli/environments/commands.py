@@ -186,7 +186,8 @@ def init(
     resource_group: Annotated[str | None, typer.Option(
         metavar="NAME", help="Resource group (default: rg-NAME).")] = None,
     admin_group: Annotated[list[str] | None, typer.Option(
-        "--admin-group", metavar="OBJECT_ID", help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
+        "--admin-group", metavar="OBJECT_ID",
+        help="Object ID of an Entra ID group that administers the cluster (repeatable).")] = None,
     description: Annotated[str | None, typer.Option(metavar="TEXT", help="What the environment is for.")] = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", metavar="PATH=VALUE", help="Override a spec field: PATH=VALUE, e.g. controlPlane.tier=Premium or "

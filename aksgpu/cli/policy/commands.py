@@ -34,7 +34,8 @@ def list_rules(as_json: Annotated[bool, typer.Option("--json", help="Print the c
 
 
 @policy_app.command("show")
-def show_rule(rule_id: Annotated[str, typer.Argument(metavar="RULE", help="A policy id from `aksgpu policy list`.")]) -> None:
+def show_rule(
+        rule_id: Annotated[str, typer.Argument(metavar="RULE", help="A policy id from `aksgpu policy list`.")]) -> None:
     """Show one policy: what it checks, why, how to fix a finding, and the public checks it follows."""
     from aksgpu.spec.base import did_you_mean
     from aksgpu.policy.catalog import rule, rule_ids

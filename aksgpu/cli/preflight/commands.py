@@ -29,7 +29,8 @@ def cost(
 
     Each node pool at its fewest, typical and most nodes (spot pools at the spot price), plus the
     fixed parts: control-plane tier, registry, workspace ingestion, NAT gateway, public IPs,
-    private endpoints, HSM keys. A fleet's stack: its shared parts, each member, and the total. Prices come from the dated table shipped with aksgpu, or the
+    private endpoints, HSM keys. A fleet's stack: its shared parts, each member, and the total.
+    Prices come from the dated table shipped with aksgpu, or the
     project's stacks/prices.yaml (`aksgpu prices refresh`); a price the table lacks is listed
     and not counted. Exit codes: 0 estimated (missing prices are listed), 1 the spec has errors,
     2 bad input (stack, YAML, price table).

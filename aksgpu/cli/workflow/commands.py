@@ -75,7 +75,8 @@ JsonOption = Annotated[bool, typer.Option(
 
 
 PolicyPackOption = Annotated[list[Path] | None, typer.Option(
-    "--policy-pack", metavar="FOLDER", help="A Pulumi policy pack folder to apply (repeatable); a mandatory violation fails the run.")]
+    "--policy-pack", metavar="FOLDER",
+    help="A Pulumi policy pack folder to apply (repeatable); a mandatory violation fails the run.")]
 
 
 def preview(

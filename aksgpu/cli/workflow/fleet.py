@@ -111,8 +111,8 @@ def up_fleet(shared: FleetStep, members: list[FleetStep], upgrades: FleetStep | 
     then = f", then {upgrades.target.stack}" if upgrades is not None else ""
     say(f"aksgpu up {shared.target.stack}: the shared stack, then {len(members)} member(s), at most {parallel} "
         f"at a time{then}.", "bold")
-    options = {"yes": yes, "diff": diff, "refresh": refresh, "policy_pack": policy_pack, "as_json": as_json,
-               "confirm": confirm}
+    options: dict[str, Any] = {"yes": yes, "diff": diff, "refresh": refresh, "policy_pack": policy_pack,
+                               "as_json": as_json, "confirm": confirm}
     if not _up_all([shared], parallel=1, what=f"the fleet's shared stack {shared.target.stack}", **options):
         raise typer.Exit(EXIT_FAILED)
     if members and not _up_all(members, parallel=parallel, what=f"{len(members)} member stack(s)", **options):
@@ -162,7 +162,8 @@ def report_previews(previews: dict[str, Any]) -> list[str]:
 def _up_all(steps: list[FleetStep], *, yes: bool, parallel: int, diff: bool, refresh: bool,
             policy_pack: list[Path] | None, as_json: bool, confirm: Callable[[str], bool], what: str) -> bool:
     """Preview (unless --yes), ask once, then `up` each step, `parallel` at a time; True when all succeeded."""
-    options = {"parallel": parallel, "diff": diff, "refresh": refresh, "policy_pack": policy_pack, "as_json": as_json}
+    options: dict[str, Any] = {"parallel": parallel, "diff": diff, "refresh": refresh, "policy_pack": policy_pack,
+                               "as_json": as_json}
     if not yes:
         failed = report_previews(run_steps(steps, "preview", **options))
         if failed:

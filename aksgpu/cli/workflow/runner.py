@@ -133,7 +133,7 @@ def command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
         fail(f"interrupted. Pulumi was told to stop; if it was changing resources, run `aksgpu refresh {stack}` to "
               f"bring the state in line with Azure (and `pulumi cancel --stack {stack}` if the stack stays locked).",
               EXIT_INTERRUPTED)
-    except Exception as error:  # noqa: BLE001 - only Automation API errors are translated; others re-raise
+    except Exception as error:  # only Automation API errors are translated; others re-raise
         message = automation_error_message(error, target_box[0], operation) if target_box else None
         if message is None:
             raise
@@ -228,6 +228,7 @@ def validate_spec(stack_file: StackFile) -> ClusterSpec | FleetSpec | FleetUpgra
     from aksgpu.spec import SpecError, parse_cluster_spec
     from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
 
+    spec: ClusterSpec | FleetSpec
     try:
         if stack_file.is_fleet:
             spec, _ = parse_fleet_spec(stack_file.fleet, source=stack_file.source(FLEET_KEY))

@@ -55,8 +55,8 @@ UNCONSTRAINED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topolog
 PRIORITY = catalog.limit("autoscalerExpendablePriorityCutoff") - 10
 SHM_GIB = 8
 RUN_EXCEPTIONS = {
-    "k8s-non-root": "The acceptance run's image (NVIDIA's PyTorch container) runs as root, as Azure's own AKS NCCL test "
-                    "does; it holds no Kubernetes credentials.",
+    "k8s-non-root": "The acceptance run's image (NVIDIA's PyTorch container) runs as root, as Azure's own AKS "
+                    "NCCL test does; it holds no Kubernetes credentials.",
     "k8s-capabilities": "IPC_LOCK: RDMA pins the buffers it registers (Azure/aks-rdma-infiniband pod examples).",
     "k8s-read-only-root-fs": "torchrun and NCCL write to the container's filesystem (caches, /tmp).",
 }
@@ -97,7 +97,8 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
            f"--master-port={MASTER_PORT} {SCRIPT_DIR}/fabric_allreduce.py --bytes {floor.message_bytes} "
            f"--iterations {measure['iterations']} --warmup {measure['warmup']} "
            f"--timeout-seconds {acceptance.run_timeout_minutes * 60}")
-    env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in sorted({**profile.nccl_env, **floor.nccl_env}.items())]
+    env: list[dict[str, Any]] = [{"name": name, "value": value}
+                                 for name, value in sorted({**profile.nccl_env, **floor.nccl_env}.items())]
     env += [{"name": "NCCL_DEBUG", "value": "WARN"},
             {"name": "AKSGPU_RESULT_FILE", "value": "/dev/termination-log"},
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
@@ -227,7 +228,8 @@ def headless_service(namespace: str) -> dict[str, Any]:
 def priority_class() -> dict[str, Any]:
     return {"metadata": metadata(ACCEPTANCE), "value": PRIORITY, "preemptionPolicy": "Never",
             "globalDefault": False,
-            "description": "aksgpu cross-node acceptance runs: wait for idle nodes, never preempt, never trigger a scale-up"}
+            "description": "aksgpu cross-node acceptance runs: wait for idle nodes, never preempt, "
+                           "never trigger a scale-up"}
 
 
 def acceptance_flavors(spec: ClusterSpec, targets: list[PoolTarget]) -> list[GpuFlavor]:
@@ -296,7 +298,8 @@ def rbac(namespace: str) -> list[dict[str, Any]]:
 def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str],
                        script_config: str) -> dict[str, Any]:
     """The acceptance pass, on the system pool: the gate's node_api.py and node_verdicts.py (from the
-    gate's ConfigMap) and fabric_acceptance.py and fabric_decision.py with its settings (from this ConfigMap) side by side in one folder."""
+    gate's ConfigMap) and fabric_acceptance.py and fabric_decision.py with its settings (from this
+    ConfigMap) side by side in one folder."""
     placement = system_pool_placement()
     gate = spec.gpu_health.gate
     token_dir = "/var/run/secrets/kubernetes.io/serviceaccount"

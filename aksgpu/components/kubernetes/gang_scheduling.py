@@ -374,7 +374,8 @@ class GangScheduling(pulumi.ComponentResource):
                 queues.append(k8s.apiextensions.CustomResource(
                     f"{name}-queue-{manifest['metadata']['name']}", api_version=manifest["apiVersion"],
                     kind=manifest["kind"], metadata=manifest["metadata"], spec=manifest["spec"],
-                    opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=flavor_resources))))
+                    opts=pulumi.ResourceOptions.merge(after_kueue,
+                                                      pulumi.ResourceOptions(depends_on=flavor_resources))))
             waits: list[pulumi.Resource] = [*queues, *([args.namespaces[team.name]] if team.name in args.namespaces
                                                         else [])]
             for local in local_queues(spec, team):
@@ -399,7 +400,8 @@ class GangScheduling(pulumi.ComponentResource):
         from aksgpu.components.kubernetes.gpu_software import device_plugin_targets, operator_targets
         from aksgpu.components.kubernetes.objects import SYSTEM_NAMESPACE
 
-        queue = acceptance.cluster_queue(spec, SYSTEM_NAMESPACE, [*device_plugin_targets(spec), *operator_targets(spec)])
+        queue = acceptance.cluster_queue(spec, SYSTEM_NAMESPACE,
+                                         [*device_plugin_targets(spec), *operator_targets(spec)])
         if queue is None:
             return
         cluster_queue = k8s.apiextensions.CustomResource(

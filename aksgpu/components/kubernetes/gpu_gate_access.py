@@ -23,9 +23,10 @@ from aksgpu.node import node_api, node_verdicts
 def node_gate_rbac(namespace: str, gate_daemonsets: list[str]) -> list[dict[str, Any]]:
     """Service accounts and their rights, each exactly what its steps do. Both get and patch nodes
     (taint, label, annotate, cordon), create Events about them (in "default", where Events about
-    Nodes go) and update the record ConfigMap (by name); the gate also reads its own DaemonSets (their creation time); the watchdog lists nodes
-    (those pending too long, a pool's failed nodes) and pods (the DCGM exporters it reads, and
-    whether a node's GPUs are in use before it is gated again). As manifests with their kind."""
+    Nodes go) and update the record ConfigMap (by name); the gate also reads its own DaemonSets
+    (their creation time); the watchdog lists nodes (those pending too long, a pool's failed nodes)
+    and pods (the DCGM exporters it reads, and whether a node's GPUs are in use before it is gated
+    again). As manifests with their kind."""
     objects: list[dict[str, Any]] = []
     for account, node_verbs, pods in ((SERVICE_ACCOUNT, ["get", "patch"], False),
                                       (WATCHDOG, ["get", "list", "patch"], True)):
@@ -90,7 +91,8 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
     def unchanged_but(field: str, allowed: str) -> str:
         new, old = f"variables.new{field}", f"variables.old{field}"
-        return f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) && {old}.all(k, {allowed} || k in {new})"
+        return (f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) "
+                f"&& {old}.all(k, {allowed} || k in {new})")
 
     return node_update_policy(
         NODE_POLICY, {"name": "gate-service-accounts",

@@ -135,12 +135,12 @@ class GpuHealth(pulumi.ComponentResource):
             rule_group_name=f"aksgpu-gpu-health-{spec.name}",
             resource_group_name=args.resource_group_name,
             location=args.prometheus_location or spec.location,
-            scopes=[args.prometheus_workspace_id],
+            scopes=[args.prometheus_workspace_id],  # type: ignore[list-item]  # set when monitoring is on
             cluster_name=spec.name,
             description="aksgpu: GPU conditions that should take a node out (aksgpu/catalog/gpu_alerts.yaml)",
             enabled=True,
             interval="PT1M",
-            rules=rules,
+            rules=rules,  # type: ignore[arg-type]  # plain dicts for the SDK's Args
             tags=args.tags or None,
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -199,7 +199,8 @@ def _acceptance_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, 
     queued = spec.gang_scheduling.enabled
     opts = pulumi.ResourceOptions.merge(ready, pulumi.ResourceOptions(parent=owner))
     created = declare_rbac(
-        acceptance.rbac(ns), lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}",
+        acceptance.rbac(ns),
+        lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}",
         opts)
     programs = acceptance.program_config_map(spec, ns, targets, queued)
     created.append(k8s.core.v1.ConfigMap(f"{name}-acceptance-programs", metadata=programs["metadata"],

@@ -131,7 +131,8 @@ def scrape_job(spec: ClusterSpec, system_namespace: str) -> dict[str, Any]:
     return {
         "job_name": "aksgpu-dcgm-exporter",
         "scrape_interval": f"{spec.gpu_health.metrics.interval_seconds}s",
-        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": exporter_namespaces(spec, system_namespace)}}],
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": exporter_namespaces(spec,
+                                                                                              system_namespace)}}],
         "relabel_configs": [
             {"source_labels": ["__meta_kubernetes_pod_label_app"], "regex": "nvidia-dcgm-exporter", "action": "keep"},
             {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "metrics", "action": "keep"},

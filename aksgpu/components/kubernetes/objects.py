@@ -183,7 +183,8 @@ NODE_NAME_CLAIM = "'authentication.kubernetes.io/node-name'"
 NODE_METADATA_VARIABLES = [
     {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
     {"name": "newLabels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
-    {"name": "oldAnnotations", "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+    {"name": "oldAnnotations",
+     "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
     {"name": "newAnnotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
 ]
 

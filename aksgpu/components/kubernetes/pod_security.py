@@ -33,7 +33,8 @@ spec.NodeSelector; kueue v0.19.2):
   (kueue.x-k8s.io/topology) may stay on until a later update removes it.
 A pod with scheduling gates cannot be scheduled; the API server lets its nodeSelector grow only while
 it is gated, and lets gates be removed but never added (KEP-3838 Pod Mutable Scheduling Directives,
-stable in 1.30; kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness). So the pin is required of a pod that adds IPC_LOCK when it is schedulable: on
+stable in 1.30; kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness). So the
+pin is required of a pod that adds IPC_LOCK when it is schedulable: on
 CREATE without scheduling gates, and on the UPDATE that removes its last gate. A gated pod may be
 created unpinned.
 
@@ -160,7 +161,8 @@ HOST_PORTS = _every_container("!has(c.ports) || c.ports.all(p, !has(p.hostPort) 
 APPARMOR = " && ".join([
     _pod_and_containers(lambda s: f"!has({s}.appArmorProfile) || (has({s}.appArmorProfile.type) && "
                                   f"{s}.appArmorProfile.type in {_cel_list(ALLOWED_APPARMOR_TYPES)})"),
-    f"!has(object.metadata.annotations) || object.metadata.annotations.all(k, !k.startsWith('{APPARMOR_ANNOTATION_PREFIX}') "
+    "!has(object.metadata.annotations) || "
+    f"object.metadata.annotations.all(k, !k.startsWith('{APPARMOR_ANNOTATION_PREFIX}') "
     f"|| object.metadata.annotations[k] in {_cel_list(APPARMOR_ANNOTATION_VALUES)} "
     f"|| object.metadata.annotations[k].startsWith('{APPARMOR_LOCALHOST_PREFIX}'))",
 ])
@@ -186,7 +188,8 @@ def _no_host(handler: str) -> str:
 
 PROBE_AND_LIFECYCLE_HOSTS = _every_container(" && ".join(
     [f"(!has(c.{probe}) || ({_no_host(f'c.{probe}')}))" for probe in PROBE_FIELDS]
-    + [f"(!({_present('c', f'lifecycle.{hook}')}) || ({_no_host(f'c.lifecycle.{hook}')}))" for hook in LIFECYCLE_FIELDS]))
+    + [f"(!({_present('c', f'lifecycle.{hook}')}) || ({_no_host(f'c.lifecycle.{hook}')}))"
+       for hook in LIFECYCLE_FIELDS]))
 
 # What is evaluated (see the module docstring): CREATE, ephemeral containers, and the update that
 # removes a pod's last scheduling gate.

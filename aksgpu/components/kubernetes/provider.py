@@ -49,7 +49,7 @@ class ClusterKubernetes(pulumi.ComponentResource):
         kubeconfig = pulumi.Output.from_input(args.kubeconfig).apply(lambda text: provider_kubeconfig(text, login))
         self.provider = k8s.Provider(
             f"{name}-provider",
-            kubeconfig=pulumi.Output.secret(kubeconfig),
+            kubeconfig=pulumi.Output.secret(kubeconfig),  # type: ignore[arg-type]  # the SDK types secret() by inference
             cluster_identifier=spec.name,
             # deleteUnreachable stays off: a private API server is unreachable from outside its
             # VNet, and a refresh from there must fail, not drop every object from the state.

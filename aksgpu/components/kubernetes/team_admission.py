@@ -185,8 +185,8 @@ def gpu_exposure_policy() -> tuple[dict[str, Any], dict[str, Any]]:
         "validations": [
             {"expression": DEVICE_ENV_ONLY_VOID,
              "message": f"a container of a pod that tolerates {GPU_RESOURCE} may not set "
-                        f"{' or '.join(DEVICE_ENV_VARS)} (the pod's value replaces the device plugin's, so it would see "
-                        f"GPUs it did not request); the one value allowed is {VISIBLE_DEVICES}={NO_DEVICES}, in a "
+                        f"{' or '.join(DEVICE_ENV_VARS)} (the pod's value replaces the device plugin's, so it would "
+                        f"see GPUs it did not request); the one value allowed is {VISIBLE_DEVICES}={NO_DEVICES}, in a "
                         f"container without a GPU request. Fix: request {GPU_RESOURCE} in resources.limits"},
             {"expression": NO_REQUEST_STATES_VOID,
              "message": f"a container without an {GPU_RESOURCE} request, in a pod that tolerates {GPU_RESOURCE}, "

@@ -163,7 +163,8 @@ def infiniband_checks(sysfs: Path, expected_gbps: float | None, expected_hcas: i
         found = len(hcas)
         verdict: Verdict = "fail" if found < expected_hcas else "warn" if found > expected_hcas else "pass"
         results.append(CheckResult("infiniband-hcas", verdict,
-                                   f"{found} InfiniBand HCAs ({', '.join(sorted(hcas))}); the VM size has {expected_hcas}",
+                                   f"{found} InfiniBand HCAs ({', '.join(sorted(hcas))}); "
+                                   f"the VM size has {expected_hcas}",
                                    value=found, threshold=expected_hcas, unit="HCAs"))
     for device, ports in sorted(hcas.items()):
         for port in ports:
@@ -179,7 +180,8 @@ def infiniband_checks(sysfs: Path, expected_gbps: float | None, expected_hcas: i
             if expected_gbps and (rate is None or rate < expected_gbps):
                 problems.append(f"rate {rate_text or 'unknown'} below {expected_gbps:g} Gb/s")
             results.append(CheckResult("infiniband", "fail" if problems else "pass",
-                                       f"{name}: " + ("; ".join(problems) if problems else f"ACTIVE, LinkUp, {rate_text}"),
+                                       f"{name}: "
+                                       + ("; ".join(problems) if problems else f"ACTIVE, LinkUp, {rate_text}"),
                                        value=rate or 0.0, threshold=expected_gbps, unit="Gb/s", details={"port": name}))
     return results
 

@@ -194,7 +194,7 @@ def pattern_test(torch: Any, device: Any, nbytes: int, passes: int = 1, chunk_by
         try:
             work = (memory.allocate(block, torch.int64), memory.allocate(block, torch.int32),
                     memory.allocate(block, torch.bool))
-        except Exception as error:  # noqa: BLE001 - out of memory before anything was tested
+        except Exception as error:  # out of memory before anything was tested
             if not is_out_of_memory(torch, error):
                 raise
             return PatternOutcome(0, 0, nbytes, free, total, f"no memory for the test's work buffers ({error})")
@@ -212,7 +212,7 @@ def pattern_test(torch: Any, device: Any, nbytes: int, passes: int = 1, chunk_by
                     count = room
             try:
                 chunks.append(memory.allocate(count, torch.int32))
-            except Exception as error:  # noqa: BLE001 - another process took the memory meanwhile
+            except Exception as error:  # another process took the memory meanwhile
                 if not is_out_of_memory(torch, error):
                     raise
                 stopped = f"stopped allocating: out of memory ({_first_line(error)})"
@@ -221,7 +221,7 @@ def pattern_test(torch: Any, device: Any, nbytes: int, passes: int = 1, chunk_by
         mismatches = 0
         try:
             mismatches = _verify(torch, device, chunks, passes, work)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             if not is_out_of_memory(torch, error):
                 raise
             stopped = f"broke off reading back: out of memory ({_first_line(error)})"

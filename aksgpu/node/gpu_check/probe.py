@@ -70,7 +70,8 @@ class NvmlProbe:
             state.volatile_uncorrected_ecc = self._try(nvml.nvmlDeviceGetTotalEccErrors, handle,
                                                        nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC)
             state.aggregate_uncorrected_ecc = self._try(nvml.nvmlDeviceGetTotalEccErrors, handle,
-                                                        nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC)
+                                                        nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        nvml.NVML_AGGREGATE_ECC)
             remap = self._try(nvml.nvmlDeviceGetRemappedRows, handle)
             if remap is not None:  # (corrected rows, uncorrected rows, pending, failure occurred)
                 state.remapped_rows_pending, state.remapping_failed = bool(remap[2]), bool(remap[3])
@@ -136,7 +137,8 @@ def error_checks(states: list[GpuState], limits: Limits) -> list[CheckResult]:
                                        "uncorrected ECC errors in the GPU's lifetime (remapped since)", gpu,
                                        s.aggregate_uncorrected_ecc))
         if s.remapping_failed:
-            results.append(CheckResult("row-remap-failed", "fail", "a row remapping failed: the GPU needs service", gpu))
+            results.append(CheckResult("row-remap-failed", "fail",
+                                       "a row remapping failed: the GPU needs service", gpu))
         elif s.remapped_rows_pending:
             results.append(CheckResult("row-remap-pending", "fail", "a row remapping is pending until the GPU is "
                                        "reset", gpu))

@@ -8,6 +8,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from aksgpu.node.gpu_check.results import NodeReport
@@ -41,7 +42,7 @@ def _label(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _labels(pairs: dict[str, object]) -> str:
+def _labels(pairs: Mapping[str, object]) -> str:
     return "{" + ",".join(f'{key}="{_label(value)}"' for key, value in pairs.items()) + "}"
 
 

@@ -79,9 +79,10 @@ def against_floor(check: str, gpu: int | None, value: float, floor: float | None
         return CheckResult(check, "pass", f"{what} {value:.4g} {unit}; no absolute floor for this GPU ({source}), "
                            "so only the comparison with the node's other GPUs applies", gpu, value, None, unit)
     if value >= floor:
-        return CheckResult(check, "pass", f"{what} {value:.4g} {unit} >= {floor:.4g} ({source})", gpu, value, floor, unit)
-    return CheckResult(check, "fail", f"{what} {value:.4g} {unit} is below {floor:.4g} ({source})", gpu, value, floor,
-                       unit)
+        return CheckResult(check, "pass", f"{what} {value:.4g} {unit} >= {floor:.4g} ({source})",
+                           gpu, value, floor, unit)
+    return CheckResult(check, "fail", f"{what} {value:.4g} {unit} is below {floor:.4g} ({source})",
+                       gpu, value, floor, unit)
 
 
 def stragglers(check: str, values: dict[int, float], tolerance: float, unit: str, what: str) -> list[CheckResult]:

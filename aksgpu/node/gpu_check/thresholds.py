@@ -94,7 +94,8 @@ def limits(model: str | None, vm_size: str | None) -> Limits:
         model=model,
         tflops_floor=round(peak * compute["value"], 1) if peak and compute else None,
         tflops_source=(f"{compute['value']:.0%} of {model}'s {peak} TFLOPS dense peak ({compute['source']}; peak: "
-                       f"{facts.peak_source if facts else ''})") if peak and compute else "no peak or fraction for this GPU",
+                       f"{facts.peak_source if facts else ''})") if peak and compute
+        else "no peak or fraction for this GPU",
         bandwidth_floor_tbs=round(memory_tbs * bandwidth["value"], 3) if memory_tbs and bandwidth else None,
         bandwidth_source=(f"{bandwidth['value']:.0%} of {model}'s {memory_tbs} TB/s "
                           f"({bandwidth['source']})") if memory_tbs and bandwidth
