@@ -515,9 +515,14 @@ def test_turning_the_gate_off_strands_no_node(cluster: tuple[Cluster, str]) -> N
                    {node_api.SCALE_DOWN_DISABLED_ANNOTATION: "true",
                         node_api.KEPT_ANNOTATION: "true"},
                    [GPU_TAINT, {"key": node_api.GATE_TAINT_KEY, "value": "held", "effect": "NoSchedule"}])
+    # Marked and kept by the watchdog while no gate pod had reached it (watch_unstarted).
+    state.add_node("aks-h100-2", "h100", annotations={node_api.UNSTARTED_SINCE_ANNOTATION: "2026-11-26T11:50:00Z",
+                                                      node_api.SCALE_DOWN_DISABLED_ANNOTATION: "true",
+                                                      node_api.KEPT_ANNOTATION: "true"})
     done = node_watchdog.watchdog(_api(url, "watchdog"), 30, now=NOW, policy=POLICY, pools=["h100"],
                               gate_enabled=False, operator_pools=["h100"])
-    assert sorted(done["untainted"]) == ["aks-h100-0", "aks-h100-1"]
+    assert sorted(done["untainted"]) == ["aks-h100-0", "aks-h100-1", "aks-h100-2"]
+    assert node_api.UNSTARTED_SINCE_ANNOTATION not in state.nodes["aks-h100-2"]["metadata"]["annotations"]
     for node in state.nodes.values():
         assert node["spec"]["taints"] == [GPU_TAINT]
         assert node["metadata"]["labels"][node_api.HEALTH_LABEL] == "unchecked"

@@ -210,22 +210,26 @@ def release_gate(api: node_api.Api, nodes: list[dict[str, Any]], policy: node_ve
         tainted = any(t.get("key") == node_api.GATE_TAINT_KEY for t in node.get("spec", {}).get("taints") or [])
         held_operands = labels.get(node_api.AGENT_POOL_LABEL) in operator_pools and any(
             labels.get(label) == "false" for label in node_api.HELD_OPERAND_LABELS)
+        # A node the watchdog marked while no gate pod had reached it (watch_unstarted) is kept
+        # from scale-down by that mark: with the gate off, the mark goes too.
+        unstarted = node_api.UNSTARTED_SINCE_ANNOTATION in node_api._annotations(node)
         if not tainted and labels.get(node_api.HEALTH_LABEL) not in ("pending", "held",
-                                                                     node_api.ACCEPTING) and not held_operands:
+                                                                     node_api.ACCEPTING) and not held_operands \
+                and not unstarted:
             continue
 
         def change(current: dict[str, Any]) -> dict[str, Any] | None:
             current_labels = node_api._labels(current)
-            new_labels: dict[str, Any] = {}
-            if current_labels.get(node_api.HEALTH_LABEL) in ("pending", "held", node_api.ACCEPTING):
-                new_labels[node_api.HEALTH_LABEL] = "unchecked"
+            marked = (current_labels.get(node_api.HEALTH_LABEL) in ("pending", "held", node_api.ACCEPTING)
+                      or node_api.UNSTARTED_SINCE_ANNOTATION in node_api._annotations(current))
+            new_labels: dict[str, Any] = {node_api.HEALTH_LABEL: "unchecked"} if marked else {}
             if current_labels.get(node_api.AGENT_POOL_LABEL) in operator_pools:
                 new_labels.update({label: "true" for label in node_api.HELD_OPERAND_LABELS
                                    if current_labels.get(label) == "false"})
             return {"metadata": {"labels": new_labels,
-                                 "annotations": {node_api.PENDING_SINCE_ANNOTATION: None, **node_api._unkept(current)}
-                                 if current_labels.get(node_api.HEALTH_LABEL) in ("pending", "held",
-                                                                                  node_api.ACCEPTING) else {}},
+                                 "annotations": {node_api.PENDING_SINCE_ANNOTATION: None,
+                                                 node_api.UNSTARTED_SINCE_ANNOTATION: None,
+                                                 **node_api._unkept(current)} if marked else {}},
                     "spec": {"taints": node_api._taints_without_gate(current)}}
 
         if node_api._per_node(node["metadata"]["name"], lambda: node_api.update_node(api, node["metadata"]["name"],
