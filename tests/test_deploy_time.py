@@ -16,7 +16,7 @@ from aksgpu.plan.planner import Plan
 from aksgpu.plan.report import plan_document, render_text
 from aksgpu.plan.summary import EnvironmentResult, summary_markdown
 from aksgpu import catalog
-from aksgpu.preflight import critical_path, deploy_time, pool_ordering
+from aksgpu.plan import critical_path, deploy_time, pool_ordering
 from tests.helpers import REPO, base_spec, plan_spec
 
 TABLE = catalog.load("deploy_durations")

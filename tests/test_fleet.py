@@ -331,7 +331,7 @@ def test_the_readme_shows_the_examples_fleet_section(fleet_plan: FleetPlan) -> N
 
 
 def _member_seconds(fleet_plan: FleetPlan) -> list[int]:
-    from aksgpu.preflight import deploy_time
+    from aksgpu.plan import deploy_time
 
     return [deploy_time.estimate(member.plan).schedule.total for member in fleet_plan.members]
 

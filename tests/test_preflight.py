@@ -110,7 +110,7 @@ def test_the_readme_shows_each_presets_quota_and_the_example_addresses_as_comput
 def preset_row(preset: str) -> str:
     """A preset's README row: monthly cost at min / typical / max (aksgpu cost) and the first
     `pulumi up` estimate (aksgpu plan), as the commands compute them."""
-    from aksgpu.preflight import deploy_time
+    from aksgpu.plan import deploy_time
     from aksgpu.preflight.cost import estimate
     from aksgpu.preflight.prices import shipped_table
     from tests.helpers import plan_spec, preset_spec

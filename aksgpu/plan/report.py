@@ -12,7 +12,7 @@ from typing import Any
 from aksgpu.plan.planner import PLAN_FORMAT_VERSION, Plan, PlannedResource
 from aksgpu import catalog
 from aksgpu.spec import Issue
-from aksgpu.preflight import deploy_time
+from aksgpu.plan import deploy_time
 
 CLUSTER_TYPE = "azure-native:containerservice:ManagedCluster"
 POOL_TYPE = "azure-native:containerservice:AgentPool"

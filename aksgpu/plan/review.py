@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from aksgpu.environments.validation import Report
     from aksgpu.policy.engine import PolicyReport
     from aksgpu.preflight.cost import CostEstimate
-    from aksgpu.preflight.deploy_time import DeployTime
+    from aksgpu.plan.deploy_time import DeployTime
     from aksgpu.preflight.prices import PriceTable
 
 
@@ -68,13 +68,13 @@ class Review:
 
     @cached_property
     def deploy_time(self) -> DeployTime:
-        """The deploy-time estimate of a first `pulumi up` (preflight/deploy_time.py)."""
-        from aksgpu.preflight import deploy_time
+        """The deploy-time estimate of a first `pulumi up` (plan/deploy_time.py)."""
+        from aksgpu.plan import deploy_time
 
         return deploy_time.estimate(self.plan)
 
     def deploy_time_document(self) -> dict[str, Any]:
-        from aksgpu.preflight import deploy_time
+        from aksgpu.plan import deploy_time
 
         return deploy_time.document(self.deploy_time)
 

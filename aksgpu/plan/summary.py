@@ -36,7 +36,7 @@ class EnvironmentResult:
     policy: dict[str, Any] | None = None
     # The cost estimate (aksgpu.preflight.cost.CostEstimate.json()); None when the spec has errors.
     cost: dict[str, Any] | None = None
-    # The deploy-time estimate of a first `pulumi up` (preflight.deploy_time.document).
+    # The deploy-time estimate of a first `pulumi up` (plan.deploy_time.document).
     deploy_time: dict[str, Any] | None = None
 
 
@@ -75,7 +75,7 @@ def _pools(result: EnvironmentResult) -> Section | None:
 def _deploy_time(result: EnvironmentResult) -> Section | None:
     if result.deploy_time is None:
         return None
-    from aksgpu.preflight.deploy_time import summary_line
+    from aksgpu.plan.deploy_time import summary_line
 
     return Section("Deploy time (estimate)", [_escape(summary_line(result.deploy_time))])
 

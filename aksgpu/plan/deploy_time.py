@@ -11,11 +11,14 @@ same plan always gives the same output. Imports nothing of the CLI.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aksgpu import catalog
-from aksgpu.preflight.critical_path import TABLE, TABLE_PATH, PlanLike, Schedule, by_type, schedule, waits_for
-from aksgpu.preflight.pool_ordering import ordering_summary, reorder
+from aksgpu.plan.critical_path import TABLE, TABLE_PATH, Schedule, by_type, schedule, waits_for
+
+if TYPE_CHECKING:
+    from aksgpu.plan.planner import Plan
+from aksgpu.plan.pool_ordering import ordering_summary, reorder
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class DeployTime:
     engine: dict[str, Any]
 
 
-def estimate(plan: PlanLike) -> DeployTime:
+def estimate(plan: Plan) -> DeployTime:
     table = catalog.load(TABLE)
     resources = list(plan.resources)
     graph = waits_for(resources, table)

@@ -19,15 +19,18 @@ the other ordering simulated without planning again:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aksgpu.preflight.critical_path import POOL_TYPE, ResourceLike, topological_order
+from aksgpu.plan.critical_path import POOL_TYPE, topological_order
+
+if TYPE_CHECKING:
+    from aksgpu.plan.planner import PlannedResource
 
 SUBNET_TYPE = "azure-native:network:Subnet"
 ORDERINGS = ("chained", "perSubnet")
 
 
-def subnet_key(pool: ResourceLike, by_urn: Mapping[str, ResourceLike]) -> str:
+def subnet_key(pool: PlannedResource, by_urn: Mapping[str, PlannedResource]) -> str:
     """Which subnet a pool's nodes are on, as far as the plan tells."""
     subnet_id = (pool.inputs or {}).get("vnetSubnetID")
     if isinstance(subnet_id, str) and subnet_id.startswith("/"):
@@ -36,13 +39,13 @@ def subnet_key(pool: ResourceLike, by_urn: Mapping[str, ResourceLike]) -> str:
     return ",".join(subnets) or "(AKS-managed VNet)"
 
 
-def pool_order(resources: Sequence[ResourceLike], graph: Mapping[str, set[str]]) -> list[str]:
+def pool_order(resources: Sequence[PlannedResource], graph: Mapping[str, set[str]]) -> list[str]:
     """The pools' URNs in the order the plan creates them (waits first, then URN order)."""
     pools = {r.urn for r in resources if r.type == POOL_TYPE and r.urn in graph}
     return topological_order({urn: graph[urn] & pools for urn in pools})
 
 
-def declared_ordering(resources: Sequence[ResourceLike], graph: Mapping[str, set[str]]) -> str | None:
+def declared_ordering(resources: Sequence[PlannedResource], graph: Mapping[str, set[str]]) -> str | None:
     """chained or perSubnet as the plan's graph shows it; None when both give the same graph."""
     by_urn = {r.urn: r for r in resources}
     pools = pool_order(resources, graph)
@@ -53,7 +56,7 @@ def declared_ordering(resources: Sequence[ResourceLike], graph: Mapping[str, set
     return "chained" if crosses else "perSubnet"
 
 
-def reorder(resources: Sequence[ResourceLike], graph: Mapping[str, set[str]], ordering: str) -> dict[str, set[str]]:
+def reorder(resources: Sequence[PlannedResource], graph: Mapping[str, set[str]], ordering: str) -> dict[str, set[str]]:
     """`graph` with the pools chained the way `ordering` would chain them."""
     if ordering not in ORDERINGS:
         raise ValueError(f"unknown node pool ordering {ordering!r}; one of {', '.join(ORDERINGS)}")
@@ -74,7 +77,7 @@ def reorder(resources: Sequence[ResourceLike], graph: Mapping[str, set[str]], or
     return result
 
 
-def ordering_summary(resources: Sequence[ResourceLike], graph: Mapping[str, set[str]]) -> dict[str, Any]:
+def ordering_summary(resources: Sequence[PlannedResource], graph: Mapping[str, set[str]]) -> dict[str, Any]:
     """The declared ordering, the other one, and how many pools on how many subnets."""
     by_urn = {r.urn: r for r in resources}
     pools = pool_order(resources, graph)

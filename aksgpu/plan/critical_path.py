@@ -14,39 +14,24 @@ Method (README, "Deploy-time estimate"; deploy_time.py puts it together):
   there, each started by the one before it. Ties go to the smaller URN: the same plan always
   gives the same estimate.
 
-This module reads any plan with `.resources` whose items carry urn, type, name, parent, custom,
-dependencies, inputs and provider (aksgpu.plan.planner.PlannedResource has them); it
-imports nothing of the CLI.
+It reads the planner's model (aksgpu.plan.planner: Plan and its PlannedResources).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from aksgpu import catalog
+
+if TYPE_CHECKING:
+    from aksgpu.plan.planner import PlannedResource
 
 TABLE = "deploy_durations"
 TABLE_PATH = "aksgpu/catalog/deploy_durations.yaml"
 POOL_TYPE = "azure-native:containerservice:AgentPool"
 RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
-
-
-class ResourceLike(Protocol):
-    urn: str
-    type: str
-    name: str
-    parent: str | None
-    custom: bool
-    dependencies: list[str]
-    inputs: dict[str, Any]
-    provider: str | None
-
-
-class PlanLike(Protocol):
-    @property
-    def resources(self) -> Sequence[ResourceLike]: ...
 
 
 @dataclass(frozen=True)
@@ -77,7 +62,7 @@ class Schedule:
     steps: dict[str, Step]
 
 
-def duration_key(resource: ResourceLike) -> str:
+def duration_key(resource: PlannedResource) -> str:
     """The table key for a resource: its type, or a variant of it whose create time differs."""
     inputs = resource.inputs or {}
     if resource.type == POOL_TYPE:
@@ -92,7 +77,7 @@ def duration_key(resource: ResourceLike) -> str:
     return resource.type
 
 
-def duration_of(resource: ResourceLike, table: Mapping[str, Any] | None = None) -> Duration:
+def duration_of(resource: PlannedResource, table: Mapping[str, Any] | None = None) -> Duration:
     """The typical create time of a resource, from the most specific entry of the table."""
     table = table if table is not None else catalog.load(TABLE)
     key = duration_key(resource)
@@ -110,7 +95,7 @@ def _duration(key: str, entry: Mapping[str, Any]) -> Duration:
     return Duration(key, int(entry["seconds"]), bool(entry.get("assumption", False)))
 
 
-def waits_for(resources: Sequence[ResourceLike], table: Mapping[str, Any] | None = None) -> dict[str, set[str]]:
+def waits_for(resources: Sequence[PlannedResource], table: Mapping[str, Any] | None = None) -> dict[str, set[str]]:
     """For each custom resource (by URN), the custom resources it cannot start before."""
     table = table if table is not None else catalog.load(TABLE)
     by_urn = {r.urn: r for r in resources}
@@ -144,7 +129,7 @@ def waits_for(resources: Sequence[ResourceLike], table: Mapping[str, Any] | None
     return graph
 
 
-def schedule(resources: Sequence[ResourceLike], graph: Mapping[str, set[str]],
+def schedule(resources: Sequence[PlannedResource], graph: Mapping[str, set[str]],
              table: Mapping[str, Any] | None = None) -> Schedule:
     """Earliest start and finish of every resource in `graph`, the total and the critical path."""
     table = table if table is not None else catalog.load(TABLE)
