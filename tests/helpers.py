@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 from collections.abc import Callable
 from pathlib import Path
@@ -110,3 +111,12 @@ def typer_app_with(register: Callable[[typer.Typer], None], help_text: str) -> t
 
     register(application)
     return application
+
+
+def imported_top_levels(source: str) -> set[str]:
+    """The top-level names of every module `source` imports (absolute imports, anywhere in it)."""
+    tree = ast.parse(source)
+    found = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    return found | {node.module.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}

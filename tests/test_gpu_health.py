@@ -3,7 +3,6 @@ least-privilege RBAC, and node_gate.py run against a stand-in API server), and t
 
 from __future__ import annotations
 
-import ast
 import copy
 import datetime
 import json
@@ -29,6 +28,7 @@ from tests.helpers import (
     base_spec,
     edit,
     find_object,
+    imported_top_levels,
     kubernetes_manifests,
     plan_spec,
 )
@@ -177,12 +177,7 @@ def test_the_script_configmap_is_the_gates_files_and_needs_only_the_standard_lib
     siblings = {Path(key).stem for key in data}
     for key, source in data.items():
         assert source == (Path(node_gate.__file__).parent / key).read_text()
-        imported = set()
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Import):
-                imported |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                imported.add(node.module.split(".")[0])
+        imported = imported_top_levels(source)
         # aksgpu: tried first, in the package (tests, the check's image); in the cluster the siblings.
         assert imported - {"__future__", "aksgpu"} - siblings <= set(sys.stdlib_module_names), key
         (tmp_path / key).write_text(source)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, imported_top_levels
 
 PACKAGE = REPO / "aksgpu"
 CLI = PACKAGE / "cli"
@@ -215,9 +215,5 @@ def test_node_programs_import_nothing_of_pulumi() -> None:
     allowed = set(sys.stdlib_module_names) | {"torch", "pynvml", "yaml", "aksgpu"}
     allowed |= {path.stem for path in (PACKAGE / "node").glob("*.py")}
     for path in _modules(PACKAGE / "node"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        tops = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-        tops |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+        tops = imported_top_levels(path.read_text(encoding="utf-8"))
         assert tops <= allowed, (path.name, sorted(tops - allowed))

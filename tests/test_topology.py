@@ -35,7 +35,7 @@ from aksgpu.components.kubernetes.objects import GATE_TAINT_KEY
 from aksgpu.components.kubernetes.topology import LABELLER, NODE_POLICY, labeller_targets, node_label_policy
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec.scheduling import gpu_flavors, topology_aware
-from tests.helpers import EXAMPLE, base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
+from tests.helpers import EXAMPLE, base_spec, edit, imported_top_levels, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object
 from tests.oracles.scheduling import tolerates
@@ -457,19 +457,13 @@ def test_what_kueue_will_not_change_in_place_makes_a_new_flavor() -> None:
 
 def test_the_script_configmap_is_node_topology_py_and_needs_only_the_standard_library(
         manifests: list[dict[str, Any]]) -> None:
-    import ast
     import sys
 
     configmap = next(o for o in manifests
                      if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "aksgpu-node-topology")
     source = Path(node_topology.__file__).read_text()
     assert configmap["data"]["node_topology.py"] == source
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
+    imported = imported_top_levels(source)
     assert imported - {"__future__"} <= set(sys.stdlib_module_names), "it runs in the gate's bare python image"
     daemonset = _of(manifests, "DaemonSet")[LABELLER]
     [container] = daemonset["spec"]["template"]["spec"]["containers"]
