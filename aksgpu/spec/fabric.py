@@ -165,10 +165,14 @@ def fabric_profiles() -> dict[str, FabricProfile]:
 
 # --- which pools, and what the spec must say about them --------------------------------------------
 
+def is_infiniband_pool(pool: NodePool) -> bool:
+    """An NVIDIA GPU pool of an InfiniBand size: one aksgpu installs the RDMA stack on."""
+    return pool.kind == "gpu" and pool.gpu_vendor == "nvidia" and fabric_profile(pool.vm_size) is not None
+
+
 def infiniband_pools(spec: ClusterSpec) -> list[NodePool]:
-    """The NVIDIA GPU pools of InfiniBand sizes: those aksgpu installs the RDMA stack on."""
-    return [pool for pool in spec.node_pools
-            if pool.kind == "gpu" and pool.gpu_vendor == "nvidia" and fabric_profile(pool.vm_size) is not None]
+    """The pools aksgpu installs the RDMA stack on (is_infiniband_pool)."""
+    return [pool for pool in spec.node_pools if is_infiniband_pool(pool)]
 
 
 def pool_driver(pool: NodePool) -> str:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from aksgpu import catalog
 
 from aksgpu.spec.base import Issue
-from aksgpu.spec.fabric import fabric_profile
+from aksgpu.spec.fabric import is_infiniband_pool
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
@@ -82,7 +82,7 @@ def _driver(pool: NodePool) -> str:
 
 def _fabric(pool: NodePool) -> str | None:
     """"infiniband" for a pool aksgpu installs the RDMA stack on (spec/fabric.py), else None."""
-    return "infiniband" if pool.gpu_vendor == "nvidia" and fabric_profile(pool.vm_size) is not None else None
+    return "infiniband" if is_infiniband_pool(pool) else None
 
 
 def _steps(phase: str, pool: NodePool) -> list[Step]:
