@@ -87,10 +87,42 @@ def render_problems(source: str, problems: Sequence[Problem]) -> str:
 class UserError(Exception):
     """A problem with the user's input or environment: printed as one message, no traceback.
 
-    `UserError(message)` for a problem that is not about one field; `problems` (and their `source`)
-    for those that are, in which case the message, when not given, is their rendering."""
+    The domain's one error type. `UserError(message)` for a problem that is not about one field
+    (a missing file, a name already taken: the message says what, the rule and the fix);
+    `problems` (and their `source`) for those that are, in which case the message, when not
+    given, is their rendering. SpecError (aksgpu.spec) is the kind whose problems are a spec's.
+    `exit_code` is the code a command exits with; `text()` and `document()` are how the command
+    line prints it (aksgpu/cli/console.py), as a line on stderr or, under --json, on stdout."""
+
+    exit_code = EXIT_USAGE
 
     def __init__(self, message: str = "", problems: Sequence[Problem] = (), source: str | None = None) -> None:
         self.problems = list(problems)
         self.source = source
         super().__init__(message or (render_problems(source or "the input", self.problems) if self.problems else ""))
+
+    def text(self) -> str:
+        """The error as a command prints it on stderr."""
+        return f"error: {self}"
+
+    def document(self) -> dict[str, Any]:
+        """The error as a command prints it under --json: a JSON document on stdout."""
+        return error_document(str(self), self.exit_code, self.problems, self.source)
+
+
+def problem_document(problem: Problem) -> dict[str, Any]:
+    """One problem as JSON: its fields, the value as the user wrote it (null when not set)."""
+    value = None if is_missing(problem.value) else problem.value
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        value = render_value(problem.value)
+    return {"path": problem.path, "value": value, "set": not is_missing(problem.value), "rule": problem.rule,
+            "fix": problem.fix, "severity": problem.severity, "source": problem.source}
+
+
+def error_document(message: str, exit_code: int, problems: Sequence[Problem] = (),
+                   source: str | None = None) -> dict[str, Any]:
+    """The JSON document a command prints on stdout when it fails under --json (docs: "Exit codes")."""
+    return {"error": {"message": message, "exitCode": exit_code, "source": source,
+                      "problems": [problem_document(problem) for problem in problems]}}

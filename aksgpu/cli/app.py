@@ -20,7 +20,9 @@ from typer.core import TyperGroup
 from aksgpu.cli.arguments import CONTEXT_SETTINGS
 from aksgpu.cli.ci import commands as ci_commands
 from aksgpu.cli.environments import commands as environment_commands
-from aksgpu.errors import EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED
+from aksgpu.cli.console import FAILURE, echo_json, fail, failure_document
+from aksgpu.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UserError,
+                           error_document)
 from aksgpu.cli.plan import commands as plan_commands
 from aksgpu.cli.policy import commands as policy_commands
 from aksgpu.cli.preflight import commands as preflight_commands
@@ -33,20 +35,66 @@ _CLICK = getattr(typer.core, "_click", None) or typer.core.click  # type: ignore
 _COMMAND_ENDINGS = (typer.Exit, typer.Abort, *(getattr(_CLICK.exceptions, name) for name in
                                                 ("ClickException", "Exit", "Abort")
                                                 if hasattr(_CLICK.exceptions, name)))
+_USAGE_ERRORS = (_CLICK.exceptions.UsageError,)
+
+
+class _TrackedStdout:
+    """sys.stdout while a command runs, noting whether anything was written: a command that fails
+    under --json having printed nothing gets its error as a JSON document on stdout instead."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.written = False
+
+    def write(self, text: str) -> int:
+        self.written = self.written or bool(text)
+        return int(self._stream.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _asks_for_json(ctx: Any) -> bool:
+    """Whether the command line names --json before any `--` (the commands that print JSON)."""
+    arguments = [*getattr(ctx, "protected_args", []), *ctx.args]
+    return "--json" in arguments[:arguments.index("--")] if "--" in arguments else "--json" in arguments
 
 
 class _Commands(TyperGroup):
     """The top-level command group: whatever happens inside a command ends in one line on
-    stderr and a documented exit code, never a traceback (AKSGPU_DEBUG=1 shows it for bugs)."""
+    stderr and a documented exit code, never a traceback (AKSGPU_DEBUG=1 shows it for bugs).
+    Under --json a command that fails without printing its document prints the error as one
+    (aksgpu.errors.error_document) on stdout, so a script reading stdout always gets JSON."""
 
     def invoke(self, ctx: Any) -> Any:
+        FAILURE.json_output, FAILURE.error, FAILURE.message = _asks_for_json(ctx), None, None
+        tracked = _TrackedStdout(sys.stdout)
+        sys.stdout = tracked
+        try:
+            return self._invoke(ctx)
+        except typer.Exit as ending:
+            if ending.exit_code and FAILURE.json_output and not tracked.written:
+                echo_json(failure_document(ending.exit_code))
+            raise
+        except _USAGE_ERRORS as error:
+            if FAILURE.json_output and not tracked.written:
+                echo_json(error_document(error.format_message(), EXIT_USAGE))
+            raise
+        finally:
+            if sys.stdout is tracked:
+                sys.stdout = tracked._stream
+
+    def _invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except _COMMAND_ENDINGS:
             raise
+        except UserError as error:
+            # A domain error no command caught itself: printed as every command prints one.
+            fail(error)
         except KeyboardInterrupt:
-            typer.echo("interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete.",
-                       err=True)
+            FAILURE.message = "interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete."
+            typer.echo(FAILURE.message, err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:
             # The reader went away (`aksgpu policy list | head`): nothing is wrong and nothing more
@@ -58,10 +106,9 @@ class _Commands(TyperGroup):
             if os.environ.get("AKSGPU_DEBUG"):
                 raise
             first_line = (str(error).splitlines() or [""])[0]
-            typer.echo(f"error: internal error ({type(error).__name__}: {first_line}). This is a bug in aksgpu. "
-                       "Fix: report it with the command and the input files; AKSGPU_DEBUG=1 prints the traceback.",
-                       err=True)
-            raise typer.Exit(EXIT_INTERNAL_ERROR) from None
+            fail(f"internal error ({type(error).__name__}: {first_line}). This is a bug in aksgpu. "
+                 "Fix: report it with the command and the input files; AKSGPU_DEBUG=1 prints the traceback.",
+                 EXIT_INTERNAL_ERROR)
 
 
 app = typer.Typer(

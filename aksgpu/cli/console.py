@@ -15,25 +15,56 @@ from typing import Any, NoReturn
 
 import typer
 
-from aksgpu.errors import EXIT_FAILED, EXIT_USAGE
+from aksgpu.errors import EXIT_FAILED, EXIT_USAGE, UserError, error_document
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """`error: message` on stderr, then exit with `code` (2, bad input, unless said otherwise)."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+class _Failure:
+    """What the command line knows of the command that runs: whether it prints JSON (--json) and
+    the error it failed with, so a failure under --json still prints a document on stdout."""
+
+    json_output = False
+    error: UserError | None = None
+    message: str | None = None
 
 
-def show_problems(error: Exception) -> None:
+FAILURE = _Failure()
+
+
+def fail(error: str | UserError, code: int | None = None) -> NoReturn:
+    """The error on stderr (`error: message`, or a spec's problems one per line), then exit with
+    `code`: the error's own exit code (2, bad input; 1, a spec with errors) unless said otherwise.
+    Under --json the command line also prints the error as a JSON document on stdout (cli/app.py)."""
+    if isinstance(error, str):
+        FAILURE.message = error
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(EXIT_USAGE if code is None else code)
+    FAILURE.error = error
+    typer.echo(error.text(), err=True)
+    raise typer.Exit(error.exit_code if code is None else code)
+
+
+def show_problems(error: UserError) -> None:
     """A spec's problems (aksgpu.errors.Problem, carried by SpecError) on stderr, as every command
     prints them: their source and count, then one line each (aksgpu.errors.render_problems)."""
+    FAILURE.error = error
     typer.echo(str(error), err=True)
 
 
-def fail_problems(error: Exception, code: int = EXIT_FAILED) -> NoReturn:
+def fail_problems(error: UserError, code: int = EXIT_FAILED) -> NoReturn:
     """show_problems, then exit with `code` (1, the spec has errors, unless said otherwise)."""
     show_problems(error)
     raise typer.Exit(code)
+
+
+def failure_document(code: int) -> dict[str, Any]:
+    """The JSON document of a command that exits with `code`: its error's, or one that says where
+    the reason went (stderr) when the command ended without one."""
+    if FAILURE.error is not None:
+        document = FAILURE.error.document()
+        document["error"]["exitCode"] = code
+        return document
+    message = FAILURE.message or "the command failed; the reason is on stderr"
+    return error_document(message, code)
 
 
 def say(message: str, style: str | None = None) -> None:

@@ -130,7 +130,7 @@ def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
     try:
         rendered = plan_render(environments, name)  # validates the environment's spec on the way
     except SpecError as error:
-        report.source = error.source
+        report.source = error.source or report.source
         report.issues = list(error.issues)
         return report
     except UserError as error:

@@ -22,7 +22,7 @@ from pydantic_core import PydanticCustomError
 
 from aksgpu.spec.descriptions import describe_schema_properties
 from aksgpu.errors import MISSING as _MISSING
-from aksgpu.errors import Problem, render_problems
+from aksgpu.errors import EXIT_FAILED, Problem, UserError, render_problems
 # The spec's names for these, kept (explicit re-exports).
 from aksgpu.errors import Severity as Severity
 from aksgpu.errors import is_missing as is_missing
@@ -50,20 +50,29 @@ class SpecModel(BaseModel):
 Issue = Problem
 
 
-class SpecError(Exception):
-    """The spec has errors; `issues` lists every one of them (warnings too)."""
+class SpecError(UserError):
+    """The spec has errors: a UserError whose problems are the spec's (`issues`, warnings too).
+    A command exits 1 on it (the spec is wrong, not the command line) and prints the problems
+    without an "error:" prefix, one line each."""
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, issues: list[Issue], source: str = CLUSTER_KEY) -> None:
-        self.issues = issues
-        self.source = source
-        super().__init__(self.render())
+        super().__init__(render_problems(source, issues), issues, source)
+
+    @property
+    def issues(self) -> list[Issue]:
+        return self.problems
 
     @property
     def errors(self) -> list[Issue]:
         return [issue for issue in self.issues if issue.severity == "error"]
 
     def render(self) -> str:
-        return render_problems(self.source, self.issues)
+        return render_problems(self.source or CLUSTER_KEY, self.issues)
+
+    def text(self) -> str:
+        return self.render()
 
 
 def check_tags(tags: dict[str, str]) -> typing.Iterator[Issue]:

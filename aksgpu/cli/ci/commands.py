@@ -61,7 +61,7 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
             state, backup = write_generated(root / relative, text, force=force,
                                             fix=f"change the options or templates/ci/ and run `{command}` again")
         except UserError as error:
-            fail(str(error))
+            fail(error)
         typer.echo(f"{relative}: {state}")
         if backup is not None:
             typer.echo(f"  the previous file was kept as {backup.relative_to(root)}")
@@ -79,7 +79,7 @@ def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, b
         settings = ci_settings(project_dir, branch=branch)
         files = renderer(settings)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     _write_files(files, output_dir or project_dir, check=check, force=force, command=command)
     return settings
 
@@ -126,7 +126,7 @@ def summary(
     try:
         results = check_environments(environments or [])
     except UserError as error:
-        fail(str(error))
+        fail(error)
     text = summary_markdown(results, commit=commit)
     if output is None:
         typer.echo(text, nl=False)
@@ -136,7 +136,7 @@ def summary(
         try:
             write_text_atomically(output, text)
         except UserError as error:
-            fail(str(error))
+            fail(error)
         typer.echo(f"wrote {output}")
     if any(result.errors or (result.policy and result.policy["problems"]) for result in results):
         raise typer.Exit(1)
@@ -178,7 +178,7 @@ def changed(
         files = changed_files(environments.project_dir, base, head)
         result = changed_environments(files, names, stack_config_dir(environments.project_dir), fleets)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     typer.echo(json.dumps(result) if as_json else "\n".join(result))
 
 
@@ -218,13 +218,13 @@ def azure_devops_comment(
     try:
         body = read_text_if_exists(file)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     if body is None:
         fail(f"cannot read {file}: there is no such file. Fix: pass the file the previous step wrote.")
     try:
         typer.echo(f"pull-request comment {post_or_update(body, os.environ)}")
     except UserError as error:
-        fail(str(error))
+        fail(error)
 
 
 @ci_app.command()
@@ -276,7 +276,7 @@ def oidc(
         try:
             values = run_oidc(settings, say=say)
         except UserError as error:
-            fail(str(error), EXIT_FAILED)
+            fail(error, EXIT_FAILED)
             return
         for note in notes(settings):
             say(f"note: {note}", "yellow")

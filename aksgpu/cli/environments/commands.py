@@ -35,7 +35,7 @@ def _environments() -> EnvironmentsFile:
     try:
         return load_environments()
     except UserError as error:
-        fail(str(error))
+        fail(error)
 
 
 def validate(
@@ -72,7 +72,7 @@ def validate(
     except Exception as error:  # UserError: one clear message
 
         if isinstance(error, UserError):
-            fail(str(error))
+            fail(error)
         raise
     if as_json:
         echo_json([report.as_json() for report in reports])
@@ -115,20 +115,20 @@ def render(
     try:
         env_file.require(names)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     rendered_stacks = []
     failed: list[str] = []
     bad_input = False
     for name in names:
         try:
             rendered_stacks.extend(plan_renders(env_file, name))
+        except SpecError as error:
+            show_problems(error)
+            failed.append(name)
         except UserError as error:
             typer.echo(f"error: environment {name}: {error}", err=True)
             failed.append(name)
             bad_input = True
-        except SpecError as error:
-            show_problems(error)
-            failed.append(name)
     project = env_file.project_dir
     if check:
         _render_check(rendered_stacks, project, failed)
@@ -207,12 +207,12 @@ def init(
                           assignments=set_ or [], force=force)
     try:
         outcome = add_environment(request)
-    except UserError as error:
-        fail(str(error))
     except SpecError as error:
         show_problems(error)
         typer.echo("Nothing was written.", err=True)
         raise typer.Exit(1) from None
+    except UserError as error:
+        fail(error)
     for line in outcome.messages:
         typer.echo(line)
 
@@ -246,10 +246,10 @@ def new(
                           admin_groups=admin_group or [])
     try:
         project = new_project(directory, request, github=github)
-    except UserError as error:
-        fail(str(error))
     except SpecError as error:
         fail_problems(error)
+    except UserError as error:
+        fail(error)
     for path in project.written:
         typer.echo(f"{path}: created")
     typer.echo(f"Next: cd {directory}, `python3.11 -m venv .venv && .venv/bin/pip install -r requirements.txt`, "
@@ -277,10 +277,10 @@ def diff(
     for env in (environment_a, environment_b):
         try:
             effective = effective_environment(env_file, env)
-        except UserError as error:
-            fail(str(error))
         except SpecError as error:
             fail_problems(error)
+        except UserError as error:
+            fail(error)
         rows[env] = {row.path: row.value for row in field_rows(spec_config(effective.spec))}
         specs[env] = effective.spec
     differences = field_differences(rows[environment_a], rows[environment_b], environment_a, environment_b)
@@ -315,7 +315,7 @@ def _cost_difference(project_dir: Path, specs: dict[str, Any], name_a: str, name
     try:
         prices = price_table(project_dir)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     return difference(estimate(specs[name_a], prices), estimate(specs[name_b], prices), name_a, name_b)
 
 
@@ -349,7 +349,7 @@ def schema(
                   "Fix: name another file, or move that one away.")
         write_text_atomically(output, text)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     typer.echo(f"wrote {output}")
 
 
@@ -389,7 +389,7 @@ def presets_show(
     try:
         rows = preset_rows(name)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     if as_json:
         echo_json([{"path": r.path, "value": r.value, "source": r.source, "description": r.description}
                    for r in rows])

@@ -27,7 +27,7 @@ def _resolve(stack: str) -> StackFile:
     try:
         return resolve_stack(stack)
     except UserError as error:
-        fail(str(error))
+        fail(error)
 
 
 def _load(stack_file: StackFile) -> tuple[StackFile, ClusterSpec, list[Issue]]:
@@ -49,7 +49,7 @@ def _stale_note(stack_file: StackFile) -> str | None:
     try:
         rendered = render_state(stack_file)
     except EnvironmentNotRendered as error:
-        fail(str(error), error.exit_code)
+        fail(error)
     if rendered is None or rendered.state == "current":
         return None
     why = rendered.reason or "it is out of date with stacks/environments.yaml"
@@ -63,7 +63,7 @@ def _cost(found: Review) -> CostEstimate:
     try:
         cost = found.cost
     except UserError as error:
-        fail(str(error))
+        fail(error)
     assert cost is not None  # a cluster's review has a cost
     return cost
 
@@ -104,7 +104,7 @@ def plan(
         try:
             result = Stacks().plan(stack_file)  # a fleet member's plan reads its fleet stack's planned outputs
         except UserError as error:
-            fail(str(error))
+            fail(error)
     reviewed = review(result, spec, project_dir=stack_file.project_dir)
     policy = reviewed.policy
     found = _cost(reviewed)
@@ -114,7 +114,7 @@ def plan(
         try:
             written = write_manifests(result, manifests)
         except UserError as error:
-            fail(str(error))
+            fail(error)
         typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
     if as_json:
         document = {**plan_document(result, warnings, reviewed.deploy_time), "preflight": preflight_document(spec),
@@ -151,7 +151,7 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
     except SpecError as error:
         fail_problems(error)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     facts = fleet_facts(fleet)
     if as_json:
         document = {**plan_document(fleet.shared, fleet.warnings, fleet.review.deploy_time),
@@ -192,7 +192,7 @@ def _plan_fleet_upgrades(stack_file: StackFile, as_json: bool) -> None:
     except SpecError as error:
         fail_problems(error)
     except UserError as error:
-        fail(str(error))
+        fail(error)
     note = _stale_note(stack_file)
     typer.echo(json.dumps(plan_document(result, warnings), indent=2, default=str) if as_json
                else render_text(result, warnings))

@@ -51,10 +51,10 @@ def cost(
                  "which Fleet Manager does not charge for. Fix: `aksgpu cost FLEET` gives the fleet's cost.")
         spec, _ = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
         found = cost_of(spec, stack_file.project_dir)
-    except UserError as error:
-        fail(str(error))
     except SpecError as error:
         fail_problems(error)
+    except UserError as error:
+        fail(error)
     if as_json:
         echo_json({"stack": stack_file.stack, "stackFile": str(stack_file.path.relative_to(stack_file.project_dir)),
                    **found.json()})
@@ -147,7 +147,7 @@ def refresh(
     try:
         write_text_atomically(target, retail_prices.table_text(raw))
     except UserError as error:
-        fail(str(error))
+        fail(error)
     sizes = sum(len(rows) for rows in fetched.values())
     typer.echo(f"wrote {target}: {sizes} VM prices in {', '.join(wanted)}, from {base_url} on "
                f"{raw['retrieved']}; the fixed parts are still those of the {current.label()}.")

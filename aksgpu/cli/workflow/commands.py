@@ -373,7 +373,7 @@ def bootstrap(
         try:
             run_bootstrap(settings, say=say)
         except UserError as error:
-            fail(str(error), EXIT_FAILED)
+            fail(error, EXIT_FAILED)
         say("Backend ready. Put these lines in stacks/environments.yaml:", "bold")
         typer.echo(environments_snippet(settings), nl=False)
 

@@ -21,7 +21,7 @@ import typer
 
 from aksgpu.cli.console import fail, fail_problems, say
 from aksgpu.errors import UserError
-from aksgpu.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from aksgpu.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 from aksgpu.workflow.target import PULUMI_CLI_MISSING, Target, check_readiness, readiness_message, target_for
 
@@ -127,7 +127,7 @@ def command_errors(operation: str, target_box: list[Target]) -> Iterator[None]:
     except typer.Exit:
         raise
     except UserError as error:
-        fail(str(error), getattr(error, "exit_code", EXIT_USAGE))
+        fail(error)
     except KeyboardInterrupt:
         stack = target_box[0].stack if target_box else "ENV"
         fail(f"interrupted. Pulumi was told to stop; if it was changing resources, run `aksgpu refresh {stack}` to "
