@@ -84,6 +84,18 @@ def render_problems(source: str, problems: Sequence[Problem]) -> str:
     return "\n".join([f"{source} has {len(errors)} {noun}:", *(f"  - {problem}" for problem in errors)])
 
 
+def _problems_message(problems: Sequence[Problem], source: str | None) -> str:
+    """A UserError's message from its problems: one problem on one line, with where it was set;
+    several as every command lists a spec's (render_problems)."""
+    if len(problems) != 1:
+        return render_problems(source or "the input", problems) if problems else ""
+    [problem] = problems
+    where = f" ({one_line(problem.source)})" if problem.source else ""
+    end = "" if problem.fix.endswith((".", "?", "!")) else "."
+    return (f"{one_line(problem.path)} = {render_value(problem.value)}{where}: {problem.rule}. "
+            f"Fix: {problem.fix}{end}")
+
+
 class UserError(Exception):
     """A problem with the user's input or environment: printed as one message, no traceback.
 
@@ -99,7 +111,7 @@ class UserError(Exception):
     def __init__(self, message: str = "", problems: Sequence[Problem] = (), source: str | None = None) -> None:
         self.problems = list(problems)
         self.source = source
-        super().__init__(message or (render_problems(source or "the input", self.problems) if self.problems else ""))
+        super().__init__(message or _problems_message(self.problems, source))
 
     def text(self) -> str:
         """The error as a command prints it on stderr."""

@@ -105,3 +105,12 @@ def test_a_bug_under_json_is_a_json_document_with_exit_70(project: Path, monkeyp
 def test_a_failure_without_json_prints_nothing_on_stdout(project: Path) -> None:
     result = runner.invoke(app, ["plan", "nosuch"])
     assert result.exit_code == 2 and result.stdout == "" and result.stderr.startswith("error: no stack")
+
+
+def test_an_error_about_one_setting_carries_it_as_a_problem(project: Path) -> None:
+    """Not only a spec's problems: a bad --backend is one problem with its field, value and fix."""
+    result = runner.invoke(app, ["preview", "dev", "--backend", "s3://bucket", "--json"])
+    assert result.exit_code == 2
+    [problem] = _error_document(result.stdout)["problems"]
+    assert (problem["path"], problem["value"], problem["source"]) == ("backend", "s3://bucket", "from --backend")
+    assert problem["fix"].startswith("use file://")

@@ -120,10 +120,14 @@ def test_relative_file_backend_is_inside_the_project() -> None:
 
 
 def test_azblob_needs_a_key_vault_provider() -> None:
-    with pytest.raises(UserError, match=r"needs an Azure Key Vault secrets provider, and the one set is none"):
+    with pytest.raises(UserError, match=r"secretsProvider = \(not set\): .*needs an Azure Key Vault secrets provider"):
         _resolve(backend_flag="azblob://state?storage_account=stteam01")
-    with pytest.raises(UserError, match=r'"passphrase" \(from --secrets-provider\)'):
+    with pytest.raises(UserError, match=r'secretsProvider = "passphrase" \(from --secrets-provider\)') as raised:
         _resolve(backend_flag="azblob://state?storage_account=stteam01", secrets_provider_flag="passphrase")
+    # The problem is carried whole, for the JSON error document: field, value, rule, fix, where set.
+    [problem] = raised.value.problems
+    assert (problem.path, problem.value, problem.source) == ("secretsProvider", "passphrase", "from --secrets-provider")
+    assert "Key Vault" in problem.rule and "azurekeyvault://" in problem.fix
     vault = "azurekeyvault://kv-team.vault.azure.net/keys/pulumi"
     target = _resolve(backend_flag="azblob://state?storage_account=stteam01", secrets_provider_flag=vault)
     assert (target.backend_kind, target.secrets_provider, target.local_state_dir) == ("azblob", vault, None)
@@ -148,9 +152,9 @@ def test_default_secrets_provider_word_means_the_backends_own() -> None:
 
 
 def test_unsupported_backend_and_provider_are_named() -> None:
-    with pytest.raises(UserError, match=r'backend "s3://bucket" is not a backend aksgpu supports'):
+    with pytest.raises(UserError, match=r'backend = "s3://bucket" \(from --backend\): aksgpu supports file://'):
         _resolve(backend_flag="s3://bucket")
-    with pytest.raises(UserError, match=r'secrets provider "vault:/x" \(from --secrets-provider\) is not one'):
+    with pytest.raises(UserError, match=r'secretsProvider = "vault:/x" \(from --secrets-provider\): not a secrets'):
         _resolve(secrets_provider_flag="vault:/x")
 
 

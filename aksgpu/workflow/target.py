@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aksgpu.errors import UserError
+from aksgpu.errors import MISSING, Problem, UserError
 
 if TYPE_CHECKING:
     from aksgpu.project.stackfile import StackFile
@@ -57,8 +57,9 @@ class Target:
         return {"PULUMI_BACKEND_URL": self.backend_url}
 
 
-def backend_kind(url: str) -> str:
-    """file, azblob or cloud for a Pulumi backend URL; a UserError for anything else."""
+def backend_kind(url: str, source: str | None = None) -> str:
+    """file, azblob or cloud for a Pulumi backend URL; a UserError for anything else (`source`:
+    where the URL was set, for the message)."""
 
     if url.startswith("file://"):
         return "file"
@@ -66,9 +67,10 @@ def backend_kind(url: str) -> str:
         return "azblob"
     if url.startswith(("https://", "http://")):
         return "cloud"
-    raise UserError(f'backend "{url}" is not a backend aksgpu supports. Fix: use file://<folder> (local state), '
-                    "azblob://<container>?storage_account=<account> (Azure Blob Storage, see "
-                    f"`aksgpu backend bootstrap`), or {PULUMI_CLOUD_URL} (Pulumi Cloud).")
+    raise UserError(problems=[Problem(
+        "backend", url, "aksgpu supports file://, azblob:// and https:// (Pulumi Cloud) backends",
+        "use file://<folder> (local state), azblob://<container>?storage_account=<account> (Azure Blob "
+        f"Storage, see `aksgpu backend bootstrap`), or {PULUMI_CLOUD_URL} (Pulumi Cloud)", source=source)])
 
 
 def local_state_dir(url: str, project_dir: Path) -> Path:
@@ -116,12 +118,13 @@ def resolve_target(
     else:
         backend_url = f"file://{project_dir / DEFAULT_STATE_DIR}"
         backend_source = f"default: local state in {DEFAULT_STATE_DIR}/, git-ignored"
-    kind = backend_kind(backend_url)
+    kind = backend_kind(backend_url, f"from {backend_source}")
 
     if kind == "azblob" and "storage_account=" not in backend_url and not env.get("AZURE_STORAGE_ACCOUNT"):
-        raise UserError(f'backend "{backend_url}" (from {backend_source}) does not say which storage account holds '
-                        "the container. Fix: write it as azblob://<container>?storage_account=<account>, "
-                        "or export AZURE_STORAGE_ACCOUNT=<account>.")
+        raise UserError(problems=[Problem(
+            "backend", backend_url, "an azblob backend names the storage account that holds the container",
+            "write it as azblob://<container>?storage_account=<account>, or export AZURE_STORAGE_ACCOUNT=<account>",
+            source=f"from {backend_source}")])
 
     if secrets_provider_flag:
         provider, provider_source = secrets_provider_flag, "--secrets-provider"
@@ -134,15 +137,17 @@ def resolve_target(
     if provider == "default":  # Pulumi's word for "the backend's own": the service's, or a passphrase
         provider = None
     if provider is not None and provider != "passphrase" and not provider.startswith(SECRETS_PROVIDER_SCHEMES):
-        raise UserError(f'secrets provider "{provider}" (from {provider_source}) is not one Pulumi knows. Fix: use '
-                        "passphrase, or azurekeyvault://<vault>.vault.azure.net/keys/<key>.")
+        raise UserError(problems=[Problem(
+            "secretsProvider", provider, "not a secrets provider Pulumi knows",
+            "use passphrase, or azurekeyvault://<vault>.vault.azure.net/keys/<key>", source=f"from {provider_source}")])
     if kind == "azblob" and (provider is None or not provider.startswith("azurekeyvault://")):
-        found = f'"{provider}" (from {provider_source})' if provider else "none"
-        raise UserError(f"the azblob backend {backend_url} needs an Azure Key Vault secrets provider, and the one "
-                        f"set is {found}: a shared team backend should not depend on one shared passphrase. Fix: "
-                        "set secretsProvider: azurekeyvault://<vault>.vault.azure.net/keys/<key> under defaults: in "
-                        "stacks/environments.yaml, or pass --secrets-provider (`aksgpu backend bootstrap` "
-                        "creates the vault and key).")
+        raise UserError(problems=[Problem(
+            "secretsProvider", provider if provider else MISSING,
+            f"the azblob backend {backend_url} needs an Azure Key Vault secrets provider: a shared team backend "
+            "should not depend on one shared passphrase",
+            "set secretsProvider: azurekeyvault://<vault>.vault.azure.net/keys/<key> under defaults: in "
+            "stacks/environments.yaml, or pass --secrets-provider (`aksgpu backend bootstrap` creates the vault "
+            "and key)", source=f"from {provider_source}" if provider else None)])
     if provider is None:
         if kind == "cloud":
             provider_source = "Pulumi Cloud's own encryption"
