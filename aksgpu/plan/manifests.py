@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.plan.planner import Plan, PlannedResource
 
 MARKER_FILE = ".aksgpu-manifests"
@@ -81,8 +81,9 @@ def _check_replaceable(directory: Path) -> None:
     """Refuse a non-empty folder unless an earlier run wrote every file in it, unchanged since."""
     marker = directory / MARKER_FILE
     if not marker.is_file():
-        raise UserError(f"{directory} is not empty and was not written by `aksgpu plan --manifests`, so its "
-                        "files would be lost. Fix: name an empty or new folder.")
+        raise UserError(problems=[Problem("--manifests", str(directory), "a folder that is not empty and that an "
+                                          "earlier --manifests run did not write: its files would be lost",
+                                          "name an empty or new folder")])
     written = {}
     for line in marker.read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
@@ -95,9 +96,9 @@ def _check_replaceable(directory: Path) -> None:
                and _digest((directory / relative).read_text(encoding="utf-8", errors="replace")) != written[relative]]
     if foreign or changed:
         listed = ", ".join((foreign + changed)[:5]) + (" ..." if len(foreign + changed) > 5 else "")
-        raise UserError(f"{directory} holds files an earlier `--manifests` run did not write, or changed since "
-                        f"({listed}); replacing the folder would lose them. Fix: move them out, or name another "
-                        "folder.")
+        raise UserError(problems=[Problem("--manifests", str(directory), f"the folder holds files an earlier "
+                                          f"--manifests run did not write, or changed since ({listed}); replacing "
+                                          "the folder would lose them", "move them out, or name another folder")])
 
 
 def write_manifests(plan: Plan, directory: Path) -> list[Path]:
@@ -106,7 +107,8 @@ def write_manifests(plan: Plan, directory: Path) -> list[Path]:
     staging: Path | None = None
     try:
         if directory.exists() and not directory.is_dir():
-            raise UserError(f"{directory} is a file, and --manifests needs a folder. Fix: name a new folder.")
+            raise UserError(problems=[Problem("--manifests", str(directory), "a file: --manifests needs a folder",
+                                              "name a new folder")])
         if directory.is_dir() and any(directory.iterdir()):
             _check_replaceable(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ import enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 
 if TYPE_CHECKING:
     from aksgpu.components.kubeconfig import Kubeconfig
@@ -46,11 +46,13 @@ def write_kubeconfig(path: Path, text: str, *, force: bool) -> str:
             path.chmod(0o600)
             return "unchanged"
         if not force:
-            raise UserError(f"{path} already exists and differs from this cluster's kubeconfig. Fix: pass --force "
-                            "to replace it, or --output PATH to write elsewhere.")
+            raise UserError(problems=[Problem("--output", str(path), "the file already exists and differs from "
+                                              "this cluster's kubeconfig", "pass --force to replace it, or --output "
+                                              "PATH to write elsewhere")])
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as error:
-        raise UserError(f"cannot create {path.parent}: {error.strerror}. Fix: choose another --output.") from None
+        raise UserError(problems=[Problem("--output", str(path), f"cannot create its folder {path.parent}: "
+                                          f"{error.strerror}", "choose another --output")]) from None
     write_text_atomically(path, text, mode=0o600)
     return "replaced" if existed else "written"
