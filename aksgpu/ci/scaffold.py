@@ -1,7 +1,8 @@
 """`aksgpu new DIR`: a team's own infrastructure repository, with a first environment.
 
 What it writes comes from aksgpu/templates/project/ (Pulumi.yaml, the two-line program,
-requirements.txt pinning this aksgpu, .gitignore, a README for the team), then `aksgpu init`
+requirements.txt naming where aksgpu is installed from (ci/install_source.py), .gitignore, a README
+for the team), then `aksgpu init`
 adds the first environment (environments.yaml, its schema, the stack file) and `aksgpu ci github`
 the workflows, so the repository's own checks pass from its first commit. Nothing of aksgpu's
 own tests or examples goes there. DIR must be new or empty: nothing there is ever replaced.
@@ -16,7 +17,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aksgpu.errors import UserError
 from aksgpu.project.files import write_text_atomically
@@ -24,6 +25,7 @@ from aksgpu.project.files import write_text_atomically
 if TYPE_CHECKING:
     import jinja2
 
+    from aksgpu.ci.install_source import InstallSource
     from aksgpu.environments.initialize import InitRequest
 
 PROJECT_TEMPLATES = Path(__file__).resolve().parents[1] / "templates" / "project"
@@ -51,8 +53,10 @@ def project_name(directory: Path) -> str:
     return name[:100]
 
 
-def new_project(directory: Path, first: InitRequest, *, github: bool = True) -> NewProject:
-    """Write a new project into `directory` with `first` as its first environment.
+def new_project(directory: Path, first: InitRequest, source: InstallSource | None = None, *,
+                github: bool = True) -> NewProject:
+    """Write a new project into `directory` with `first` as its first environment, installing
+    aksgpu from `source` (default: where the running aksgpu was installed from).
 
     Everything is written into a hidden folder beside `directory` and renamed into place at the
     end, so a first environment with errors (or Ctrl-C) leaves no half-made repository.
@@ -70,12 +74,17 @@ def new_project(directory: Path, first: InitRequest, *, github: bool = True) -> 
     except PackageNotFoundError:
         raise UserError("aksgpu is not installed as a package, so `aksgpu new` cannot pin its version. Fix: "
                         "install it (`pip install aksgpu` or `pip install -e .` in its repository).") from None
-    values = {"project": project_name(directory), "version": aksgpu_version, "environment": first.environment}
+    if source is None:
+        from aksgpu.ci.install_source import resolve_source
+
+        source = resolve_source(None, aksgpu_version)
+    values = {"project": project_name(directory), "version": aksgpu_version, "environment": first.environment,
+              "source_lines": list(source.lines)}
     staging: Path | None = None
     try:
         directory.resolve().parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{directory.resolve().name}.", dir=directory.resolve().parent))
-        relative = _write_project(staging, first, values, github)
+        relative = _write_project(staging, first, values, source, github)
         if directory.exists():  # empty (checked above), and maybe the current folder: fill it
             for entry in staging.iterdir():
                 os.replace(entry, directory / entry.name)
@@ -90,11 +99,16 @@ def new_project(directory: Path, first: InitRequest, *, github: bool = True) -> 
     return NewProject(directory, [directory / path for path in relative])
 
 
-def _write_project(root: Path, first: InitRequest, values: dict[str, str], github: bool) -> list[Path]:
+def _write_project(root: Path, first: InitRequest, values: dict[str, Any], source: InstallSource,
+                   github: bool) -> list[Path]:
     """The project's files under `root`; returns their paths relative to it."""
+    from aksgpu.ci.install_source import vendor_wheel
     from aksgpu.environments.initialize import add_environment
 
     written = []
+    wheel = vendor_wheel(source, root)
+    if wheel is not None:
+        written.append(wheel)
     for template, target in PROJECT_FILES.items():
         write_text_atomically(root / target, _templates().get_template(template).render(**values))
         written.append(Path(target))

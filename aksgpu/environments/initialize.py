@@ -7,6 +7,7 @@ back and compared before it replaces the file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from aksgpu.environments.file import (
+    Defaults,
     ENVIRONMENT_NAME,
     SCHEMA_FILE,
     UPGRADES,
@@ -48,6 +50,9 @@ class InitRequest:
     description: str | None = None
     assignments: list[str] = field(default_factory=list)
     force: bool = False
+    # `aksgpu new`: admin_groups go into a new file's defaults.overrides, so every environment
+    # added later inherits them, not only this first one.
+    admin_groups_in_defaults: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,11 @@ def add_environment(request: InitRequest, project_dir: Path | None = None) -> In
         raise UserError(f'environment "{env}" {same} in {environments.relative_path}. '
                         "Fix: edit it there and run `aksgpu render`, or choose another name.")
     load_preset(request.preset)  # an unknown preset fails here, with the known ones listed
+    if request.admin_groups_in_defaults and request.admin_groups and not environments.exists:
+        access = {"access": {"aad": {"adminGroupObjectIds": list(request.admin_groups)}}}
+        environments = EnvironmentsFile(environments.project_dir, environments.path, EnvironmentsDocument(
+            defaults=Defaults(overrides=access)), exists=False)
+        request = dataclasses.replace(request, admin_groups=[])
     settings = EnvironmentSettings(preset=request.preset, description=request.description,
                                    overrides=_overrides(request, environments))
     candidate = EnvironmentsFile(
@@ -137,8 +147,9 @@ def _environments_text(environments: EnvironmentsFile, env: str, settings: Envir
     if not entry.get("overrides"):
         entry.pop("overrides", None)
     if not environments.exists:
-        body = yaml.safe_dump({"environments": {env: entry}}, sort_keys=False, default_flow_style=False,
-                              allow_unicode=True)
+        defaults = environments.document.defaults.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+        body = yaml.safe_dump({**({"defaults": defaults} if defaults else {}), "environments": {env: entry}},
+                              sort_keys=False, default_flow_style=False, allow_unicode=True)
         text = NEW_FILE_HEADER.format(schema=SCHEMA_FILE) + "\n" + body
     else:
         text = _append_environment(read_text_if_exists(environments.path) or "", env, entry)
