@@ -94,3 +94,46 @@ def test_the_admin_group_of_new_reaches_every_later_environment(tmp_path: Path,
     for env in ("dev", "prod"):
         stack = yaml.safe_load((project / "stacks" / f"Pulumi.{env}.yaml").read_text())
         assert stack["config"]["aksgpu:cluster"]["access"]["aad"]["adminGroupObjectIds"] == [ADMIN], env
+
+
+def _new(directory: Path, *extra: str) -> None:
+    result = runner.invoke(app, ["new", str(directory), "--location", "eastus2", *extra,
+                                 "--aksgpu-source", f"git+https://git.example.com/p/aksgpu@{COMMIT}"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_project_at_the_repository_root_keeps_its_workflows_and_steps_at_the_root(tmp_path: Path) -> None:
+    _new(tmp_path / "infra")
+    checks = yaml.safe_load((tmp_path / "infra" / ".github" / "workflows" / "aksgpu-checks.yml").read_text())
+    assert "defaults" not in checks and "paths" not in (checks[True]["pull_request"] or {})
+
+
+def test_a_project_in_a_subfolder_of_a_git_repository_gets_its_workflows_at_the_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    project = tmp_path / "platform" / "infra"
+    _new(project)
+    assert not (project / ".github").exists()
+    workflows = tmp_path / ".github" / "workflows"
+    checks = yaml.safe_load((workflows / "aksgpu-checks.yml").read_text())
+    assert checks["defaults"] == {"run": {"working-directory": "platform/infra"}}
+    assert checks[True]["pull_request"]["paths"] == ["platform/infra/**", ".github/workflows/aksgpu-*.yml"]
+    steps = checks["jobs"]["offline"]["steps"]
+    assert steps[1]["with"]["cache-dependency-path"] == "platform/infra/requirements.txt"
+    assert steps[-1]["with"]["path"] == "platform/infra/aksgpu-comment/"
+    valid = subprocess.run([str(Path(sys.executable).with_name("check-jsonschema")), "--builtin-schema",
+                            "vendor.github-workflows", *map(str, workflows.glob("*.yml"))], capture_output=True,
+                           text=True, check=False)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    monkeypatch.chdir(project)  # `aksgpu ci github` finds the same root and renders the same files
+    result = runner.invoke(app, ["ci", "github", "--check"])
+    assert result.exit_code == 0, result.output
+    assert ".github/workflows/aksgpu-checks.yml: up to date" in result.output
+    # A second project in the same repository would take over the first one's workflows: refused.
+    other = runner.invoke(app, ["new", str(tmp_path / "other"), "--location", "eastus2",
+                                "--aksgpu-source", f"git+https://git.example.com/p/aksgpu@{COMMIT}"])
+    assert other.exit_code == 2 and "already has aksgpu's workflows" in other.output
+    assert not (tmp_path / "other").exists()

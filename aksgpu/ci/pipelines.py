@@ -61,10 +61,20 @@ class CiSettings:
     # How CI installs aksgpu: the version a project pins in requirements.txt (a project made with
     # `aksgpu new`), or the package itself when the project is aksgpu's own repository.
     dependency_file: str = "requirements.txt"
+    # The project folder relative to the repository root ("" at the root): GitHub runs workflows
+    # only from the root's .github/workflows, so a project in a subfolder gets them there, with
+    # that folder as every run step's working directory and its path as the trigger filter.
+    directory: str = ""
 
     @property
     def install_args(self) -> str:
         return "-r requirements.txt" if self.dependency_file == "requirements.txt" else "-e ."
+
+    @property
+    def prefix(self) -> str:
+        """The project folder as a prefix of repository-root paths (actions' inputs, hashFiles,
+        files github-script reads: those ignore the run steps' working directory)."""
+        return f"{self.directory}/" if self.directory else ""
 
     @property
     def shared(self) -> list[CiEnvironment]:
@@ -83,8 +93,17 @@ class CiSettings:
         return any(env.backend_kind == "cloud" for env in self.shared)
 
 
-def ci_settings(project_dir: Path, branch: str = "main", python_version: str = PYTHON_VERSION) -> CiSettings:
-    """What the CI templates need from environments.yaml and the rendered specs."""
+def repository_root(project_dir: Path) -> Path:
+    """The root of the git repository `project_dir` is in (the nearest folder up with a .git
+    folder or file), or `project_dir` itself when it is in none."""
+    start = project_dir.resolve()
+    return next((folder for folder in (start, *start.parents) if (folder / ".git").exists()), start)
+
+
+def ci_settings(project_dir: Path, branch: str = "main", python_version: str = PYTHON_VERSION,
+                root: Path | None = None) -> CiSettings:
+    """What the CI templates need from environments.yaml and the rendered specs; `root`: the
+    repository root the workflows go under (default: the project folder)."""
     from aksgpu.environments.file import UPGRADES, load_environments
     from aksgpu.environments.fleet import effective_fleet, is_fleet
     from aksgpu.environments.render import effective_environment
@@ -116,8 +135,17 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
     ordered = [env for env in found if not env.protected] + [env for env in found if env.protected]
     policy = project_dir / "policy"
     dependency_file = "requirements.txt" if (project_dir / "requirements.txt").is_file() else "pyproject.toml"
+    directory = ""
+    if root is not None:
+        try:
+            directory = project_dir.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            raise UserError(f"the project folder {project_dir} is not inside {root}, the repository root the "
+                            "workflows go under. Fix: name the root of the repository that holds the project "
+                            "(--output-dir).") from None
     return CiSettings(ordered, branch, python_version,
-                      "policy" if (policy / "PulumiPolicy.yaml").is_file() else None, dependency_file)
+                      "policy" if (policy / "PulumiPolicy.yaml").is_file() else None, dependency_file,
+                      "" if directory == "." else directory)
 
 
 @functools.cache

@@ -80,11 +80,25 @@ def new_project(directory: Path, first: InitRequest, source: InstallSource | Non
         source = resolve_source(None, aksgpu_version)
     values = {"project": project_name(directory), "version": aksgpu_version, "environment": first.environment,
               "source_lines": list(source.lines)}
+    from aksgpu.ci.pipelines import GITHUB_WORKFLOWS, repository_root
+
+    # GitHub runs only the workflows at a repository's root: a project made inside an existing git
+    # repository gets them there, running in its folder (https://docs.github.com/en/actions/
+    # writing-workflows/about-workflows: "stored in the .github/workflows directory in a
+    # repository"; checked 2026-11-27).
+    root = repository_root(directory)
+    at_root = github and root != directory.resolve()
+    if at_root:
+        taken = [path for path in GITHUB_WORKFLOWS.values() if (root / path).exists()]
+        if taken:
+            raise UserError(f"{root / taken[0]} exists: the repository {root} already has aksgpu's workflows (another "
+                            "project's?), and `aksgpu new` never replaces a file. Fix: pass --no-github and extend "
+                            "them by hand, or make the project in a repository of its own.")
     staging: Path | None = None
     try:
         directory.resolve().parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{directory.resolve().name}.", dir=directory.resolve().parent))
-        relative = _write_project(staging, first, values, source, github)
+        relative = _write_project(staging, first, values, source, github and not at_root)
         if directory.exists():  # empty (checked above), and maybe the current folder: fill it
             for entry in staging.iterdir():
                 os.replace(entry, directory / entry.name)
@@ -96,7 +110,18 @@ def new_project(directory: Path, first: InitRequest, source: InstallSource | Non
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-    return NewProject(directory, [directory / path for path in relative])
+    written = [directory / path for path in relative]
+    if at_root:
+        from aksgpu.ci.pipelines import ci_settings, render_github
+
+        try:
+            for path, text in render_github(ci_settings(directory, root=root)).items():
+                write_text_atomically(root / path, text)
+                written.append(root / path)
+        except OSError as error:
+            raise UserError(f"cannot write the workflows under {root}: {error.strerror}. Fix: make .github/workflows "
+                            "there writable, then run `aksgpu ci github` in the project.") from None
+    return NewProject(directory, written)
 
 
 def _write_project(root: Path, first: InitRequest, values: dict[str, Any], source: InstallSource,

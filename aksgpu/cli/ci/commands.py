@@ -27,7 +27,8 @@ CheckOption = Annotated[bool, typer.Option("--check", help="Write nothing; exit 
                                                            "rendered file is missing or out of date.")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Overwrite files edited by hand (kept as .bak).")]
 OutputDirOption = Annotated[Path | None, typer.Option(
-    "--output-dir", help="The repository root to write into (default: the project folder).")]
+    "--output-dir", help="The repository root to write into (default: `ci github`, the git repository's root; "
+                         "`ci azure-devops`, the project folder).")]
 
 
 def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool, command: str) -> None:
@@ -68,19 +69,22 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
 
 
 def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, branch: str,
-               output_dir: Path | None, *, check: bool, force: bool) -> CiSettings:
-    """Render CI files for the project in the current folder, then write or check them."""
-    from aksgpu.ci.pipelines import ci_settings
+               output_dir: Path | None, *, check: bool, force: bool, at_repository_root: bool = False) -> CiSettings:
+    """Render CI files for the project in the current folder, then write or check them under
+    `output_dir`; by default the project folder, or with `at_repository_root` the root of the git
+    repository it is in (the files then run the project's steps in its folder)."""
+    from aksgpu.ci.pipelines import ci_settings, repository_root
     from aksgpu.errors import UserError
     from aksgpu.project.stackfile import find_project_dir
 
     try:
         project_dir = find_project_dir(Path.cwd().resolve())
-        settings = ci_settings(project_dir, branch=branch)
+        root = output_dir or (repository_root(project_dir) if at_repository_root else project_dir)
+        settings = ci_settings(project_dir, branch=branch, root=root if at_repository_root else None)
         files = renderer(settings)
     except UserError as error:
         fail(error)
-    _write_files(files, output_dir or project_dir, check=check, force=force, command=command)
+    _write_files(files, root, check=check, force=force, command=command)
     return settings
 
 
@@ -91,9 +95,11 @@ def github(
     check: CheckOption = False,
     force: ForceOption = False,
 ) -> None:
-    """Render the GitHub Actions workflows into .github/workflows/.
+    """Render the GitHub Actions workflows into .github/workflows/ at the repository's root.
 
-    aksgpu-checks (tests, render --check, validate, offline plans; no cloud credentials) and
+    GitHub runs only the root's workflows: for a project in a subfolder of a git repository they
+    go to the root (or --output-dir), run their steps in the project folder and trigger on changes
+    under it. aksgpu-checks (render --check, validate, offline plans; no cloud credentials) and
     aksgpu-comment (the plan summary as one pull-request comment, updated) always; for
     environments with a shared state backend also aksgpu-preview (a real preview per changed
     environment, with Azure OIDC), aksgpu-deploy (pulumi up per environment behind GitHub
@@ -101,7 +107,8 @@ def github(
     """
     from aksgpu.ci.pipelines import render_github
 
-    settings = _render_ci(render_github, "aksgpu ci github", branch, output_dir, check=check, force=force)
+    settings = _render_ci(render_github, "aksgpu ci github", branch, output_dir, check=check, force=force,
+                          at_repository_root=True)
     if settings.local_only and not check:
         typer.echo(f"note: {', '.join(settings.local_only)} use the local state backend, so CI checks and plans "
                    "them offline but does not preview, deploy or drift-check them. Fix: give them a shared "
