@@ -322,3 +322,25 @@ def test_the_azure_devops_comment_refuses_without_a_pipeline_or_a_marker() -> No
         post_or_update(MARKER + "\n", {k: v for k, v in ADO_ENV.items() if k != "SYSTEM_ACCESSTOKEN"})
     with pytest.raises(UserError, match="must start with an aksgpu marker"):
         post_or_update("hello\n", ADO_ENV, _fake([])[0])
+
+
+def _header(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if line.startswith("#"))
+
+
+def test_the_pipeline_headers_name_only_the_checks_their_steps_run(shared: Path) -> None:
+    """What the comment at the top of the checks workflow and of the Azure pipeline says they run
+    on a pull request is what their steps run: each `aksgpu` command named there is a step, and
+    neither claims to run tests (aksgpu's own tests are not run in a team's repository)."""
+    azure = render_azure_devops(ci_settings(shared))[".azure-pipelines/aksgpu.yml"]
+    checks = render_github(ci_settings(shared))[".github/workflows/aksgpu-checks.yml"]
+    for text in (azure, checks):
+        header = _header(text)
+        assert not re.search(r"\bthe tests\b|\bpytest\b|\btests,", header), header
+        steps = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        named = re.findall(r"`aksgpu ([a-z-]+)[^`]*`|`(validate|render --check)`", header)
+        commands = {first or second.split()[0] for first, second in named} - {"ci"}
+        assert text is checks or commands >= {"render", "validate"}, header
+        for command in commands:
+            assert f".venv/bin/aksgpu {command}" in steps, command
+        assert "pytest" not in steps
