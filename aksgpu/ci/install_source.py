@@ -164,7 +164,10 @@ def resolve_source(value: str | None, version: str) -> InstallSource:
             OPTION, None, "the new project's requirements.txt must name where aksgpu comes from (aksgpu is not on "
             "PyPI), and this aksgpu was not installed from a wheel or a git commit to use by default",
             f"pass {OPTION} with {FORMS}")], source="the command line")
-    return parse_source(found, version)
+    try:
+        return parse_source(found, version)
+    except UserError as error:  # the wheel it was installed from is gone, say
+        raise UserError(f"{error} (the default {OPTION}: where this aksgpu was installed from)") from None
 
 
 def vendor_wheel(source: InstallSource, project: Path) -> Path | None:
