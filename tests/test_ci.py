@@ -106,11 +106,11 @@ def test_jobs_that_reach_a_cluster_install_kubelogin_after_signing_in(shared: Pa
     for name, workflow in _workflows(shared).items():
         for job_name, job in workflow["jobs"].items():
             steps = job.get("steps") or []
-            login = [i for i, step in enumerate(steps) if str(step.get("uses", "")).startswith("azure/login@")]
+            login = [i for i, step in enumerate(steps) if str(step.get("uses", "")).startswith("Azure/login@")]
             if not login:
                 continue
             kubelogin = [i for i, step in enumerate(steps)
-                         if "--kubelogin-install-location" in str(step.get("run", ""))]
+                         if "kubelogin-linux-amd64.zip" in str(step.get("run", ""))]
             runs = [i for i, step in enumerate(steps)
                     if re.search(r"aksgpu (preview|up|refresh)", str(step.get("run", "")))]
             assert kubelogin and runs and login[0] < kubelogin[0] < runs[0], f"{name}/{job_name}"

@@ -10,7 +10,6 @@ from CI: a runner's local state would be lost when the job ends.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import subprocess
@@ -18,12 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from aksgpu.ci.tools import kube_install_script, pulumi_install_script, uses
 from aksgpu.errors import UserError
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates" / "ci"
-DATA_DIR = Path(__file__).resolve().parent / "data"
 # Files whose change can change every environment's preview (the program and its dependencies);
 # a stack file changes only its own environment (environments.yaml changes show in stack files).
 SHARED_PATHS = ("__main__.py", "Pulumi.yaml", "pyproject.toml", "requirements.txt", "aksgpu/")
@@ -148,12 +145,6 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
                       "" if directory == "." else directory)
 
 
-@functools.cache
-def action_pins() -> dict[str, dict[str, str]]:
-    """The pinned GitHub Actions (aksgpu/ci/data/ci_actions.yaml)."""
-    return yaml.safe_load((DATA_DIR / "ci_actions.yaml").read_text(encoding="utf-8"))["actions"]
-
-
 def _jinja() -> Any:
     """jinja2 with [[ ]] / [% %] delimiters, so GitHub's and Azure's ${{ }} pass through untouched."""
     import jinja2
@@ -163,11 +154,6 @@ def _jinja() -> Any:
         variable_start_string="[[", variable_end_string="]]", block_start_string="[%", block_end_string="%]",
         comment_start_string="[#", comment_end_string="#]", keep_trailing_newline=True, trim_blocks=True,
         lstrip_blocks=True, autoescape=False)
-
-
-def _uses(action: str) -> str:
-    pin = action_pins()[action]
-    return f"{action}@{pin['sha']} # {pin['tag']}"
 
 
 GITHUB_WORKFLOWS = {
@@ -200,10 +186,11 @@ def render_github(settings: CiSettings) -> dict[str, str]:
     files = {}
     for name in names:
         text = jinja.get_template(f"github/{name}.yml.j2").render(
-            settings=settings, uses=_uses, stamp_line=stamp_placeholder(), variables=GITHUB_VARIABLES,
+            settings=settings, uses=uses, stamp_line=stamp_placeholder(), variables=GITHUB_VARIABLES,
             plan_client=plan_client_variable, deploy_client=deploy_client_variable, job_id=job_id,
             shared_names=json.dumps([env.name for env in settings.shared]), marker=MARKER,
-            drift_cron=DRIFT_CRON, template=f"templates/ci/github/{name}.yml.j2")
+            drift_cron=DRIFT_CRON, template=f"templates/ci/github/{name}.yml.j2",
+            install_pulumi=pulumi_install_script("github"), install_kube=kube_install_script("github"))
         files[GITHUB_WORKFLOWS[name]] = stamp(text)
     return files
 
@@ -230,7 +217,8 @@ def render_azure_devops(settings: CiSettings) -> dict[str, str]:
     text = _jinja().get_template("azure-devops/aksgpu.yml.j2").render(
         settings=settings, stamp_line=stamp_placeholder(), job_id=job_id, plan_connection=plan_connection,
         deploy_connection=deploy_connection, service_connections=connections, drift_cron=DRIFT_CRON,
-        template="templates/ci/azure-devops/aksgpu.yml.j2")
+        template="templates/ci/azure-devops/aksgpu.yml.j2", install_pulumi=pulumi_install_script("azure-devops"),
+        install_kube=kube_install_script("azure-devops"))
     return {AZURE_DEVOPS_PIPELINE: stamp(text)}
 
 
