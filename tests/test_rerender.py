@@ -86,3 +86,20 @@ def test_allow_replace_writes_it(upgraded: Path) -> None:
     cluster = yaml.safe_load((upgraded / "stacks" / "Pulumi.prod.yaml").read_text())["config"]["aksgpu:cluster"]
     assert cluster["dnsPrefix"] == "gpu-new"
     assert "systemPool.vmSize" in result.output and "az aks nodepool add --mode System" in result.output
+
+
+def test_the_plan_says_system_pool_edits_after_the_first_up_are_not_applied(example_plans) -> None:
+    from aksgpu.plan.report import render_text
+
+    text = render_text(example_plans["prod"], [])
+    assert "System pool system: inside the cluster resource, read by AKS at create only" in text
+    assert "az aks nodepool add --mode System" in text
+
+
+def test_the_pull_request_check_names_the_system_pool_fields_and_the_replacement(upgraded: Path) -> None:
+    from aksgpu.plan.summary import check_environments
+
+    notes = check_environments(["prod"])[0].notes
+    assert any("systemPool.vmSize (Standard_D8ds_v5 -> Standard_D16ds_v5) take effect only on a new cluster" in note
+               for note in notes), notes
+    assert any("nodePools.cpu.maxPods: null -> 60" in note for note in notes), notes
