@@ -103,3 +103,28 @@ def test_the_pull_request_check_names_the_system_pool_fields_and_the_replacement
     assert any("systemPool.vmSize (Standard_D8ds_v5 -> Standard_D16ds_v5) take effect only on a new cluster" in note
                for note in notes), notes
     assert any("nodePools.cpu.maxPods: null -> 60" in note for note in notes), notes
+
+
+def test_the_upgrade_guide_commands_run_as_shown(upgraded: Path) -> None:
+    """docs/guides/upgrade.md: each aksgpu command of its sh blocks runs, in order, on a project after
+    an upgrade, with the outcome the guide says (preview asks Azure: only its arguments are checked)."""
+    import re
+
+    from tests.docs_pages import docs_page
+
+    text = docs_page("guides/upgrade.md")
+    commands = [line.strip() for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+                for line in block.splitlines() if line.strip()]
+    assert commands[0] == ".venv/bin/pip install -r requirements.txt"
+    expected = {"render --check": 1, "render prod": 2, "render prod --allow-replace": 0, "plan prod": 0}
+    ran = []
+    for command in commands[1:]:
+        words = command.split()
+        assert words[0] == "aksgpu", command
+        if words[1] == "preview":
+            assert runner.invoke(app, [*words[1:], "--help"]).exit_code == 0
+            continue
+        result = runner.invoke(app, words[1:])
+        assert result.exit_code == expected[" ".join(words[1:])], (command, result.output)
+        ran.append(" ".join(words[1:]))
+    assert ran == list(expected)
