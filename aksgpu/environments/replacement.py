@@ -67,12 +67,17 @@ def render_impact(old_document: Any, new_document: Any) -> RenderImpact:
     if not isinstance(old, dict) or not isinstance(new, dict):
         return RenderImpact()
     table = catalog.load("replacement")
-    replaced = [FieldChange(path, before, after, *table["replaced"][pattern])
+    replaced = [FieldChange(path, before, after, *_row(table["replaced"][pattern]))
                 for pattern in table["replaced"] for path, before, after in _changes(pattern, old, new)]
     not_applied = [FieldChange(path, before, after)
                    for pattern in table["notApplied"] for path, before, after in _leaf_changes(
                        (pattern,), old.get(pattern, MISSING), new.get(pattern, MISSING))]
     return RenderImpact(tuple(replaced), tuple(not_applied))
+
+
+def _row(row: list[Any]) -> tuple[str, str]:
+    resource, fields = row
+    return resource, " / ".join(fields) if isinstance(fields, list) else fields
 
 
 def _changes(pattern: str, old: Any, new: Any) -> Iterator[tuple[tuple[str, ...], Any, Any]]:
