@@ -71,7 +71,7 @@ def test_reading_non_utf8_is_a_user_error(tmp_path: Path) -> None:
 def test_ctrl_c_during_render_prints_one_line_exits_130_and_keeps_the_stack_file(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     environments = project / "stacks" / "environments.yaml"
-    environments.write_text(environments.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
+    environments.write_text(environments.read_text().replace("tags: {env: dev}", "tags: {env: dev2}"))
     stack = project / "stacks" / "Pulumi.dev.yaml"
     before = stack.read_bytes()
 
@@ -88,7 +88,7 @@ def test_ctrl_c_during_render_prints_one_line_exits_130_and_keeps_the_stack_file
 
 def test_a_write_failure_in_render_is_one_message(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     environments = project / "stacks" / "environments.yaml"
-    environments.write_text(environments.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
+    environments.write_text(environments.read_text().replace("tags: {env: dev}", "tags: {env: dev2}"))
 
     def read_only(*_: object) -> None:
         raise OSError(30, "Read-only file system")

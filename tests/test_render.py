@@ -58,13 +58,13 @@ def test_an_autoscaled_system_pool_keeps_starting_at_min_count(project: Path) ->
 
 def test_a_changed_environment_makes_the_stack_stale_and_render_updates_it(project: Path) -> None:
     path = project / "stacks" / "environments.yaml"
-    path.write_text(path.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
+    path.write_text(path.read_text().replace("tags: {env: dev}", "tags: {env: dev2}"))
     environments = load_environments(project)
     rendered = plan_render(environments, "dev")
     assert rendered.state == "stale"
-    assert "-    name: gpu-dev\n+    name: gpu-dev2" in rendered.diff(project)
+    assert "-      env: dev\n+      env: dev2" in rendered.diff(project)
     assert write_rendered(rendered) is None
-    assert "name: gpu-dev2" in (project / "stacks" / "Pulumi.dev.yaml").read_text()
+    assert "env: dev2" in (project / "stacks" / "Pulumi.dev.yaml").read_text()
 
 
 @pytest.mark.parametrize(("edit", "reason"), [
@@ -138,7 +138,7 @@ def test_keys_pulumi_adds_do_not_make_a_stack_file_hand_edited(project: Path) ->
     environments = load_environments(project)
     assert plan_render(environments, "dev").state in ("current", "stale")  # not "hand-edited"
     path = project / "stacks" / "environments.yaml"
-    path.write_text(path.read_text().replace("name: gpu-dev", "name: gpu-dev2"))
+    path.write_text(path.read_text().replace("tags: {env: dev}", "tags: {env: dev2}"))
     rendered = plan_render(load_environments(project), "dev")
     assert rendered.state == "stale"
     write_rendered(rendered)

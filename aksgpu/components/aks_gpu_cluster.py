@@ -17,6 +17,7 @@ from aksgpu.components.kubernetes.gang_scheduling import (
 from aksgpu.components.kubernetes.gpu_health import GpuHealth, GpuHealthArgs
 from aksgpu.components.kubernetes.gpu_software import GpuSoftware, GpuSoftwareArgs
 from aksgpu.components.kubernetes.headroom import Headroom, HeadroomArgs
+from aksgpu.components.policy_tags import ignore_policy_tags
 from aksgpu.components.kubernetes.provider import (
     ClusterKubernetes,
     ClusterKubernetesArgs,
@@ -50,6 +51,9 @@ class AksGpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None,
                  fleet: FleetOutputs | None = None) -> None:
+        if spec.policy_owned_tags:  # children inherit it: every tagged Azure resource ignores them
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                transformations=[ignore_policy_tags(spec.policy_owned_tags)]))
         super().__init__("aksgpu:index:AksGpuCluster", name, None, opts)
         if spec.fleet is not None and fleet is None:
             raise ValueError(f"cluster {spec.name} is a member of fleet {spec.fleet.stack}: pass the fleet's outputs")

@@ -8,32 +8,17 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import containerservice
 
+from aksgpu import catalog
 from aksgpu.components.pool_profile import pool_properties
 from aksgpu.spec import ClusterSpec, ZonePool
 from aksgpu.spec.pools import gate_hold_labels
 
 # What AKS cannot change on an existing pool: a change must replace the pool, not be a silent
-# no-op or a failed update (azure-aks-docs create-node-pools.md, spot-node-pool.md,
-# gpu-multi-instance.md; terraform-provider-azurerm ForceNew list).
-REPLACE_ON_CHANGES = [
-    "vmSize",
-    "availabilityZones",
-    "gpuInstanceProfile",
-    "gpuProfile",
-    "osType",
-    "osDiskType",
-    "osDiskSizeGB",
-    "kubeletDiskType",
-    "maxPods",
-    "enableEncryptionAtHost",
-    "scaleSetPriority",
-    "scaleSetEvictionPolicy",
-    "spotMaxPrice",
-    "vnetSubnetID",
-    "podSubnetID",
-    "capacityReservationGroupID",
-    "proximityPlacementGroupID",
-]
+# no-op or a failed update. One table, with its sources: catalog/replacement.yaml (its nodePools[]
+# rows, which `aksgpu render` also checks); osType is no spec field (always Linux) but is as fixed.
+REPLACE_ON_CHANGES = ["osType", *dict.fromkeys(
+    field for path, (_, fields) in catalog.load("replacement")["replaced"].items() if path.startswith("nodePools[].")
+    for field in (fields if isinstance(fields, list) else [fields]))]
 
 
 @dataclass

@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import yaml
+
 from aksgpu.environments.effective import EffectiveEnvironment, effective_layers, render_text
 from aksgpu.environments.file import UPGRADES, EnvironmentsFile
 from aksgpu.environments.fleet import (
@@ -27,6 +29,7 @@ from aksgpu.environments.fleet import (
     member_stack,
     render_fleet_text,
 )
+from aksgpu.environments.replacement import RenderImpact, refusal, render_impact
 from aksgpu.environments.stack_text import aksgpu_text, value_digest
 from aksgpu.errors import UserError
 from aksgpu.project.files import read_text_if_exists, write_text_atomically
@@ -56,6 +59,14 @@ class RenderedStack:
     reason: str = ""
     warnings: tuple[Issue, ...] = ()
     spec: ClusterSpec | None = None  # the environment's validated spec, rendered into `text`
+    # Fields the re-render moves that Azure cannot change in place (or, system pool, never applies).
+    impact: RenderImpact = RenderImpact()
+
+    def refusal(self) -> str:
+        """Why writing this file needs --allow-replace; "" when it does not."""
+        if self.state == "current" or not self.impact.replaced:
+            return ""
+        return refusal(self.environment, self.path.name, self.impact.replaced)
 
     def diff(self, project_dir: Path) -> str:
         name = str(self.path.relative_to(project_dir))
@@ -135,6 +146,7 @@ def _compare(environments: EnvironmentsFile, name: str, render: Any) -> Rendered
     kept_config: dict[str, Any] = {}
     state: State = "new"
     reason = ""
+    document: Any = None
     if existing is not None:
         document, problem = _parse_existing(path)
         if isinstance(document, dict):
@@ -145,7 +157,10 @@ def _compare(environments: EnvironmentsFile, name: str, render: Any) -> Rendered
     text = render(kept_top, kept_config)
     if state == "stale" and text == existing:
         state = "current"
-    return RenderedStack(name, path, text, existing, state, reason)
+    impact = RenderImpact()
+    if document is not None and state != "current":
+        impact = render_impact(document, yaml.safe_load(text))
+    return RenderedStack(name, path, text, existing, state, reason, impact=impact)
 
 
 def _parse_existing(path: Path) -> tuple[Any, str]:
@@ -170,13 +185,16 @@ def _existing_state(text: str, document: Any, problem: str) -> tuple[State, str]
     return "stale", ""
 
 
-def write_rendered(rendered: RenderedStack, force: bool = False) -> Path | None:
-    """Write a rendered stack file; a hand-edited one only with `force`, after a backup.
+def write_rendered(rendered: RenderedStack, force: bool = False, allow_replace: bool = False) -> Path | None:
+    """Write a rendered stack file; a hand-edited one only with `force`, after a backup; one that
+    moves a field Azure cannot change in place only with `allow_replace`.
 
     Returns the backup path when one was made.
     """
     if rendered.state == "current":
         return None
+    if rendered.refusal() and not allow_replace:
+        raise UserError(rendered.refusal())
     if rendered.state == "hand-edited" and not force:
         raise UserError(f"{rendered.path.name} was edited by hand: {rendered.reason}. render will not overwrite it. "
                         f"Fix: move the change into stacks/environments.yaml (environment {rendered.environment}), "

@@ -151,6 +151,7 @@ def render_text(plan: Plan, warnings: list[Issue], estimate: deploy_time.DeployT
     lines += _pool_table(facts["pools"])
     gpus = f"{facts['maxGpus']} GPUs" + ("" if facts["gpuCountsComplete"] else " (sizes not in the table not counted)")
     lines += [f"  At full scale: {facts['maxNodes']} nodes, {gpus}."]
+    lines += system_pool_lines(plan)
     lines += ["", *deploy_time.text_lines(deploy_time.document(estimate or deploy_time.estimate(plan)))]
     if warnings:
         lines += ["", f"Warnings ({len(warnings)}):"]
@@ -158,6 +159,19 @@ def render_text(plan: Plan, warnings: list[Issue], estimate: deploy_time.DeployT
     lines += ["", "Outputs:"]
     lines += [f"  {name}: {value}" for name, value in plan.outputs.items()]
     return "\n".join(lines)
+
+
+def system_pool_lines(plan: Plan) -> list[str]:
+    """The system pool is inline in the ManagedCluster, whose agentPoolProfiles AKS reads at create
+    only (components/cluster.py ignores later changes): say that edits after the first up are lost."""
+    clusters = [r for r in plan.resources if r.type == "azure-native:containerservice:ManagedCluster"
+                and "agentPoolProfiles" in r.options["ignoreChanges"]]
+    if not clusters:
+        return []
+    pool = (clusters[0].inputs.get("agentPoolProfiles") or [{}])[0].get("name", "system")
+    return [f"  System pool {pool}: inside the cluster resource, read by AKS at create only. Edits to systemPool "
+            "after the first `aksgpu up` are not applied (aksgpu ignores agentPoolProfiles); to change it, add a "
+            "new system pool (`az aks nodepool add --mode System`), move the system workloads, delete the old one."]
 
 
 def _tree(plan: Plan) -> list[str]:

@@ -193,6 +193,7 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
     """Validate and plan each environment's stack file (every environment when `names` is empty)."""
     from aksgpu.environments.file import load_environments
     from aksgpu.environments.render import plan_render
+    from aksgpu.environments.replacement import system_pool_note
     from aksgpu.errors import UserError
     from aksgpu.plan.review import Stacks, review
     from aksgpu.preflight.tables import price_table
@@ -217,6 +218,10 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
             if rendered.state != "current":
                 notes.append(f"{stack_name} is not what `aksgpu render {name}` writes ({rendered.state}); "
                              "the plan below is of the stack file as committed.")
+            if rendered.refusal():
+                notes.append(rendered.refusal())
+            if rendered.impact.not_applied:
+                notes.append(system_pool_note(name, rendered.impact.not_applied))
             stack_file = planned.resolve(name, environments.project_dir)
             stack_name = str(stack_file.path.relative_to(stack_file.project_dir))
             if stack_file.is_fleet or stack_file.is_fleet_upgrades:

@@ -21,6 +21,7 @@ from aksgpu.spec.base import (
     Issue,
     SpecError,
     SpecModel,
+    check_policy_owned_tags,
     check_tags,
     checked,
     did_you_mean,
@@ -102,6 +103,8 @@ class ClusterSpec(SpecModel):
     """The resource group that holds the cluster and its companions (VNet, registry, workspaces, identities)."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Azure tags for every resource aksgpu creates; aksgpu adds managed-by: aksgpu. Tag names are 1-512 characters without <>%&\\?/, values at most 256."""
+    policy_owned_tags: list[str] = Field(default_factory=list)
+    """Tag names Azure Policy adds or sets (Modify or Append effect), e.g. costCenter: every tagged resource ignores changes to them, so they are no drift. Not also in tags (aksgpu would set a value the policy overwrites)."""
     protect: bool = False
     """Protect the cluster, registry, workspaces, KMS vault and key, and resource group (when aksgpu creates them) from `pulumi destroy`."""
     dns_prefix: DnsPrefix | None = None
@@ -187,6 +190,7 @@ def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
             yield Issue(f"tags.{key}", spec.tags[key], "aksgpu puts its tags on every node pool, and AKS has read this "
                         "node pool tag as a feature switch", f"remove the tag and use {replacement}", "warning")
     yield from check_tags(spec.tags)
+    yield from check_policy_owned_tags(spec.tags, spec.policy_owned_tags)
 
 
 def _check_location(location: str) -> Iterator[Issue]:

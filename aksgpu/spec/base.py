@@ -83,6 +83,25 @@ def check_tags(tags: dict[str, str]) -> typing.Iterator[Issue]:
                         "shorten or rename the tag")
 
 
+def check_policy_owned_tags(tags: dict[str, str], owned: list[str]) -> typing.Iterator[Issue]:
+    """Tag names Azure Policy owns: valid names, each once, none also set by aksgpu (Azure tag names
+    are case-insensitive: learn.microsoft.com/azure/azure-resource-manager/management/tag-resources,
+    Limitations, read 2026-11-27)."""
+    ours = {key.lower(): key for key in ("managed-by", *tags)}
+    seen: set[str] = set()
+    for index, name in enumerate(owned):
+        path = f"policyOwnedTags[{index}]"
+        if not name or len(name) > 512 or any(c in name for c in "<>%&\\?/"):
+            yield Issue(path, name, "tag names are 1-512 characters without <>%&\\?/", "correct the tag name")
+        elif name.lower() in ours:
+            yield Issue(path, name, f"tag {ours[name.lower()]} is set by aksgpu (tags, or its managed-by tag), and "
+                        "a policy-owned tag is left to Azure Policy: both would write it",
+                        f"remove {name} from tags, or from policyOwnedTags")
+        elif name.lower() in seen:
+            yield Issue(path, name, "tag names are case-insensitive and this one is listed twice", "list it once")
+        seen.add(name.lower())
+
+
 def did_you_mean(name: str, known: typing.Iterable[str], cutoff: float = 0.6) -> str:
     """'did you mean "X"? ' for the closest of `known` to a misspelt `name`, or "" when none is close."""
     guess = difflib.get_close_matches(str(name), list(known), n=1, cutoff=cutoff)

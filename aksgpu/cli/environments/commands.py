@@ -90,6 +90,8 @@ def render(
                                                          "file is out of date (for CI).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite stack files edited by hand "
                                                          "(each is kept as a .bak file beside it).")] = False,
+    allow_replace: Annotated[bool, typer.Option("--allow-replace", help="Write stack files that change fields "
+                                                "Azure cannot change in place (the next up replaces them).")] = False,
 ) -> None:
     """Render stacks/Pulumi.<env>.yaml from stacks/environments.yaml through templates/.
 
@@ -97,8 +99,11 @@ def render(
     environment's overrides, every field resolved. Same input, same bytes. A stack file edited
     by hand is never overwritten unless --force. An environment with errors is named and skipped;
     the others are still written. Exit codes: 0 written or current, 1 --check found a file out of
-    date or an environment has spec errors, 2 bad input or a hand-edited file.
+    date or an environment has spec errors, 2 bad input, a hand-edited file, or a change that
+    would replace the cluster or a pool (shown with the override that keeps today's value;
+    --allow-replace writes it).
     """
+    from aksgpu.cli.environments.render_output import render_check, system_pool_notes
     from aksgpu.environments.render import plan_renders, write_rendered
     from aksgpu.spec import SpecError
 
@@ -130,12 +135,12 @@ def render(
             bad_input = True
     project = env_file.project_dir
     if check:
-        _render_check(rendered_stacks, project, failed)
+        render_check(rendered_stacks, project, failed)
         return
     for rendered in rendered_stacks:
         relative = rendered.path.relative_to(project)
         try:
-            backup = write_rendered(rendered, force=force)
+            backup = write_rendered(rendered, force=force, allow_replace=allow_replace)
         except UserError as error:
             typer.echo(f"error: {error}", err=True)
             failed.append(rendered.environment)
@@ -145,36 +150,11 @@ def render(
         typer.echo(f"{relative}: {verb[rendered.state]}")
         if backup is not None:
             typer.echo(f"  the hand-edited file was kept as {backup.relative_to(project)}")
+        system_pool_notes(rendered)
     if failed:
         typer.echo(f"not rendered: {', '.join(failed)} (see above); every other environment was.", err=True)
         raise typer.Exit(2 if bad_input else 1)
 
-
-def _render_check(rendered_stacks: list[Any], project: Path, failed: list[str]) -> None:
-    """`render --check`: each file's state and diff; exit 1 when any differs or did not render."""
-    out_of_date = [r for r in rendered_stacks if r.state in ("new", "stale")]
-    hand_edited = [r for r in rendered_stacks if r.state == "hand-edited"]
-    for rendered in rendered_stacks:
-        relative = rendered.path.relative_to(project)
-        if rendered.state == "current":
-            typer.echo(f"{relative}: up to date")
-            continue
-        why = {"new": "missing", "stale": "out of date", "hand-edited": f"edited by hand: {rendered.reason}"}
-        typer.echo(f"{relative}: {why[rendered.state]}")
-        typer.echo(rendered.diff(project))
-    if out_of_date:
-        typer.echo(f"{len(out_of_date)} stack file(s) differ from what `aksgpu render` writes. "
-                   f"Fix: run `aksgpu render {' '.join(r.environment for r in out_of_date)}` and commit the result.",
-                   err=True)
-    if hand_edited:
-        typer.echo(f"{len(hand_edited)} stack file(s) were edited by hand, and `aksgpu render` keeps them. Fix: move "
-                   "each change into stacks/environments.yaml, then run "
-                   f"`aksgpu render {' '.join(r.environment for r in hand_edited)} --force` (the edited file is kept "
-                   "as a .bak) and commit the result.", err=True)
-    if failed:
-        typer.echo(f"not checked: {', '.join(failed)} does not render (see above).", err=True)
-    if out_of_date or hand_edited or failed:
-        raise typer.Exit(1)
 
 
 def init(
