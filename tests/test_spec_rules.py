@@ -340,3 +340,25 @@ def test_a_size_missing_from_the_table_names_the_close_one_and_the_opt_out() -> 
     issue = next(i for i in raised.value.errors if i.path == _message_path(f"{GPU_POOL}.vmSize"))
     assert issue.severity == "error" and 'did you mean "Standard_NC24ads_A100_v4"' in issue.fix
     assert "vmSizeNotInCatalog: true" in issue.fix
+
+
+@pytest.mark.parametrize("version", ["1.29", "1.33.2", "1.40", "2.0"])
+def test_a_kubernetes_version_aks_does_not_support_is_an_error_listing_the_supported(version: str) -> None:
+    """Format alone passed 1.29 and 1.40 (issue 26); the calendar (catalog aks_versions.yaml) holds them."""
+    with pytest.raises(SpecError) as raised:
+        parse_cluster_spec(_apply([("controlPlane.kubernetesVersion", version)]))
+    [issue] = [i for i in raised.value.errors if i.path == "controlPlane.kubernetesVersion"]
+    assert issue.value == version and "1.35" in issue.fix and "2026-11-27" in issue.fix
+    if version.startswith("1.33"):
+        assert "left AKS's community support" in issue.rule and "2026-07-31" in issue.rule
+        assert "AKSLongTermSupport" in issue.fix
+
+
+def test_a_version_in_long_term_support_passes_on_that_plan_and_one_past_the_table_warns() -> None:
+    lts = [("controlPlane.kubernetesVersion", "1.33"), ("controlPlane.supportPlan", "AKSLongTermSupport"),
+           ("controlPlane.tier", "Premium")]
+    _, warnings = parse_cluster_spec(_apply(lts))
+    assert not [w for w in warnings if w.path == "controlPlane.kubernetesVersion"]
+    _, warnings = parse_cluster_spec(_apply([("controlPlane.kubernetesVersion", "1.38")]))
+    [warning] = [w for w in warnings if w.path == "controlPlane.kubernetesVersion"]
+    assert "newer than aksgpu's AKS version table (checked 2026-11-27" in warning.rule
