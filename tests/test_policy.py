@@ -315,11 +315,11 @@ def test_the_example_environments_have_no_unwaived_finding(example_plans: dict[s
 
 
 def test_a_spec_that_relaxes_a_setting_fails_the_policy() -> None:
-    spec = edit(edit(base_spec(), "security.defender", False), "nodePools.0.ssh", "LocalUser")
+    spec = edit(edit(base_spec(), "security.defender", False), "nodePools.0.encryptionAtHost", False)
     parsed, _ = parse_cluster_spec(spec)
     report = evaluate_plan(plan_spec(spec), parsed, TODAY)
     failing = {f.rule.id for f in report.failing}
-    assert {"aks-defender", "pool-ssh"} <= failing
+    assert {"aks-defender", "pool-encryption-at-host"} <= failing
 
 
 def test_the_docs_list_every_policy() -> None:

@@ -49,7 +49,8 @@ def test_spot_pools_count_against_the_regional_spot_counter_without_surge() -> N
 
 
 def test_a_size_outside_the_table_is_named_not_counted() -> None:
-    needs = _needs(edit(base_spec(), "nodePools.1", {"name": "cpu", "vmSize": "Standard_D16pds_v6", "count": 2}))
+    needs = _needs(edit(base_spec(), "nodePools.1", {"name": "cpu", "vmSize": "Standard_D16pds_v6", "count": 2,
+                                                               "vmSizeNotInCatalog": True}))
     assert needs["cores"].unknown_sizes == {"Standard_D16pds_v6"}
 
 

@@ -21,6 +21,12 @@ SUBNETS_CREATE = {
 
 # (id, edits [(path, value)], expected path, fragment of the rule)
 ERRORS = [
+    ("size missing its _v4", [(f"{GPU_POOL}.vmSize", "Standard_NC24ads_A100")], f"{GPU_POOL}.vmSize",
+     "is not in aksgpu's VM size table"),
+    ("unknown system size", [("systemPool.vmSize", "Standard_D16pds_v6")], "systemPool.vmSize",
+     "is not in aksgpu's VM size table"),
+    ("unknown cpu size", [("nodePools.1", {"name": "cpu", "vmSize": "Standard_D16pds_v6", "count": 1})],
+     "nodePools[1].vmSize", "a typo, a retired size"),
     ("cluster name", [("name", "gpu_dev!")], "name", "letters, digits, '-' or '_'"),
     ("location", [("location", "East US")], "location", "Azure region name"),
     ("kubelet on the temp disk, OS disk left to AKS", [(f"{GPU_POOL}.kubeletDisk", "Temporary")],
@@ -234,12 +240,17 @@ WARNINGS = [
     ("spot without fallback", [(f"{GPU_POOL}.priority", "spot")], f"{GPU_POOL}.priority", "no on-demand"),
     ("open API server", [("controlPlane.apiServer.authorizedIpRanges", [])],
      "controlPlane.apiServer.authorizedIpRanges", "whole internet"),
-    ("unknown size", [(f"{GPU_POOL}.vmSize", "Standard_ND96isr_GB300_v6")], f"{GPU_POOL}.vmSize",
-     "not in aksgpu's VM size table"),
-    ("unknown system size", [("systemPool.vmSize", "Standard_D16pds_v6")], "systemPool.vmSize",
+    ("unknown size said new", [(f"{GPU_POOL}.vmSize", "Standard_ND96isr_GB300_v6"),
+                               (f"{GPU_POOL}.vmSizeNotInCatalog", True)], f"{GPU_POOL}.vmSize",
+     "not in aksgpu's VM size table (vmSizeNotInCatalog: true)"),
+    ("unknown system size said new", [("systemPool.vmSize", "Standard_D16pds_v6"),
+                                      ("systemPool.vmSizeNotInCatalog", True)], "systemPool.vmSize",
      "these checks did not run: memory, GPUs and local temp disk"),
-    ("unknown cpu size", [("nodePools.1", {"name": "cpu", "vmSize": "Standard_D16pds_v6", "count": 1})],
+    ("unknown cpu size said new", [("nodePools.1", {"name": "cpu", "vmSize": "Standard_D16pds_v6", "count": 1,
+                                                    "vmSizeNotInCatalog": True})],
      "nodePools[1].vmSize", "these checks did not run: whether it has GPUs"),
+    ("a listed size said new", [(f"{GPU_POOL}.vmSizeNotInCatalog", True)], f"{GPU_POOL}.vmSizeNotInCatalog",
+     "is in aksgpu's VM size table"),
     ("small autoscaled system pool", [("systemPool.count", REMOVE), ("systemPool.minCount", 1),
                                       ("systemPool.maxCount", 3)], "systemPool.minCount", "at least two"),
     ("Azure Linux GPU pool", [(f"{GPU_POOL}.osSku", "AzureLinux")], f"{GPU_POOL}.osSku", "no automatic security"),
@@ -321,3 +332,33 @@ def test_a_value_nested_too_deeply_is_reported_not_a_recursion_error() -> None:
     with pytest.raises(SpecError) as raised:
         parse_cluster_spec(edit(base_spec(), "tags", deep))
     assert "tags = (a value nested too deeply to show): input should be a valid dictionary" in str(raised.value)
+
+
+def test_a_size_missing_from_the_table_names_the_close_one_and_the_opt_out() -> None:
+    with pytest.raises(SpecError) as raised:
+        parse_cluster_spec(_apply([(f"{GPU_POOL}.vmSize", "Standard_NC24ads_A100")]))
+    issue = next(i for i in raised.value.errors if i.path == _message_path(f"{GPU_POOL}.vmSize"))
+    assert issue.severity == "error" and 'did you mean "Standard_NC24ads_A100_v4"' in issue.fix
+    assert "vmSizeNotInCatalog: true" in issue.fix
+
+
+@pytest.mark.parametrize("version", ["1.29", "1.33.2", "1.40", "2.0"])
+def test_a_kubernetes_version_aks_does_not_support_is_an_error_listing_the_supported(version: str) -> None:
+    """Format alone passed 1.29 and 1.40 (issue 26); the calendar (catalog aks_versions.yaml) holds them."""
+    with pytest.raises(SpecError) as raised:
+        parse_cluster_spec(_apply([("controlPlane.kubernetesVersion", version)]))
+    [issue] = [i for i in raised.value.errors if i.path == "controlPlane.kubernetesVersion"]
+    assert issue.value == version and "1.35" in issue.fix and "2026-11-27" in issue.fix
+    if version.startswith("1.33"):
+        assert "left AKS's community support" in issue.rule and "2026-07-31" in issue.rule
+        assert "AKSLongTermSupport" in issue.fix
+
+
+def test_a_version_in_long_term_support_passes_on_that_plan_and_one_past_the_table_warns() -> None:
+    lts = [("controlPlane.kubernetesVersion", "1.33"), ("controlPlane.supportPlan", "AKSLongTermSupport"),
+           ("controlPlane.tier", "Premium")]
+    _, warnings = parse_cluster_spec(_apply(lts))
+    assert not [w for w in warnings if w.path == "controlPlane.kubernetesVersion"]
+    _, warnings = parse_cluster_spec(_apply([("controlPlane.kubernetesVersion", "1.38")]))
+    [warning] = [w for w in warnings if w.path == "controlPlane.kubernetesVersion"]
+    assert "newer than aksgpu's AKS version table (checked 2026-11-27" in warning.rule

@@ -34,7 +34,8 @@ def pool_properties(
         "orchestrator_version": spec.control_plane.kubernetes_version,
         # Sent only when on: off is AKS's default, and an unchanged pool keeps an unchanged body.
         "enable_encryption_at_host": True if pool.encryption_at_host else None,
-        "security_profile": {"ssh_access": pool.ssh},
+        # No security_profile.ssh_access: the live service refuses it in both places this dict goes
+        # (catalog aks_refused_fields.yaml); no SSH key reaches a node (no linuxProfile is sent).
     }
     if pool.autoscale:
         props["min_count"] = pool.min_count

@@ -44,8 +44,10 @@ def _node_public_ip(pool: Pool) -> Iterator[Violation]:
 
 @pool_check("pool-ssh")
 def _ssh(pool: Pool) -> Iterator[Violation]:
+    # Unset passes: aksgpu no longer sends sshAccess (the live service refuses it, catalog
+    # aks_refused_fields.yaml) and the nodes take no SSH key; a pool that does send it sends Disabled.
     value = value_at(pool.props, "securityProfile.sshAccess")
-    if value != "Disabled":
+    if value is not MISSING and value != "Disabled":
         yield Violation(pool.resource, pool.name, pool.prefix + "securityProfile.sshAccess", value)
 
 

@@ -28,7 +28,7 @@ PRIVATE_DNS_ZONE_ID = re.compile(
 KubernetesVersion = Annotated[
     str,
     checked(KUBERNETES_VERSION.fullmatch, "must be major.minor or major.minor.patch",
-            'write it like "1.33" (quoted, so YAML keeps it a string)'),
+            'write it like "1.35" (quoted, so YAML keeps it a string)'),
 ]
 TimeOfDay = Annotated[str, checked(HHMM.fullmatch, "must be a 24-hour time HH:MM", 'write it like "02:00"')]
 UtcOffset = Annotated[str, checked(UTC_OFFSET.fullmatch, "must be +HH:MM or -HH:MM", 'write it like "+00:00"')]
@@ -129,7 +129,7 @@ class ControlPlane(SpecModel):
     """Version, tier and upgrade policy of the managed control plane."""
 
     kubernetes_version: KubernetesVersion | None = None
-    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.33"). None: AKS's default version. Upgrades cannot skip a minor version."""
+    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.35"). It must be a minor version AKS supports under supportPlan (aksgpu/catalog/aks_versions.yaml, AKS's release calendar as of the table's date); one minor past the table's newest is a warning. None: AKS's default version. Upgrades cannot skip a minor version."""
     tier: Literal["Free", "Standard", "Premium"] = "Standard"
     """Control plane pricing tier. Free has no uptime SLA and supports up to 1,000 nodes; Standard and Premium up to 5,000; Premium is needed for AKSLongTermSupport."""
     support_plan: Literal["KubernetesOfficial", "AKSLongTermSupport"] = "KubernetesOfficial"
@@ -174,8 +174,51 @@ def check_control_plane(spec: ClusterSpec) -> Iterator[Issue]:
             yield Issue(f"{path}.schedule", window.schedule,
                         f"a node OS window does nothing with nodeOsUpgradeChannel {cp.node_os_upgrade_channel}",
                         "set nodeOsUpgradeChannel: NodeImage or SecurityPatch, or drop the window", "warning")
+    yield from _check_kubernetes_version(spec)
     yield from _check_api_server(spec)
     yield from check_autoscaler_profile(spec)
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _check_kubernetes_version(spec: ClusterSpec) -> Iterator[Issue]:
+    """The version against AKS's calendar (catalog aks_versions.yaml, as of its `checked` date). One
+    minor past the table's newest is a warning: AKS ships a minor about every four months, so a
+    real new version may postdate the table; two or more past it is an error (a typo such as 1.40)."""
+    cp = spec.control_plane
+    if cp.kubernetes_version is None:
+        return
+    table = catalog.load("aks_versions")
+    checked_on = table["checked"]
+    lts = cp.support_plan == "AKSLongTermSupport"
+    ends = table["lts" if lts else "community"]
+    supported = sorted((v for v, end in ends.items() if end >= checked_on), key=_minor)
+    newest = max((_minor(v) for v in [*table["community"], *table["lts"]]))
+    asked = _minor(cp.kubernetes_version)
+    minor = f"{asked[0]}.{asked[1]}"
+    path = "controlPlane.kubernetesVersion"
+    listed = ", ".join(supported)
+    if minor in supported:
+        return
+    if asked[0] == newest[0] and asked[1] == newest[1] + 1:
+        yield Issue(path, cp.kubernetes_version, f"is newer than aksgpu's AKS version table (checked {checked_on}, "
+                    f"newest {newest[0]}.{newest[1]})", "confirm AKS offers it in the region with `az aks get-versions "
+                    f"-l {spec.location}`, or use one of {listed}", "warning")
+        return
+    plan = "long-term support" if lts else "community support (supportPlan KubernetesOfficial)"
+    if minor in ends:
+        why = f"left AKS's {plan} on {ends[minor]}"
+    elif asked > newest:
+        why = f"is not an AKS version (the newest AKS lists, as of {checked_on}, is {newest[0]}.{newest[1]})"
+    else:
+        why = f"is not supported by AKS under {plan}"
+    fix = f"use one of {listed} (AKS's calendar as of {checked_on})"
+    if not lts and minor in table["lts"] and table["lts"][minor] >= checked_on:
+        fix += f", or keep {minor} with supportPlan: AKSLongTermSupport and tier: Premium"
+    yield Issue(path, cp.kubernetes_version, why, fix)
 
 
 def _check_api_server(spec: ClusterSpec) -> Iterator[Issue]:

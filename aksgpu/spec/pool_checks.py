@@ -31,8 +31,12 @@ _NAMED_VCPUS = re.compile(r"^Standard_[A-Za-z]+(\d+)")
 
 
 def _check_vm_size(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
-    """The size's name; for a size missing from aksgpu's table, which checks could not run."""
+    """The size's name; a size missing from aksgpu's table is an error unless the pool says it is new
+    to aksgpu (vmSizeNotInCatalog), then a warning naming the checks that could not run."""
     if VM_SIZE_NAME.fullmatch(pool.vm_size) and pool.size is not None:
+        if pool.vm_size_not_in_catalog:
+            yield Issue(f"{path}.vmSizeNotInCatalog", True, f"{pool.vm_size} is in aksgpu's VM size table, so "
+                        "its facts are checked", "remove vmSizeNotInCatalog", "warning")
         return
     guess = did_you_mean(pool.vm_size, catalog.vm_sizes(), cutoff=0.85)
     if not VM_SIZE_NAME.fullmatch(pool.vm_size):
@@ -53,9 +57,16 @@ def _check_vm_size(pool: PoolBase, path: str, system: bool) -> Iterator[Issue]:
         skipped = "GPU count and vendor, MIG support and temp disk (the gate's check is sized for 8 GPUs)"
     else:
         skipped = "whether it has GPUs, and its temp disk"
+    if not pool.vm_size_not_in_catalog:
+        yield Issue(f"{path}.vmSize", pool.vm_size,
+                    "is not in aksgpu's VM size table (aksgpu/catalog/vm_sizes.yaml): a typo, a retired size, or "
+                    "a size new to aksgpu", f"{guess}correct the name; if it is a real size the table lacks, set "
+                    f"{path}.vmSizeNotInCatalog: true (then {skipped} go unchecked)")
+        return
     yield Issue(f"{path}.vmSize", pool.vm_size,
-                f"is not in aksgpu's VM size table (aksgpu/catalog/vm_sizes.yaml), so these checks did not run: "
-                f"{skipped}", f"{guess}check the name; if it is right, add the size to the table", "warning")
+                f"is not in aksgpu's VM size table (vmSizeNotInCatalog: true), so these checks did not run: "
+                f"{skipped}; prices and quota are unknown too", "confirm the name with "
+                f"`az vm list-skus -l REGION --size {pool.vm_size}`, or add the size to the table", "warning")
 
 
 def check_pools(spec: ClusterSpec) -> Iterator[Issue]:

@@ -98,7 +98,9 @@ class PoolBase(SpecModel):
     name: PoolName
     """Name of the AKS agent pool: 1-12 lowercase letters and digits, starting with a letter, unique in the cluster. Renaming a pool replaces it."""
     vm_size: str = Field(min_length=1)
-    """Azure VM size of the nodes, e.g. "Standard_NC24ads_A100_v4"; kind: gpu needs a size with GPUs. Changing it replaces the pool."""
+    """Azure VM size of the nodes, e.g. "Standard_NC24ads_A100_v4"; kind: gpu needs a size with GPUs. It must be in aksgpu's VM size table (aksgpu/catalog/vm_sizes.yaml) unless vmSizeNotInCatalog is true: a name the table lacks is an error, with the nearest listed name. Changing it replaces the pool."""
+    vm_size_not_in_catalog: bool = False
+    """true: vmSize is a real Azure size that aksgpu's VM size table does not list yet (new or rare), and the spec is to go ahead without the table's facts. The checks that need them (GPU count and vendor, MIG, temp disk, prices, quota) then warn that they did not run instead of failing; check the name with `az vm list-skus -l REGION --size NAME`. false: a size missing from the table is an error (usually a typo such as a missing _v4, or a retired size)."""
     zones: list[Zone] = Field(default_factory=lambda: ["1", "2", "3"])  # type: ignore[arg-type]  # the literals are Zones
     """Availability zones the nodes spread over, from "1", "2" and "3"; empty: no zones. The VM size must be offered in these zones of the region. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
     count: int | None = Field(default=None, ge=0, le=1000)
@@ -125,8 +127,8 @@ class PoolBase(SpecModel):
     """How AKS rolls the pool's nodes during upgrades: surge, unavailability, drain timeout, soak time."""
     encryption_at_host: bool = True
     """Encrypt the temp disk (kubelet data and images live there), the disk caches and the OS disk's data flows at the VM host (policy pool-encryption-at-host). Needs the subscription's Microsoft.Compute EncryptionAtHost feature and a VM size that supports it. Changing it replaces a node pool; edits to systemPool are ignored after creation."""
-    ssh: Literal["Disabled", "LocalUser"] = "Disabled"
-    """SSH to the nodes: Disabled turns the SSH service off (policy pool-ssh; `kubectl debug node/NAME` still reaches a node through the API server); LocalUser allows a private key."""
+    ssh: Literal["Disabled"] = "Disabled"
+    """SSH to the nodes. Disabled (the only value): no SSH key reaches a node, since aksgpu sends no linuxProfile key; `kubectl debug node/NAME` reaches a node through the API server (policy pool-ssh). aksgpu does not send the pool's securityProfile.sshAccess: the live AKS service refuses it (catalog aks_refused_fields.yaml); to turn the SSH service itself off, run `az aks nodepool update --ssh-access disabled` (aks-preview extension, DisableSSHPreview feature) after up."""
 
     @property
     def autoscale(self) -> bool:
