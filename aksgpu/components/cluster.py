@@ -70,7 +70,8 @@ class Cluster(pulumi.ComponentResource):
 
         kms = secrets_encryption(
             name, spec, parent=self, resource_group_name=args.resource_group_name, tenant_id=args.tenant_id,
-            subscription_id=args.subscription_id, principal_id=control_plane_identity.principal_id)
+            subscription_id=args.subscription_id, principal_id=control_plane_identity.principal_id,
+            workspace_id=args.workspace_id)
         grants += kms.grants  # type: ignore[arg-type]  # grants are Resources
         disk_encryption_set_id, disk_grants = disk_encryption_set(
             name, spec, parent=self, vault=kms.vault, resource_group_name=args.resource_group_name,

@@ -8,14 +8,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import keyvault
+from pulumi_azure_native import keyvault, monitor
 
 from aksgpu import catalog
 from aksgpu.components.roles import assign_role
 from aksgpu.spec import ClusterSpec
-from aksgpu.spec.security import key_vault_name
+from aksgpu.spec.security import KEY_NOTIFY_DAYS, key_vault_name
 
 KMS_KEY_NAME = "aks-kms"
+# What the vault sends to the cluster's workspace (PSRule for Azure Azure.KeyVault.Logs): Key
+# Vault's audit log, AuditEvent (the one category of its audit category group), and the metrics.
+VAULT_LOG_CATEGORY = "AuditEvent"
+
+
+def rotation_policy(spec: ClusterSpec) -> dict[str, Any]:
+    """The rotation policy of a key aksgpu creates (Microsoft.KeyVault 2024-11-01 keys.json,
+    RotationPolicy): a new version keyRotationDays after each version's creation, each new version
+    expiring keyExpiryDays after its own creation (relative, so the plan has no timestamp), and a
+    near-expiry notification. The expiry is what checkov's CKV_AZURE_40 reads
+    (properties/rotationPolicy/attributes/expiryTime; bridgecrewio/checkov @03d5fdad8d,
+    checkov/arm/checks/resource/KeyExpirationDate.py). Key Vault sets no expiry on the first
+    version: `expiryTime` applies to rotated versions only (learn.microsoft.com/azure/key-vault/keys/
+    how-to-configure-key-rotation, read 2026-11-27)."""
+    kms = spec.security.kms
+    return {
+        "attributes": {"expiry_time": f"P{kms.key_expiry_days}D"},
+        "lifetime_actions": [
+            {"trigger": {"time_after_create": f"P{kms.key_rotation_days}D"}, "action": {"type": "rotate"}},
+            {"trigger": {"time_before_expiry": f"P{KEY_NOTIFY_DAYS}D"}, "action": {"type": "notify"}},
+        ],
+    }
 
 
 def vault_key(resource_name: str, key_name: str, vault: keyvault.Vault, spec: ClusterSpec,
@@ -28,7 +50,7 @@ def vault_key(resource_name: str, key_name: str, vault: keyvault.Vault, spec: Cl
         vault_name=vault.name,
         resource_group_name=resource_group_name,
         properties={"kty": facts["hsmKeyType"] if spec.security.kms.hsm else facts["keyType"],
-                    "key_size": facts["keySize"]},
+                    "key_size": facts["keySize"], "rotation_policy": rotation_policy(spec)},
         tags=spec.tags,
         opts=opts,
     )
@@ -55,8 +77,10 @@ def secrets_encryption(
     tenant_id: pulumi.Input[str],
     subscription_id: pulumi.Input[str],
     principal_id: pulumi.Input[str],
+    workspace_id: pulumi.Input[str] | None = None,
 ) -> SecretsEncryption:
-    """KMS for the cluster's secrets, as spec.security.kms asks."""
+    """KMS for the cluster's secrets, as spec.security.kms asks; the vault aksgpu creates sends its
+    audit logs and metrics to the Log Analytics workspace `workspace_id` (None: no workspace)."""
     kms = spec.security.kms
     if kms.mode == "none":
         return SecretsEncryption()
@@ -86,6 +110,8 @@ def secrets_encryption(
             opts=child,
         )
         key = vault_key(f"{name}-kms-key", KMS_KEY_NAME, vault, spec, resource_group_name, child)
+        if workspace_id is not None:
+            vault_diagnostics(name, vault, workspace_id, parent)
         vault_id: pulumi.Input[str] = vault.id
         key_id: pulumi.Input[str] = key.key_uri_with_version
     else:
@@ -102,3 +128,20 @@ def secrets_encryption(
     if private:
         profile["key_vault_resource_id"] = vault_id
     return SecretsEncryption(profile, grants, vault)
+
+
+def vault_diagnostics(name: str, vault: keyvault.Vault, workspace_id: pulumi.Input[str],
+                      parent: pulumi.Resource) -> monitor.DiagnosticSetting:
+    """Who used which key when: the vault's audit logs and metrics in the cluster's workspace, as
+    the control plane's are (monitoring.py). AuditEvent: every authenticated request to the vault
+    (learn.microsoft.com/azure/key-vault/general/logging, read 2026-11-27), the category PSRule
+    for Azure's Azure.KeyVault.Logs looks for."""
+    return monitor.DiagnosticSetting(
+        f"{name}-kms-vault-logs",
+        name="aksgpu-key-vault",
+        resource_uri=vault.id,
+        workspace_id=workspace_id,
+        logs=[{"category": VAULT_LOG_CATEGORY, "enabled": True}],
+        metrics=[{"category": "AllMetrics", "enabled": True}],
+        opts=pulumi.ResourceOptions(parent=parent),
+    )

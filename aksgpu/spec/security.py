@@ -28,6 +28,9 @@ KEY_ID = re.compile(r"^https://[a-zA-Z0-9-]{3,24}\.vault\.azure\.net/keys/[a-zA-
 DISK_ENCRYPTION_SET_ID = re.compile(
     r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/diskEncryptionSets/[a-zA-Z0-9_-]{1,80}$",
     re.IGNORECASE)
+# Key Vault sends a near-expiry notification (Event Grid) this many days before a key version
+# expires (the rotation policy's notify action aksgpu adds).
+KEY_NOTIFY_DAYS = 30
 
 
 class Kms(SpecModel):
@@ -39,6 +42,10 @@ class Kms(SpecModel):
     """Private: the vault has no public access and AKS reaches it through a private link it creates (needs controlPlane.apiServer.vnetIntegration); Public: the vault is reachable from every network (KMS does not support a vault firewall). Cannot change while KMS is on."""
     hsm: bool = True
     """Keys aksgpu creates (this KMS key and a disk encryption set's) are HSM-protected RSA-HSM keys in a Premium vault (policy kv-key-hsm; checkov CKV_AZURE_112); false: software-protected RSA keys in a Standard vault. Mode create only; changing it replaces the vault's keys, which KMS does not survive."""
+    key_rotation_days: int = 365
+    """Days after creation at which Key Vault makes a new version of each key aksgpu creates (the keys' rotation policy; PSRule Azure.KeyVault.AutoRotationPolicy): at least 7 (Key Vault's minimum). The disk encryption set moves to the new version by itself; KMS keeps the version it was given until `aksgpu up --refresh` moves it to the newest (docs/guides/security.md). Mode create only; applied when the key is created (see the guide for keys that exist)."""
+    key_expiry_days: int = 730
+    """Days each new key version lives before it expires (the rotation policy's expiryTime; checkov CKV_AZURE_40): at least 28 (Key Vault's minimum) and at least keyRotationDays + 30, so the new version exists before the near-expiry notification 30 days ahead. An expired version stops KMS from encrypting: move the cluster to the newest version before then. Mode create only."""
     key_vault_name: str | None = None
     """Name of the vault aksgpu creates: 3-24 letters, digits and '-', unique across Azure. None: "<cluster name>-kms", cut to 24 characters. Purge protection keeps a deleted vault's name taken for 90 days."""
     key_vault_id: str | None = None
@@ -152,6 +159,33 @@ def _check_kms(spec: ClusterSpec) -> Iterator[Issue]:
         if not kms.hsm:
             yield Issue("security.kms.hsm", False, "is a setting of the vault and keys aksgpu creates (mode create)",
                         "remove it; the existing key's type is set in its vault")
+        for field in ("key_rotation_days", "key_expiry_days"):
+            if field in kms.model_fields_set:
+                name = "keyRotationDays" if field == "key_rotation_days" else "keyExpiryDays"
+                yield Issue(f"security.kms.{name}", getattr(kms, field), "is a setting of the keys aksgpu creates (mode "
+                            "create)", "remove it; set the rotation policy of the existing key in its vault")
+        return
+    yield from _check_key_rotation(kms)
+
+
+def _check_key_rotation(kms: Kms) -> Iterator[Issue]:
+    """Key Vault's rules for a rotation policy (aks_limits.yaml, keyRotation) and aksgpu's own."""
+    rules = catalog.limit("keyRotation")
+    rotate, expiry = kms.key_rotation_days, kms.key_expiry_days
+    if rotate < rules["minRotateAfterCreateDays"]:
+        yield Issue("security.kms.keyRotationDays", rotate,
+                    f"Key Vault rotates a key at least {rules['minRotateAfterCreateDays']} days after creation",
+                    f"set keyRotationDays to {rules['minRotateAfterCreateDays']} or more (default 365)")
+    if expiry < rules["minExpiryDays"]:
+        yield Issue("security.kms.keyExpiryDays", expiry,
+                    f"Key Vault wants a key version to live at least {rules['minExpiryDays']} days",
+                    f"set keyExpiryDays to {rules['minExpiryDays']} or more (default 730)")
+    elif expiry < rotate + KEY_NOTIFY_DAYS:
+        yield Issue("security.kms.keyExpiryDays", expiry,
+                    f"must be at least keyRotationDays + {KEY_NOTIFY_DAYS} ({rotate + KEY_NOTIFY_DAYS}): the new "
+                    f"version must exist before the near-expiry notification {KEY_NOTIFY_DAYS} days ahead, and "
+                    f"Key Vault rotates no later than {rules['minRotateBeforeExpiryDays']} days before expiry",
+                    f"set keyExpiryDays to {rotate + KEY_NOTIFY_DAYS} or more, or lower keyRotationDays")
 
 
 def _check_disk_encryption(spec: ClusterSpec) -> Iterator[Issue]:
