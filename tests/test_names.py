@@ -23,6 +23,7 @@ NAME_INPUTS = {
                                                 "networkSecurityGroupName"),
     "Microsoft.Network/privateEndpoints": ("azure-native:network:PrivateEndpoint", "privateEndpointName"),
     "Microsoft.KeyVault/vaults": ("azure-native:keyvault:Vault", "vaultName"),
+    "Microsoft.ContainerRegistry/registries": ("azure-native:containerregistry:Registry", "registryName"),
     "Microsoft.Compute/diskEncryptionSets": ("azure-native:compute:DiskEncryptionSet", "diskEncryptionSetName"),
     "Microsoft.Network/publicIPAddresses": ("azure-native:network:PublicIPAddress", "publicIpAddressName"),
     "Microsoft.ManagedIdentity/userAssignedIdentities": ("azure-native:managedidentity:UserAssignedIdentity",

@@ -29,7 +29,8 @@ from aksgpu.environments.fleet import (
     member_stack,
     render_fleet_text,
 )
-from aksgpu.environments.replacement import RenderImpact, refusal, render_impact
+from aksgpu.environments.global_names import as_named_on_disk, with_global_names
+from aksgpu.environments.replacement import RenderImpact, cluster_of, refusal, render_impact
 from aksgpu.environments.stack_text import aksgpu_text, value_digest
 from aksgpu.errors import UserError
 from aksgpu.project.files import read_text_if_exists, write_text_atomically
@@ -133,6 +134,11 @@ def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
 
 
 def _render_environment(environments: EnvironmentsFile, effective: EffectiveEnvironment) -> RenderedStack:
+    # Names unique across Azure are written into the stack file, kept from the file on disk
+    # (environments/global_names.py): no re-render or aksgpu upgrade renames a registry or vault.
+    on_disk, _ = _parse_existing(stack_path(environments, effective.environment.name)) \
+        if stack_path(environments, effective.environment.name).exists() else (None, "")
+    effective = replace(effective, spec=with_global_names(effective.spec, cluster_of(on_disk)))
     rendered = _compare(environments, effective.environment.name, lambda top, config: render_text(
         effective, environments.relative_path, top, config))
     return replace(rendered, warnings=tuple(effective.warnings), spec=effective.spec)
@@ -159,8 +165,16 @@ def _compare(environments: EnvironmentsFile, name: str, render: Any) -> Rendered
         state = "current"
     impact = RenderImpact()
     if document is not None and state != "current":
-        impact = render_impact(document, yaml.safe_load(text))
+        impact = render_impact(with_named_cluster(document), yaml.safe_load(text))
     return RenderedStack(name, path, text, existing, state, reason, impact=impact)
+
+
+def with_named_cluster(document: Any) -> Any:
+    """The stack document with the names its spec left to the suffix-less derivation written in."""
+    cluster = cluster_of(document)
+    if not isinstance(cluster, dict):
+        return document
+    return {**document, "config": {**document["config"], CLUSTER_KEY: as_named_on_disk(cluster)}}
 
 
 def _parse_existing(path: Path) -> tuple[Any, str]:

@@ -16,6 +16,12 @@ from aksgpu.plan import deploy_time
 
 CLUSTER_TYPE = "azure-native:containerservice:ManagedCluster"
 POOL_TYPE = "azure-native:containerservice:AgentPool"
+# Resources whose name is unique across all of Azure (catalog/azure_names.yaml, scope global):
+# Pulumi type -> (what to call it, the input holding its Azure name).
+GLOBAL_NAMES = {
+    "azure-native:containerregistry:Registry": ("registry", "registryName"),
+    "azure-native:keyvault:Vault": ("key vault", "vaultName"),
+}
 
 
 def pool_rows(plan: Plan) -> list[dict[str, Any]]:
@@ -152,6 +158,7 @@ def render_text(plan: Plan, warnings: list[Issue], estimate: deploy_time.DeployT
     gpus = f"{facts['maxGpus']} GPUs" + ("" if facts["gpuCountsComplete"] else " (sizes not in the table not counted)")
     lines += [f"  At full scale: {facts['maxNodes']} nodes, {gpus}."]
     lines += system_pool_lines(plan)
+    lines += global_name_lines(plan)
     lines += ["", *deploy_time.text_lines(deploy_time.document(estimate or deploy_time.estimate(plan)))]
     if warnings:
         lines += ["", f"Warnings ({len(warnings)}):"]
@@ -159,6 +166,17 @@ def render_text(plan: Plan, warnings: list[Issue], estimate: deploy_time.DeployT
     lines += ["", "Outputs:"]
     lines += [f"  {name}: {value}" for name, value in plan.outputs.items()]
     return "\n".join(lines)
+
+
+def global_name_lines(plan: Plan) -> list[str]:
+    """The names this plan asks Azure for that must be free across all of Azure, not only here."""
+    found = [f"{label} {resource.inputs[field]}" for pulumi_type, (label, field) in GLOBAL_NAMES.items()
+             for resource in plan.by_type(pulumi_type) if isinstance(resource.inputs.get(field), str)]
+    if not found:
+        return []
+    return ["", f"Global names (unique across Azure): {', '.join(found)}. Another subscription or tenant "
+            "may hold one; a name taken elsewhere fails `aksgpu up`: set registry.name or "
+            "security.kms.keyVaultName."]
 
 
 def system_pool_lines(plan: Plan) -> list[str]:

@@ -9,6 +9,7 @@ naming the field to change.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -75,6 +76,55 @@ def identity(cluster_name: str, role: str) -> str:
 
 def node_resource_group(resource_group: str, cluster_name: str) -> str:
     return f"{resource_group}-{cluster_name}-nodes"[:80]
+
+
+# --- names that are global in Azure ------------------------------------------------------------
+# A registry's name is its login server <name>.azurecr.io and a vault's its URI <name>.vault.azure.net:
+# both are unique across all of Azure, not only the subscription (Learn, "Naming rules and
+# restrictions for Azure resources", Microsoft.ContainerRegistry registries and Microsoft.KeyVault
+# vaults, scope "global"; catalog/azure_names.yaml, checked 2026-11-27). Two environments (or two
+# teams) with a cluster named gpu-prod would both derive gpuprodacr from the cluster name alone.
+# For a new environment `aksgpu render` therefore writes a name with a suffix from what tells
+# clusters apart (environments/global_names.py); a spec without a name (a stack rendered before)
+# keeps the suffix-less derivation (spec/registry.py default_registry_name, spec/security.py
+# key_vault_name), so no upgrade renames an existing registry or vault.
+
+SUFFIX_LENGTH = 6
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def global_suffix(resource_group: str, location: str, cluster_name: str) -> str:
+    """Six lowercase base-36 characters (about 31 bits) of the SHA-256 of the resource group,
+    location and cluster name: what identifies one cluster in a subscription. The same on every
+    machine and every plan; Azure treats these names case-insensitively, so they are casefolded."""
+    identity = "\0".join(part.casefold() for part in (resource_group, location, cluster_name))
+    number = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big")
+    digits = []
+    for _ in range(SUFFIX_LENGTH):
+        number, digit = divmod(number, 36)
+        digits.append(_BASE36[digit])
+    return "".join(digits)
+
+
+def suffixed_registry(cluster_name: str, suffix: str) -> str:
+    """<cluster's letters and digits, lowercased>acr<suffix>: 5-50 letters and digits."""
+    base = re.sub(r"[^a-zA-Z0-9]", "", cluster_name).lower()[:50 - 3 - len(suffix)]
+    return f"{base}acr{suffix}"
+
+
+def legacy_key_vault(cluster_name: str) -> str:
+    """The vault name aksgpu derived before names had a suffix: "<cluster name>-kms", cut to 24."""
+    base = re.sub(r"[^a-zA-Z0-9-]", "-", cluster_name)
+    return re.sub(r"-+", "-", f"{base}-kms"[:24]).strip("-")
+
+
+def suffixed_key_vault(cluster_name: str, suffix: str) -> str:
+    """<cluster name, cut>-kms-<suffix>: 3-24 letters, digits and single '-', starting with a letter."""
+    base = re.sub(r"-+", "-", re.sub(r"[^a-zA-Z0-9-]", "-", cluster_name)).strip("-")
+    if not base[:1].isalpha():
+        base = f"kv{base}"
+    base = base[:24 - len("-kms-") - len(suffix)].rstrip("-")
+    return f"{base}-kms-{suffix}"
 
 
 def obeys(resource_type: str, name: str) -> bool:

@@ -112,12 +112,12 @@ def check_security(spec: ClusterSpec) -> Iterator[Issue]:
 
 
 def key_vault_name(spec: ClusterSpec) -> str:
-    """The name of the KMS vault aksgpu creates."""
+    """The name of the KMS vault aksgpu creates. A spec without keyVaultName (a stack rendered
+    before aksgpu wrote the name in) keeps the suffix-less name (environments/global_names.py)."""
     kms = spec.security.kms
     if kms.key_vault_name:
         return kms.key_vault_name
-    base = re.sub(r"[^a-zA-Z0-9-]", "-", spec.name)
-    return re.sub(r"-+", "-", f"{base}-kms"[:24]).strip("-")
+    return names.legacy_key_vault(spec.name)
 
 
 def _check_kms(spec: ClusterSpec) -> Iterator[Issue]:

@@ -1,0 +1,96 @@
+"""The names of the registry and Key Vault a stack creates, which are unique across all of Azure.
+
+`aksgpu render` writes them into the stack file (registry.name, security.kms.keyVaultName), so
+that what Azure will be asked for is fixed in the file and never moves on a re-render:
+- a name set in environments.yaml is written as it is;
+- a name the stack file on disk already holds is kept (even if the resource group or location
+  that derived it changes later);
+- a stack file rendered before aksgpu recorded names, whose registry or vault aksgpu already
+  creates, gets the name it has used all along: the suffix-less derivation from the cluster name
+  (spec/registry.py default_registry_name, spec/security.py key_vault_name). Renaming it would
+  replace the registry (its images) or the vault (its keys, without which KMS cannot decrypt);
+- anything else (a new environment, or a registry or vault added now) gets a name with a
+  suffix from the resource group, location and cluster name (spec/names.py global_suffix), so two
+  environments or teams with a cluster named gpu-prod do not both ask for gpuprodacr.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from aksgpu.spec import default_registry_name, names
+from aksgpu.spec.security import key_vault_name
+
+if TYPE_CHECKING:
+    from aksgpu.spec import ClusterSpec
+
+REGISTRY = ("registry", "name")
+KEY_VAULT = ("security", "kms", "keyVaultName")
+
+
+def _at(cluster: Any, path: tuple[str, ...]) -> Any:
+    node = cluster
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _created_before(cluster: Any, section: tuple[str, ...], default_mode: str) -> bool:
+    """Whether the stack file on disk already had aksgpu create this resource (its mode create)."""
+    if not isinstance(cluster, dict):
+        return False
+    mode = _at(cluster, (*section, "mode"))
+    return (mode if mode is not None else default_mode) == "create"
+
+
+def _choose(recorded: Any, created_before: bool, legacy: str, suffixed: str) -> str:
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return legacy if created_before else suffixed
+
+
+def with_global_names(spec: ClusterSpec, on_disk: Any) -> ClusterSpec:
+    """`spec` with the registry and vault names it creates written in; `on_disk`: the
+    `aksgpu:cluster` value of the stack file there now (None when there is none)."""
+    suffix = names.global_suffix(spec.resource_group.name, spec.location, spec.name)
+    registry, kms = spec.registry, spec.security.kms
+    if registry.mode == "create" and registry.name is None:
+        name = _choose(_at(on_disk, REGISTRY), _created_before(on_disk, ("registry",), "create"),
+                       default_registry_name(spec.name), names.suffixed_registry(spec.name, suffix))
+        registry = registry.model_copy(update={"name": name})
+    if kms.mode == "create" and kms.key_vault_name is None:
+        name = _choose(_at(on_disk, KEY_VAULT), _created_before(on_disk, ("security", "kms"), "none"),
+                       key_vault_name(spec), names.suffixed_key_vault(spec.name, suffix))
+        kms = kms.model_copy(update={"key_vault_name": name})
+    if registry is spec.registry and kms is spec.security.kms:
+        return spec
+    security = spec.security.model_copy(update={"kms": kms})
+    return spec.model_copy(update={"registry": registry, "security": security})
+
+
+def as_named_on_disk(cluster: Any) -> Any:
+    """The `aksgpu:cluster` value on disk with the names it left to the suffix-less derivation
+    written in, for comparing with a re-render: null there and the recorded name are one name."""
+    if not isinstance(cluster, dict) or not isinstance(cluster.get("name"), str):
+        return cluster
+    cluster = copy.deepcopy(cluster)
+    registry = cluster.get("registry")
+    if isinstance(registry, dict) and registry.get("name") is None and _created_before(cluster, ("registry",),
+                                                                                        "create"):
+        registry["name"] = default_registry_name(cluster["name"])
+    kms = _at(cluster, ("security", "kms"))
+    if isinstance(kms, dict) and kms.get("keyVaultName") is None and _created_before(cluster, ("security", "kms"),
+                                                                                      "none"):
+        kms["keyVaultName"] = names.legacy_key_vault(cluster["name"])
+    return cluster
+
+
+def global_names(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """(label, name) of each name the spec asks Azure for that is unique across Azure."""
+    found = []
+    if spec.registry.mode == "create":
+        found.append(("registry", spec.registry.name or default_registry_name(spec.name)))
+    if spec.security.kms.mode == "create":
+        found.append(("key vault", key_vault_name(spec)))
+    return found
