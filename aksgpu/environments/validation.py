@@ -95,7 +95,29 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
                             "Fix: add one with `aksgpu init dev --preset dev`.")
     reports = [_validate_one(target, environments, cwd) for target in targets]
     _note_shared_clusters(reports)
+    _note_shared_global_names(reports)
     return reports
+
+
+def _note_shared_global_names(reports: list[Report]) -> None:
+    """Warn when two environments ask Azure for the same registry or vault name: those names are
+    unique across all of Azure (catalog/azure_names.yaml, scope global), so the second `up` fails."""
+    from aksgpu.environments.global_names import global_names
+
+    claimed: dict[tuple[str, str], list[Report]] = {}
+    for report in reports:
+        if report.planned is not None:
+            for label, name in global_names(report.planned[1]):
+                claimed.setdefault((label, name.casefold()), []).append(report)
+    for (label, name), sharing in claimed.items():
+        if len({id(report) for report in sharing}) < 2:
+            continue
+        for report in sharing[1:]:
+            others = ", ".join(other.target for other in sharing if other is not report)
+            field = "registry.name" if label == "registry" else "security.kms.keyVaultName"
+            report.notes.append(
+                f"warning: {report.target} asks Azure for the {label} name {name}, as {others} does; it is unique "
+                f"across Azure, so the second `aksgpu up` fails. Fix: set {field} in one of them to a name of its own.")
 
 
 def _note_shared_clusters(reports: list[Report]) -> None:

@@ -30,7 +30,7 @@ class Registry(SpecModel):
     mode: Literal["create", "existing", "fleet", "none"] = "create"
     """create: aksgpu creates a registry (admin user off); existing: use the registry given by id; fleet: the registry of the cluster's fleet (a fleet member only), reached through a private endpoint in this cluster's VNet unless publicNetworkAccess; none: no registry."""
     name: str | None = None
-    """Name of the registry aksgpu creates: 5-50 letters and digits, unique across Azure. None: the cluster name's letters and digits, lowercased, plus "acr"."""
+    """Name of the registry aksgpu creates: 5-50 letters and digits, unique across Azure (<name>.azurecr.io). `aksgpu render` writes it into the stack file: a name set here as written; for a new environment the cluster name's letters and digits, lowercased, plus "acr" and six characters from a hash of the resource group, location and cluster name (gpuprodacr7m73ow), so environments with the same cluster name differ; an environment rendered before keeps the name it has (no suffix: None in a stack file means that name). Changing it replaces the registry and its images."""
     sku: Literal["Basic", "Standard", "Premium"] = "Premium"
     """SKU of the registry aksgpu creates; zone redundancy needs Premium."""
     zone_redundancy: bool = True

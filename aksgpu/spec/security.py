@@ -47,7 +47,7 @@ class Kms(SpecModel):
     key_expiry_days: int = 730
     """Days each new key version lives before it expires (the rotation policy's expiryTime; checkov CKV_AZURE_40): at least 28 (Key Vault's minimum) and at least keyRotationDays + 30, so the new version exists before the near-expiry notification 30 days ahead. An expired version stops KMS from encrypting: move the cluster to the newest version before then. Mode create only."""
     key_vault_name: str | None = None
-    """Name of the vault aksgpu creates: 3-24 letters, digits and '-', unique across Azure. None: "<cluster name>-kms", cut to 24 characters. Purge protection keeps a deleted vault's name taken for 90 days."""
+    """Name of the vault aksgpu creates: 3-24 letters, digits and '-', unique across Azure (<name>.vault.azure.net). `aksgpu render` writes it into the stack file: a name set here as written; for a new environment "<cluster name, cut>-kms-" and six characters from a hash of the resource group, location and cluster name, so environments with the same cluster name differ; an environment rendered before keeps the name it has ("<cluster name>-kms", cut to 24: None in a stack file means that name). Changing it replaces the vault and its keys, which KMS does not survive; purge protection keeps a deleted vault's name taken for 90 days."""
     key_vault_id: str | None = None
     """Resource ID of an existing vault (mode existing)."""
     key_id: str | None = None
