@@ -110,6 +110,12 @@ def test_an_environment_rendered_before_keeps_its_registry_and_vault(project: Pa
     assert "name: gpudevacr\n" in (stacks / "Pulumi.dev.yaml").read_text()
 
 
+def test_an_unreadable_stack_file_keeps_the_suffix_less_names(project: Path) -> None:
+    (project / "stacks" / "Pulumi.dev.yaml").write_text("config: [not: a, spec\n")
+    spec = plan_render(load_environments(project), "dev").spec
+    assert spec is not None and spec.registry.name == "gpudevacr"
+
+
 def test_a_registry_added_to_an_environment_rendered_before_gets_a_suffixed_name(project: Path) -> None:
     stacks = project / "stacks"
     path = stacks / "Pulumi.dev.yaml"

@@ -50,9 +50,14 @@ def _choose(recorded: Any, created_before: bool, legacy: str, suffixed: str) -> 
     return legacy if created_before else suffixed
 
 
+# Stands for a stack file that exists but whose spec cannot be read (not YAML, edited by hand):
+# it may belong to a cluster whose registry and vault exist, so they keep the suffix-less names.
+UNREADABLE = {"registry": {"mode": "create"}, "security": {"kms": {"mode": "create"}}}
+
+
 def with_global_names(spec: ClusterSpec, on_disk: Any) -> ClusterSpec:
     """`spec` with the registry and vault names it creates written in; `on_disk`: the
-    `aksgpu:cluster` value of the stack file there now (None when there is none)."""
+    `aksgpu:cluster` value of the stack file there now (None when there is none; UNREADABLE)."""
     suffix = names.global_suffix(spec.resource_group.name, spec.location, spec.name)
     registry, kms = spec.registry, spec.security.kms
     if registry.mode == "create" and registry.name is None:

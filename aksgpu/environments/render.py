@@ -29,7 +29,7 @@ from aksgpu.environments.fleet import (
     member_stack,
     render_fleet_text,
 )
-from aksgpu.environments.global_names import as_named_on_disk, with_global_names
+from aksgpu.environments.global_names import UNREADABLE, as_named_on_disk, with_global_names
 from aksgpu.environments.replacement import RenderImpact, cluster_of, refusal, render_impact
 from aksgpu.environments.stack_text import aksgpu_text, value_digest
 from aksgpu.errors import UserError
@@ -136,9 +136,11 @@ def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
 def _render_environment(environments: EnvironmentsFile, effective: EffectiveEnvironment) -> RenderedStack:
     # Names unique across Azure are written into the stack file, kept from the file on disk
     # (environments/global_names.py): no re-render or aksgpu upgrade renames a registry or vault.
-    on_disk, _ = _parse_existing(stack_path(environments, effective.environment.name)) \
-        if stack_path(environments, effective.environment.name).exists() else (None, "")
-    effective = replace(effective, spec=with_global_names(effective.spec, cluster_of(on_disk)))
+    path = stack_path(environments, effective.environment.name)
+    on_disk = cluster_of(_parse_existing(path)[0]) if path.exists() else None
+    if path.exists() and not isinstance(on_disk, dict):
+        on_disk = UNREADABLE
+    effective = replace(effective, spec=with_global_names(effective.spec, on_disk))
     rendered = _compare(environments, effective.environment.name, lambda top, config: render_text(
         effective, environments.relative_path, top, config))
     return replace(rendered, warnings=tuple(effective.warnings), spec=effective.spec)
