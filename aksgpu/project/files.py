@@ -17,6 +17,19 @@ from aksgpu.errors import UserError
 _NEW_FILE_MODE = 0o666
 
 
+def refuse_symlink_loop(path: Path) -> None:
+    """A UserError naming `path` when it is a symbolic link that leads nowhere (to itself, in a loop,
+    or to a missing file), rather than the internal error Path.resolve raises on a loop."""
+    if not path.is_symlink():
+        return
+    try:
+        path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        target = os.readlink(path)
+        raise UserError(f"{path} is a symbolic link to {target}, which leads in a loop or to nothing. "
+                        "Fix: remove the link, or point it at a real file.") from None
+
+
 def write_text_atomically(path: Path, text: str, mode: int | None = None) -> None:
     """Replace (or create) `path` with `text`, UTF-8, all or nothing.
 
@@ -26,6 +39,7 @@ def write_text_atomically(path: Path, text: str, mode: int | None = None) -> Non
     replace the device itself.
     """
     temporary: str | None = None
+    refuse_symlink_loop(path)
     try:
         path = path.resolve() if path.is_symlink() else path
         if path.exists() and not path.is_file():
@@ -58,6 +72,7 @@ def write_text_atomically(path: Path, text: str, mode: int | None = None) -> Non
 
 def read_text_if_exists(path: Path) -> str | None:
     """The UTF-8 text of `path`, or None when there is no such file; problems are UserErrors."""
+    refuse_symlink_loop(path)
     if not path.is_file():
         return None
     try:
