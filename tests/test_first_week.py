@@ -80,3 +80,103 @@ def test_fleet_preset_description_names_the_nat_gateway_it_sets() -> None:
     assert preset.spec["network"]["outbound"] == "userAssignedNATGateway"
     assert "managed NAT gateway" not in preset.description
     assert "user-assigned NAT gateway" in preset.description
+
+
+def test_quiet_leaves_out_status_lines_but_not_errors(example_project: Path) -> None:
+    loud = runner.invoke(app, ["plan", "dev", "--manifests", "out-loud"])
+    assert loud.exit_code == 0, loud.output
+    assert "wrote " in loud.stderr
+    quiet = runner.invoke(app, ["--quiet", "plan", "dev", "--manifests", "out-quiet"])
+    assert quiet.exit_code == 0, quiet.output
+    assert "wrote " not in quiet.stderr
+    assert quiet.stdout == loud.stdout.replace("out-loud", "out-quiet")
+    failed = runner.invoke(app, ["-q", "validate", "nosuchenv"])
+    assert failed.exit_code == 2
+    assert "nosuchenv" in failed.stderr
+
+
+def test_no_color_turns_colour_off_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    def styled(environ: dict[str, str]) -> str:
+        console = Console(force_terminal=True, width=80, _environ=environ)
+        with console.capture() as captured:
+            console.print("[red]drift[/red]")
+        return captured.get()
+
+    assert "\x1b[" in styled({})
+    assert "\x1b[" not in styled({"NO_COLOR": "1"})
+    assert "\x1b[" in styled({"NO_COLOR": ""}), "an empty NO_COLOR leaves colour on (no-color.org)"
+    # say() builds its Console from the process environment: NO_COLOR reaches it.
+    from aksgpu.cli import console as cli_console
+
+    printed: list[Console] = []
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setattr(cli_console.OUTPUT, "quiet", False)
+    monkeypatch.setattr("rich.console.Console.print", lambda self, *a, **k: printed.append(self))
+    cli_console.say("status", "red")
+    assert printed and printed[0].no_color
+
+
+def test_tables_fit_an_80_column_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal table_width() is None and rich takes the terminal's width (COLUMNS); the
+    tables wrap to it rather than running past the edge."""
+    import sys
+
+    from rich.console import Console
+
+    from aksgpu.cli import console as cli_console
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert cli_console.table_width() is None
+    assert Console().width == 80
+    monkeypatch.setattr("aksgpu.cli.environments.commands.table_width", lambda: None)
+    result = runner.invoke(app, ["presets", "show", "fleet"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) > 20
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+
+
+def test_diff_keeps_long_field_paths_whole_when_piped(example_project: Path) -> None:
+    import yaml
+
+    path = example_project / "stacks" / "environments.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["environments"]["prod"]["overrides"]["tags"]["team"] = "x" * 150
+    path.write_text(yaml.safe_dump(document))
+    result = runner.invoke(app, ["diff", "dev", "prod"])
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.stdout
+    tags = [line for line in result.stdout.splitlines() if line.split()[:1] == ["tags"]]
+    assert len(tags) == 1 and "x" * 150 in tags[0], "the path and its long value whole on one line"
+    paths = [line.split()[0] for line in result.stdout.splitlines()[1:] if line.strip()]
+    assert "controlPlane.maintenanceWindows[nodeOsUpgrade].durationHours" in paths, paths
+
+
+def test_ctrl_c_while_aksgpu_loads_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    """An interrupt raised while app.py is imported (as Ctrl-C in the first second does), made
+    deterministic by a sitecustomize import hook; the console script is cli/entry.py's main."""
+    import subprocess
+    import sys
+    import tomllib
+
+    from tests.helpers import REPO as REPO_ROOT
+
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["aksgpu"] == "aksgpu.cli.entry:main"
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'aksgpu.cli.app':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n")
+    environment = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO_ROOT}"}
+    result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.entry import main; main()", "--version"],
+                            capture_output=True, text=True, env=environment, timeout=60)
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete."]
