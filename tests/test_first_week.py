@@ -180,3 +180,27 @@ def test_ctrl_c_while_aksgpu_loads_is_one_line_and_exit_130(tmp_path: Path) -> N
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete."]
+
+
+def _init_in(project: str, environment: str) -> int:
+    """One `aksgpu init` in its own process (multiprocessing target)."""
+    os.chdir(project)
+    result = CliRunner().invoke(app, ["init", environment, "--preset", "dev", "--location", "eastus2",
+                                      "--admin-group", ADMIN])
+    return result.exit_code
+
+
+def test_two_inits_at_once_both_keep_their_environment(empty_project: Path) -> None:
+    import multiprocessing
+
+    import yaml
+
+    names = [f"env{i}" for i in range(6)]
+    context = multiprocessing.get_context("fork")
+    with context.Pool(len(names)) as pool:
+        codes = pool.starmap(_init_in, [(str(empty_project), name) for name in names])
+    assert codes == [0] * len(names)
+    document = yaml.safe_load((empty_project / "stacks" / "environments.yaml").read_text())
+    assert sorted(document["environments"]) == names
+    for name in names:
+        assert (empty_project / "stacks" / f"Pulumi.{name}.yaml").is_file()
