@@ -204,3 +204,22 @@ def test_two_inits_at_once_both_keep_their_environment(empty_project: Path) -> N
     assert sorted(document["environments"]) == names
     for name in names:
         assert (empty_project / "stacks" / f"Pulumi.{name}.yaml").is_file()
+
+
+def test_cost_in_a_region_without_prices_says_so(example_project: Path) -> None:
+    import yaml
+
+    path = example_project / "stacks" / "environments.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["environments"]["dev"].setdefault("overrides", {})["location"] = "southafricanorth"
+    path.write_text(yaml.safe_dump(document))
+    assert runner.invoke(app, ["render", "dev"]).exit_code == 0
+    for args in (["cost", "dev"], ["plan", "dev"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert "$0.00 / $0.00" not in result.stdout
+        lines = result.stdout.splitlines()
+        assert any(line.split()[:2] == ["node", "pools"] and "no price" in line for line in lines), result.stdout
+        assert "total (prices missing: a lower bound)" in result.stdout
+        assert "No VM prices for region southafricanorth" in result.stdout
+        assert "aksgpu prices refresh --region southafricanorth" in result.stdout
