@@ -24,7 +24,6 @@ from aksgpu.environments.file import (
     EnvironmentsDocument,
     EnvironmentSettings,
     EnvironmentsFile,
-    environments_path,
     load_environments,
 )
 from aksgpu.environments.overrides import assignment_overrides, merge
@@ -64,9 +63,9 @@ class InitOutcome:
 
 def add_environment(request: InitRequest, project_dir: Path | None = None) -> InitOutcome:
     """Check, then write environments.yaml (and its schema if new) and the rendered stack file,
-    holding environments.yaml's lock from reading it to the last write (project.files)."""
+    holding the project folder's lock from reading environments.yaml to the last write (project.files)."""
     project_dir = project_dir or find_project_dir(Path.cwd().resolve())
-    with locked_for_writing(environments_path(project_dir)):
+    with locked_for_writing(project_dir):
         return _add_environment(request, project_dir)
 
 

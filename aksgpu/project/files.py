@@ -19,23 +19,22 @@ _NEW_FILE_MODE = 0o666
 
 
 @contextlib.contextmanager
-def locked_for_writing(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `.<name>.lock` beside `path` while a writer reads, changes and
-    writes `path`: two `aksgpu init` at once then each add their environment, one after the other,
-    where without it the second's write would drop the first's. POSIX flock (advisory; released when
-    the process ends, even killed); where fcntl is missing (Windows) there is no lock."""
+def locked_for_writing(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (the project's) while a writer reads, changes and writes
+    the files in it: two `aksgpu init` at once then each add their environment, one after the
+    other, where without it the second's write would drop the first's. POSIX flock on the folder
+    itself, so no lock file is left behind (advisory; released when the process ends, even killed);
+    where fcntl is missing (Windows) there is no lock."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    lock_path = path.parent / f".{path.name}.lock"
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        handle = os.open(folder, os.O_RDONLY)
     except OSError as error:
-        raise UserError(f"cannot create the lock file {lock_path}: {error.strerror}. "
-                        "Fix: check that the folder exists and is writable.") from None
+        raise UserError(f"cannot open {folder} to lock it: {error.strerror}. "
+                        "Fix: check that the folder exists and is readable.") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
