@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from aksgpu.errors import UserError
+from aksgpu.project.files import refuse_symlink_loop
 from aksgpu.project.stackfile import find_project_dir, load_yaml, stack_config_dir
 from aksgpu.spec.base import Issue, checked, did_you_mean, issues_from_validation_error
 from aksgpu.spec.descriptions import describe_schema_properties
@@ -205,6 +206,7 @@ def load_environments(project_dir: Path | None = None) -> EnvironmentsFile:
     """Read and check environments.yaml; a missing file is an empty one."""
     project_dir = project_dir or find_project_dir(Path.cwd().resolve())
     path = environments_path(project_dir)
+    refuse_symlink_loop(path)
     if path.exists() and not path.is_file():
         raise UserError(f"{path} is a folder, not the environments file. Fix: move it away; aksgpu keeps the "
                         "environments in a file of that name.")

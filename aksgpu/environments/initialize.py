@@ -29,7 +29,8 @@ from aksgpu.environments.file import (
 from aksgpu.environments.overrides import assignment_overrides, merge
 from aksgpu.environments.presets import load_preset
 from aksgpu.errors import UserError
-from aksgpu.project.files import read_text_if_exists, write_text_atomically
+from aksgpu.project.files import locked_for_writing, read_text_if_exists, write_text_atomically
+from aksgpu.project.stackfile import find_project_dir
 
 NEW_FILE_HEADER = """\
 # yaml-language-server: $schema=./{schema}
@@ -61,7 +62,14 @@ class InitOutcome:
 
 
 def add_environment(request: InitRequest, project_dir: Path | None = None) -> InitOutcome:
-    """Check, then write environments.yaml (and its schema if new) and the rendered stack file."""
+    """Check, then write environments.yaml (and its schema if new) and the rendered stack file,
+    holding the project folder's lock from reading environments.yaml to the last write (project.files)."""
+    project_dir = project_dir or find_project_dir(Path.cwd().resolve())
+    with locked_for_writing(project_dir):
+        return _add_environment(request, project_dir)
+
+
+def _add_environment(request: InitRequest, project_dir: Path) -> InitOutcome:
     from aksgpu.environments.render import plan_render, write_rendered
 
     environments = load_environments(project_dir)

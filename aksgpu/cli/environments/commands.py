@@ -235,12 +235,16 @@ def diff(
     from rich.table import Table
     from rich.text import Text
 
-    table = Table("field", environment_a, environment_b, title=f"{len(differences)} fields differ", box=None,
-                  title_justify="left")
-    for row in differences:
-        cells = (row["path"], show_value(row[environment_a]), show_value(row[environment_b]))
+    table = Table(title=f"{len(differences)} fields differ", box=None, title_justify="left")
+    for header in ("field", environment_a, environment_b):
+        table.add_column(header, overflow="fold")  # never "…": a path cut short names no field
+    lines = [(row["path"], show_value(row[environment_a]), show_value(row[environment_b])) for row in differences]
+    for cells in lines:
         table.add_row(*(Text(text) for text in cells))
-    Console(width=table_width()).print(table)
+    width = table_width()
+    if width is not None:  # not a terminal: as wide as the longest row, so each path stays whole on its line
+        width = max(width, sum(max(len(cells[column]) for cells in lines) + 2 for column in range(3)))
+    Console(width=width).print(table)
     from aksgpu.preflight.cost_report import difference_lines
 
     typer.echo("\n".join(["", *difference_lines(cost, environment_a, environment_b)]))
