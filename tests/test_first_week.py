@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from aksgpu.cli.app import app
@@ -207,13 +208,12 @@ def test_two_inits_at_once_both_keep_their_environment(empty_project: Path) -> N
 
 
 def test_cost_in_a_region_without_prices_says_so(example_project: Path) -> None:
-    import yaml
-
     path = example_project / "stacks" / "environments.yaml"
     document = yaml.safe_load(path.read_text())
     document["environments"]["dev"].setdefault("overrides", {})["location"] = "southafricanorth"
     path.write_text(yaml.safe_dump(document))
-    assert runner.invoke(app, ["render", "dev"]).exit_code == 0
+    # A new location replaces the cluster: render refuses it unless told (environments/replacement.py).
+    assert runner.invoke(app, ["render", "dev", "--allow-replace"]).exit_code == 0
     for args in (["cost", "dev"], ["plan", "dev"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
@@ -223,3 +223,20 @@ def test_cost_in_a_region_without_prices_says_so(example_project: Path) -> None:
         assert "total (prices missing: a lower bound)" in result.stdout
         assert "No VM prices for region southafricanorth" in result.stdout
         assert "aksgpu prices refresh --region southafricanorth" in result.stdout
+
+
+def test_a_description_past_the_bound_is_one_message_from_init_and_render(example_project: Path) -> None:
+    """Every input is bounded: a description over 1,000 characters is refused by name, whether it
+    comes from `init --description` (once an internal error) or from environments.yaml."""
+    long = "x" * 1001
+    result = runner.invoke(app, ["init", "stage", "--preset", "dev", "--location", "eastus2", "--description", long])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith('error: --description = "xxx') and "at most 1,000 characters" in result.stderr
+    assert not (example_project / "stacks" / "Pulumi.stage.yaml").exists()
+    environments = example_project / "stacks" / "environments.yaml"
+    document = yaml.safe_load(environments.read_text())
+    document["environments"]["dev"]["description"] = long
+    environments.write_text(yaml.safe_dump(document))
+    result = runner.invoke(app, ["render", "dev"])
+    assert result.exit_code == 2, result.output
+    assert "environments.dev.description" in result.stderr and "Fix: shorten it" in result.stderr

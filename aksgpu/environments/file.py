@@ -100,13 +100,17 @@ class FleetSettings(_Model):
     """The member clusters; each becomes a stack of its own."""
 
 
+# A description is a sentence or a paragraph for people; the bound keeps every input bounded in time.
+DESCRIPTION_MAX_CHARS = 1000
+
+
 class EnvironmentSettings(_Model):
     """One environment: which preset it starts from and what it changes."""
 
     preset: str = Field(min_length=1)
     """The preset this environment starts from (`aksgpu presets list`)."""
-    description: str | None = None
-    """What this environment is for; shown in the rendered stack file's header."""
+    description: str | None = Field(default=None, max_length=DESCRIPTION_MAX_CHARS)
+    """What this environment is for, at most 1,000 characters; shown in the rendered stack file's header."""
     backend: str | None = None
     """Pulumi state backend URL for this environment; overrides defaults.backend."""
     secrets_provider: str | None = None

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from aksgpu.environments.file import (
+    DESCRIPTION_MAX_CHARS,
     Defaults,
     ENVIRONMENT_NAME,
     SCHEMA_FILE,
@@ -28,7 +29,7 @@ from aksgpu.environments.file import (
 )
 from aksgpu.environments.overrides import assignment_overrides, merge
 from aksgpu.environments.presets import load_preset
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.project.files import locked_for_writing, read_text_if_exists, write_text_atomically
 from aksgpu.project.stackfile import find_project_dir
 
@@ -96,6 +97,10 @@ def _add_environment(request: InitRequest, project_dir: Path) -> InitOutcome:
         environments = EnvironmentsFile(environments.project_dir, environments.path, EnvironmentsDocument(
             defaults=Defaults(overrides=access)), exists=False)
         request = dataclasses.replace(request, admin_groups=[])
+    if request.description is not None and len(request.description) > DESCRIPTION_MAX_CHARS:
+        raise UserError(problems=[Problem("--description", request.description,
+                                          f"a description is at most {DESCRIPTION_MAX_CHARS:,} characters",
+                                          "shorten it to a sentence or a paragraph")])
     settings = EnvironmentSettings(preset=request.preset, description=request.description,
                                    overrides=_overrides(request, environments))
     candidate = EnvironmentsFile(

@@ -103,12 +103,28 @@ def render(
     would replace the cluster or a pool (shown with the override that keeps today's value;
     --allow-replace writes it).
     """
+    if check and force:
+        fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
+    if check:
+        _render(environments, check=True, force=False, allow_replace=False)
+        return
+    # A writer holds the project's lock from reading environments.yaml to its last write, as init does.
+    from aksgpu.project.files import locked_for_writing
+    from aksgpu.project.stackfile import find_project_dir
+
+    try:
+        project_dir = find_project_dir(Path.cwd())
+    except UserError as error:
+        fail(error)
+    with locked_for_writing(project_dir):
+        _render(environments, check=False, force=force, allow_replace=allow_replace)
+
+
+def _render(environments: list[str] | None, *, check: bool, force: bool, allow_replace: bool) -> None:
     from aksgpu.cli.environments.render_output import render_check, system_pool_notes
     from aksgpu.environments.render import plan_renders, write_rendered
     from aksgpu.spec import SpecError
 
-    if check and force:
-        fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
     env_file = _environments()
     if not env_file.exists:
         fail(f"{env_file.relative_path} does not exist. Fix: create it with `aksgpu init ENV --preset NAME`.")
