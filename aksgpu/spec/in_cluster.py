@@ -33,8 +33,8 @@ def pinned(component: str) -> str:
 
 
 def pinned_image(component: str) -> str:
-    """image:version of `component` as aksgpu pins it."""
-    return f'{catalog.load("in_cluster")[component]["image"]}:{pinned(component)}'
+    """image:version@digest of `component` as aksgpu pins it (the digest: catalog/images.yaml)."""
+    return catalog.image_reference(component, pinned(component))
 
 
 class InCluster(SpecModel):
