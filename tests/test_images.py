@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from aksgpu import catalog
 from aksgpu.catalog.images import pinned_images_of
@@ -73,3 +74,18 @@ def test_the_exporter_has_a_liveness_probe_on_health() -> None:
     container = exporters[0]["spec"]["template"]["spec"]["containers"][0]
     assert container["livenessProbe"]["httpGet"]["path"] == "/health"
     assert container["livenessProbe"]["httpGet"]["port"] == catalog.load("in_cluster")["dcgmExporter"]["port"]
+
+
+def test_the_refresh_tool_parses_a_registry_challenge_and_rewrites_one_digest() -> None:
+    from tools.refresh_image_digests import TABLE, parse_challenge, rewrite
+
+    # The shape of a registry's 401 answer (Docker's token authentication spec).
+    challenge = parse_challenge('Bearer realm="https://nvcr.io/proxy_auth",'
+                                'scope="repository:nvidia/k8s/dcgm-exporter:pull"')
+    assert challenge == {"realm": "https://nvcr.io/proxy_auth", "scope": "repository:nvidia/k8s/dcgm-exporter:pull"}
+    new = "sha256:" + "b" * 64
+    text = rewrite(TABLE.read_text(encoding="utf-8"), "dcgm", new)
+    text = text.replace("digest: " + new, "digest: " + new + "\n    source: test")
+    table = pinned_images_of(yaml.safe_load(text))
+    assert table["dcgm"].digest == new
+    assert table["dcgmExporter"].digest is None
