@@ -8,6 +8,7 @@ aksgpu's own policy pack. A finding not listed fails the run, and so does a list
 longer occurs (so the list stays true).
 
     .venv/bin/python tests/run_checkov.py --checkov PATH/TO/checkov
+    .venv/bin/python tests/run_checkov.py --checkov PATH/TO/checkov --framework kubernetes
 
 .ci/run installs checkov in its own virtualenv (its dependencies clash with the test
 environment's) and runs this. Offline: --skip-download keeps checkov from calling its platform.
@@ -124,7 +125,14 @@ def run(checkov: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkov", default="checkov", help="the checkov executable")
-    return run(parser.parse_args().checkov)
+    parser.add_argument("--framework", choices=("arm", "kubernetes"), default="arm",
+                        help="arm: the Azure bodies (default); kubernetes: every Kubernetes object "
+                             "(tests/run_checkov_kubernetes.py, waivers in tests/checkov_kubernetes_waivers.yaml)")
+    args = parser.parse_args()
+    if args.framework == "kubernetes":
+        from tests.run_checkov_kubernetes import run as run_kubernetes
+        return run_kubernetes(args.checkov)
+    return run(args.checkov)
 
 
 if __name__ == "__main__":

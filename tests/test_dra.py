@@ -302,11 +302,11 @@ def test_a_correct_gb300_pool_warns_only_of_the_feature_and_the_unverified_pytho
     found = _warnings(grace_spec())
     ours = [(w.path, w.value) for w in found if w.path.startswith(("nodePools[0]", "controlPlane"))
             or w.path in ("gpuHealth.gate.image", "gpuHealth.gate.helperImage")]
-    assert ours == [("nodePools[0].vmSize", GB300), ("gpuHealth.gate.helperImage",
-                                                     "mcr.microsoft.com/azurelinux/base/python:3.12")]
+    python = catalog.image_reference("python", "3.12")  # the pinned helper, by digest (catalog/images.yaml)
+    assert ours == [("nodePools[0].vmSize", GB300), ("gpuHealth.gate.helperImage", python)]
     helper = next(w for w in found if w.path == "gpuHealth.gate.helperImage")
     assert "nodePools[0] are Arm64" in helper.rule and "not verified" in helper.rule
-    assert "docker manifest inspect mcr.microsoft.com/azurelinux/base/python:3.12" in helper.fix
+    assert f"docker manifest inspect {python}" in helper.fix
 
 
 def test_pools_without_arm64_get_no_image_warnings() -> None:

@@ -723,13 +723,14 @@ def test_the_image_carries_everything_the_check_imports() -> None:
     # The gate's files (the check's verdict step is node_gate.verdict), which import each other as
     # siblings in the cluster (the `except ImportError` branch).
     gate = ["node_gate", "node_api", "node_verdicts", "node_passive", "node_watchdog"]
-    copied_modules = {"aksgpu", "aksgpu.catalog", "aksgpu.catalog.vm", "aksgpu.node", "aksgpu.node.gpu_check"}
+    copied_modules = {"aksgpu", "aksgpu.catalog", "aksgpu.catalog.images", "aksgpu.catalog.vm",
+                      "aksgpu.node", "aksgpu.node.gpu_check"}
     copied_modules |= {f"aksgpu.node.{stem}" for stem in gate}
     copied_modules |= {f"aksgpu.node.gpu_check.{m.stem}" for m in package.glob("*.py")}
     assert {"aksgpu/node/gpu_check/*.py", "aksgpu/node/gpu_check/*.yaml", "aksgpu/node/__init__.py",
             *(f"aksgpu/node/{stem}.py" for stem in gate),
             "aksgpu/catalog/vm_sizes.yaml", "aksgpu/catalog/gpu_alerts.yaml", "aksgpu/catalog/fabric.yaml",
-            "aksgpu/catalog/__init__.py", "aksgpu/catalog/vm.py"} <= copied
+            "aksgpu/catalog/__init__.py", "aksgpu/catalog/images.py", "aksgpu/catalog/vm.py"} <= copied
     for module in [*package.glob("*.py"), package.parent / "__init__.py",
                    *(package.parent / f"{stem}.py" for stem in gate),
                    package.parent.parent / "catalog" / "__init__.py", package.parent.parent / "catalog" / "vm.py"]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from aksgpu.catalog.images import PinnedImage, pinned_images_of
 from aksgpu.catalog.vm import GpuModel, VmSize, gpu_models_of, vm_sizes_of
 
 DATA_DIR = Path(__file__).resolve().parent
@@ -49,6 +50,18 @@ def gpu_model(name: str) -> GpuModel | None:
 def gpu_models() -> dict[str, GpuModel]:
     """Every GPU model of the table, built once."""
     return gpu_models_of(load("vm_sizes"))
+
+
+@functools.cache
+def pinned_images() -> dict[str, PinnedImage]:
+    """The images aksgpu declares itself, with their digests (images.yaml, typed: catalog/images.py)."""
+    return pinned_images_of(load("images"))
+
+
+def image_reference(component: str, tag: str | None = None) -> str:
+    """image:tag@digest of a component at its pinned tag (image:tag for another tag, or where the
+    table has no digest)."""
+    return pinned_images()[component].reference(tag)
 
 
 def limit(key: str) -> Any:

@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 from aksgpu.cli.arguments import CONTEXT_SETTINGS
 from aksgpu.cli.ci import commands as ci_commands
 from aksgpu.cli.environments import commands as environment_commands
-from aksgpu.cli.console import FAILURE, echo_json, fail, failure_document
+from aksgpu.cli.console import FAILURE, OUTPUT, echo_json, fail, failure_document
 from aksgpu.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UserError,
                            error_document)
 from aksgpu.cli.plan import commands as plan_commands
@@ -68,6 +68,7 @@ class _Commands(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         FAILURE.json_output, FAILURE.error, FAILURE.message = _asks_for_json(ctx), None, None
+        OUTPUT.quiet = False
         tracked = _TrackedStdout(sys.stdout)
         sys.stdout = tracked
         try:
@@ -139,8 +140,11 @@ def _print_version(value: bool) -> None:
 def _options(
     show_version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                                help="Print aksgpu's version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no status lines or spinners on stderr; "
+                                        "errors still print.")] = False,
 ) -> None:
-    """Options that come before any command (--version)."""
+    """Options that come before any command (--version, --quiet)."""
+    OUTPUT.quiet = quiet
 
 
 plan_commands.register(app)

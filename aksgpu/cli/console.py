@@ -30,6 +30,16 @@ class _Failure:
 FAILURE = _Failure()
 
 
+class _Output:
+    """How the command line prints: --quiet leaves out status lines and spinners (errors still
+    print). Colour follows NO_COLOR (https://no-color.org), which rich's Console reads itself."""
+
+    quiet = False
+
+
+OUTPUT = _Output()
+
+
 def fail(error: str | UserError, code: int | None = None) -> NoReturn:
     """The error on stderr (`error: message`, or a spec's problems one per line), then exit with
     `code`: the error's own exit code (2, bad input; 1, a spec with errors) unless said otherwise.
@@ -68,7 +78,9 @@ def failure_document(code: int) -> dict[str, Any]:
 
 
 def say(message: str, style: str | None = None) -> None:
-    """A status line on stderr, so stdout carries only engine output or data."""
+    """A status line on stderr, so stdout carries only engine output or data; none under --quiet."""
+    if OUTPUT.quiet:
+        return
     from rich.console import Console
     from rich.text import Text
 
@@ -82,7 +94,7 @@ def echo_json(document: Any) -> None:
 @contextlib.contextmanager
 def progress(message: str) -> Iterator[None]:
     """A spinner on stderr for a long step, only when a person is watching (a terminal)."""
-    if not sys.stderr.isatty():
+    if OUTPUT.quiet or not sys.stderr.isatty():
         yield
         return
     from rich.console import Console

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from aksgpu.errors import UserError
+from aksgpu.project.files import refuse_symlink_loop
 from aksgpu.project.stackfile import find_project_dir, load_yaml, stack_config_dir
 from aksgpu.spec.base import Issue, checked, did_you_mean, issues_from_validation_error
 from aksgpu.spec.descriptions import describe_schema_properties
@@ -99,13 +100,17 @@ class FleetSettings(_Model):
     """The member clusters; each becomes a stack of its own."""
 
 
+# A description is a sentence or a paragraph for people; the bound keeps every input bounded in time.
+DESCRIPTION_MAX_CHARS = 1000
+
+
 class EnvironmentSettings(_Model):
     """One environment: which preset it starts from and what it changes."""
 
     preset: str = Field(min_length=1)
     """The preset this environment starts from (`aksgpu presets list`)."""
-    description: str | None = None
-    """What this environment is for; shown in the rendered stack file's header."""
+    description: str | None = Field(default=None, max_length=DESCRIPTION_MAX_CHARS)
+    """What this environment is for, at most 1,000 characters; shown in the rendered stack file's header."""
     backend: str | None = None
     """Pulumi state backend URL for this environment; overrides defaults.backend."""
     secrets_provider: str | None = None
@@ -205,6 +210,7 @@ def load_environments(project_dir: Path | None = None) -> EnvironmentsFile:
     """Read and check environments.yaml; a missing file is an empty one."""
     project_dir = project_dir or find_project_dir(Path.cwd().resolve())
     path = environments_path(project_dir)
+    refuse_symlink_loop(path)
     if path.exists() and not path.is_file():
         raise UserError(f"{path} is a folder, not the environments file. Fix: move it away; aksgpu keeps the "
                         "environments in a file of that name.")

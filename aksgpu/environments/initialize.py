@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from aksgpu.environments.file import (
+    DESCRIPTION_MAX_CHARS,
     Defaults,
     ENVIRONMENT_NAME,
     SCHEMA_FILE,
@@ -28,8 +29,9 @@ from aksgpu.environments.file import (
 )
 from aksgpu.environments.overrides import assignment_overrides, merge
 from aksgpu.environments.presets import load_preset
-from aksgpu.errors import UserError
-from aksgpu.project.files import read_text_if_exists, write_text_atomically
+from aksgpu.errors import Problem, UserError
+from aksgpu.project.files import locked_for_writing, read_text_if_exists, write_text_atomically
+from aksgpu.project.stackfile import find_project_dir
 
 NEW_FILE_HEADER = """\
 # yaml-language-server: $schema=./{schema}
@@ -61,7 +63,14 @@ class InitOutcome:
 
 
 def add_environment(request: InitRequest, project_dir: Path | None = None) -> InitOutcome:
-    """Check, then write environments.yaml (and its schema if new) and the rendered stack file."""
+    """Check, then write environments.yaml (and its schema if new) and the rendered stack file,
+    holding the project folder's lock from reading environments.yaml to the last write (project.files)."""
+    project_dir = project_dir or find_project_dir(Path.cwd().resolve())
+    with locked_for_writing(project_dir):
+        return _add_environment(request, project_dir)
+
+
+def _add_environment(request: InitRequest, project_dir: Path) -> InitOutcome:
     from aksgpu.environments.render import plan_render, write_rendered
 
     environments = load_environments(project_dir)
@@ -88,6 +97,10 @@ def add_environment(request: InitRequest, project_dir: Path | None = None) -> In
         environments = EnvironmentsFile(environments.project_dir, environments.path, EnvironmentsDocument(
             defaults=Defaults(overrides=access)), exists=False)
         request = dataclasses.replace(request, admin_groups=[])
+    if request.description is not None and len(request.description) > DESCRIPTION_MAX_CHARS:
+        raise UserError(problems=[Problem("--description", request.description,
+                                          f"a description is at most {DESCRIPTION_MAX_CHARS:,} characters",
+                                          "shorten it to a sentence or a paragraph")])
     settings = EnvironmentSettings(preset=request.preset, description=request.description,
                                    overrides=_overrides(request, environments))
     candidate = EnvironmentsFile(

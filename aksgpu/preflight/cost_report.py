@@ -27,6 +27,8 @@ def headline(found: CostEstimate) -> str:
             f"scale, {found.table.currency}, {found.region}, {found.table.label()}")
     if not found.complete:
         text += f"; {len(found.missing)} price{'s' if len(found.missing) > 1 else ''} missing, so a lower bound"
+    if found.pools and found.region not in found.table.regions():
+        text += f"; the price table has no prices for {found.region} (`aksgpu prices refresh --region {found.region}`)"
     return text
 
 
@@ -46,12 +48,26 @@ def text_lines(found: CostEstimate) -> list[str]:
         lines += _table(["pool", "vm size", "priority", "per node-hour", "nodes", "per hour", "per month"], pools,
                         right={3, 5, 6})
         lines += [""]
+    priced = [pool for pool in found.pools if pool.hourly is not None]
+    node_pools = _sum(found) if priced or not found.pools else None
     lines += _table(["pools and fixed parts", "per hour", "per month"],
-                    [["node pools", scale_text(_sum(found)), scale_text(_sum(found), hours)], *fixed], right={1, 2})
+                    [["node pools" + ("" if len(priced) == len(found.pools) else " (some without a price)"),
+                      scale_text(node_pools), scale_text(node_pools, hours)], *fixed], right={1, 2})
+    lines += region_lines(found)
     lines += _listed("Missing prices (not counted)", found.missing)
     lines += _listed("Not estimated (usage-based)", found.not_estimated)
     lines += _listed("Assumptions", found.assumptions)
     return lines
+
+
+def region_lines(found: CostEstimate) -> list[str]:
+    """A line naming the region when the price table has no VM prices for it at all, with the fix."""
+    regions = found.table.regions()
+    if not found.pools or found.region in regions:
+        return []
+    return [f"  No VM prices for region {found.region} in the {found.table.label()}; it has "
+            f"{', '.join(regions) or 'none'}. Fix: `aksgpu prices refresh --region {found.region}` (Azure's "
+            "retail prices API; writes stacks/prices.yaml, which plan and cost then read)."]
 
 
 def _sum(found: CostEstimate) -> Scale:

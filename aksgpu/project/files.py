@@ -10,11 +10,49 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from aksgpu.errors import UserError
 
 _NEW_FILE_MODE = 0o666
+
+
+@contextlib.contextmanager
+def locked_for_writing(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (the project's) while a writer reads, changes and writes
+    the files in it: two `aksgpu init` at once then each add their environment, one after the
+    other, where without it the second's write would drop the first's. POSIX flock on the folder
+    itself, so no lock file is left behind (advisory; released when the process ends, even killed);
+    where fcntl is missing (Windows) there is no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError as error:
+        raise UserError(f"cannot open {folder} to lock it: {error.strerror}. "
+                        "Fix: check that the folder exists and is readable.") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
+
+
+def refuse_symlink_loop(path: Path) -> None:
+    """A UserError naming `path` when it is a symbolic link that leads nowhere (to itself, in a loop,
+    or to a missing file), rather than the internal error Path.resolve raises on a loop."""
+    if not path.is_symlink():
+        return
+    try:
+        path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        target = os.readlink(path)
+        raise UserError(f"{path} is a symbolic link to {target}, which leads in a loop or to nothing. "
+                        "Fix: remove the link, or point it at a real file.") from None
 
 
 def write_text_atomically(path: Path, text: str, mode: int | None = None) -> None:
@@ -26,6 +64,7 @@ def write_text_atomically(path: Path, text: str, mode: int | None = None) -> Non
     replace the device itself.
     """
     temporary: str | None = None
+    refuse_symlink_loop(path)
     try:
         path = path.resolve() if path.is_symlink() else path
         if path.exists() and not path.is_file():
@@ -58,6 +97,7 @@ def write_text_atomically(path: Path, text: str, mode: int | None = None) -> Non
 
 def read_text_if_exists(path: Path) -> str | None:
     """The UTF-8 text of `path`, or None when there is no such file; problems are UserErrors."""
+    refuse_symlink_loop(path)
     if not path.is_file():
         return None
     try:

@@ -129,14 +129,26 @@ def _read_config(path: Path) -> dict[str, Any]:
     return config
 
 
+# The most aksgpu reads of environments.yaml or a stack file: a real one is a few KiB, so a larger
+# one is a mistake, and reading it whole would take time and memory for nothing.
+MAX_YAML_BYTES = 1024 * 1024
+
+
 def load_yaml(path: Path) -> Any:
     """A YAML file a person wrote, read strictly (cli.yaml_input); every problem is a UserError."""
+    from aksgpu.project.files import refuse_symlink_loop
     from aksgpu.project.yaml_input import YamlProblem, decode_utf8, parse_yaml
 
+    refuse_symlink_loop(path)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as stream:
+            data = stream.read(MAX_YAML_BYTES + 1)
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}. Fix: check the path and its permissions.") from None
+    if len(data) > MAX_YAML_BYTES:
+        raise UserError(f"{path.name} is larger than {MAX_YAML_BYTES // 1024 // 1024} MiB, the most aksgpu reads "
+                        "from a file a person writes. Fix: check that it is the file you meant; an environments "
+                        "file or stack file is a few KiB.")
     try:
         return parse_yaml(decode_utf8(data))
     except YamlProblem as problem:

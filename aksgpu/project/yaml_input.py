@@ -231,7 +231,7 @@ def parse_yaml(text: str) -> Any:
     except ConstructorError as error:
         raise _problem(error, "remove the tag or the complex key and write plain YAML") from None
     except yaml.YAMLError as error:
-        raise _problem(error, _syntax_fix(error)) from None
+        raise (_tab_problem(text, error) or _problem(error, _syntax_fix(error))) from None
     except RecursionError:  # a guard: the depth limit stops nesting long before this
         raise YamlProblem(1, 1, "the document is nested too deeply to read",
                           f"keep nesting under {MAX_DEPTH} levels") from None
@@ -267,6 +267,28 @@ def _problem(error: yaml.YAMLError, fix: str) -> YamlProblem:
     if context_mark is not None and problem_mark is not None and problem_mark.line != context_mark.line:
         rule += f" (at line {problem_mark.line + 1})"
     return YamlProblem(mark.line + 1, mark.column + 1, rule, fix)
+
+
+def _tab_problem(text: str, error: yaml.YAMLError) -> YamlProblem | None:
+    """The problem when a tab character caused the error: at the error's place, or in the
+    indentation of the line it names. PyYAML says only "found character '\\t' that cannot start
+    any token" or a mapping error, which never names the tab."""
+    lines = text.split("\n")
+    for mark in (getattr(error, "problem_mark", None), getattr(error, "context_mark", None)):
+        if mark is None or mark.line >= len(lines):
+            continue
+        line = lines[mark.line]
+        if line[mark.column:mark.column + 1] == "\t":
+            column = mark.column
+        else:
+            indent = line[:len(line) - len(line.lstrip(" \t"))]
+            if "\t" not in indent:
+                continue
+            column = indent.index("\t")
+        return YamlProblem(mark.line + 1, column + 1,
+                           f"a tab character at line {mark.line + 1} column {column + 1}: YAML indents with spaces",
+                           "replace tabs with spaces")
+    return None
 
 
 def _syntax_fix(error: yaml.YAMLError) -> str:

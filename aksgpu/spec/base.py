@@ -261,6 +261,10 @@ def _type_fix(kind: str) -> str:
         return "write a whole number, without quotes"
     if kind.startswith("bool"):
         return "write true or false"
+    if kind == "string_too_long":
+        return "shorten it"
+    if kind == "string_too_short":
+        return "write a longer value"
     if kind.startswith("string") or kind == "str_type":
         return "write a string (quote it in YAML)"
     if kind in ("list_type", "tuple_type"):

@@ -13,6 +13,7 @@ from aksgpu import catalog
 
 from aksgpu.spec.base import Issue, SpecModel, checked
 from aksgpu.spec.gpu_startup import check_autoscaler_profile, derived_autoscaler
+from aksgpu.spec.kubernetes_apis import check_kubernetes_apis
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
@@ -129,7 +130,7 @@ class ControlPlane(SpecModel):
     """Version, tier and upgrade policy of the managed control plane."""
 
     kubernetes_version: KubernetesVersion | None = None
-    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.35"). It must be a minor version AKS supports under supportPlan (aksgpu/catalog/aks_versions.yaml, AKS's release calendar as of the table's date); one minor past the table's newest is a warning. None: AKS's default version. Upgrades cannot skip a minor version."""
+    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.35"). It must be a minor version AKS supports under supportPlan (aksgpu/catalog/aks_versions.yaml, AKS's release calendar as of the table's date); one minor past the table's newest is a warning. It must also serve every Kubernetes API aksgpu declares objects of (aksgpu/catalog/kubernetes_apis.yaml: the in-cluster layer's admission policies need 1.30). None: AKS's default version. Upgrades cannot skip a minor version."""
     tier: Literal["Free", "Standard", "Premium"] = "Standard"
     """Control plane pricing tier. Free has no uptime SLA and supports up to 1,000 nodes; Standard and Premium up to 5,000; Premium is needed for AKSLongTermSupport."""
     support_plan: Literal["KubernetesOfficial", "AKSLongTermSupport"] = "KubernetesOfficial"
@@ -187,7 +188,9 @@ def _minor(version: str) -> tuple[int, int]:
 def _check_kubernetes_version(spec: ClusterSpec) -> Iterator[Issue]:
     """The version against AKS's calendar (catalog aks_versions.yaml, as of its `checked` date). One
     minor past the table's newest is a warning: AKS ships a minor about every four months, so a
-    real new version may postdate the table; two or more past it is an error (a typo such as 1.40)."""
+    real new version may postdate the table; two or more past it is an error (a typo such as 1.40).
+    A version AKS supports must also serve every API aksgpu declares for the spec (spec/kubernetes_apis.py);
+    one AKS does not support gets that error alone, whose fix (a supported version) is the whole fix."""
     cp = spec.control_plane
     if cp.kubernetes_version is None:
         return
@@ -202,11 +205,13 @@ def _check_kubernetes_version(spec: ClusterSpec) -> Iterator[Issue]:
     path = "controlPlane.kubernetesVersion"
     listed = ", ".join(supported)
     if minor in supported:
+        yield from check_kubernetes_apis(spec)
         return
     if asked[0] == newest[0] and asked[1] == newest[1] + 1:
         yield Issue(path, cp.kubernetes_version, f"is newer than aksgpu's AKS version table (checked {checked_on}, "
                     f"newest {newest[0]}.{newest[1]})", "confirm AKS offers it in the region with `az aks get-versions "
                     f"-l {spec.location}`, or use one of {listed}", "warning")
+        yield from check_kubernetes_apis(spec)
         return
     plan = "long-term support" if lts else "community support (supportPlan KubernetesOfficial)"
     if minor in ends:

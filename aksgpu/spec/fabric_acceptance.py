@@ -73,7 +73,7 @@ def unpublished_sizes() -> list[str]:
 
 def acceptance_image() -> str:
     image = acceptance_table()["image"]
-    return f"{image['repository']}:{image['tag']}"
+    return catalog.image_reference("ngcPytorch", str(image["tag"]))
 
 
 def measure_settings() -> dict[str, int]:

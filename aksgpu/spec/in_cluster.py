@@ -33,8 +33,8 @@ def pinned(component: str) -> str:
 
 
 def pinned_image(component: str) -> str:
-    """image:version of `component` as aksgpu pins it."""
-    return f'{catalog.load("in_cluster")[component]["image"]}:{pinned(component)}'
+    """image:version@digest of `component` as aksgpu pins it (the digest: catalog/images.yaml)."""
+    return catalog.image_reference(component, pinned(component))
 
 
 class InCluster(SpecModel):
@@ -155,6 +155,19 @@ def _check_arm64_images(spec: ClusterSpec) -> Iterator[Issue]:
                         "or set an image that does", "warning")
 
 
+def _check_network_policy_engine(spec: ClusterSpec, gpus: bool) -> Iterator[Issue]:
+    """aksgpu's system namespace gets NetworkPolicies (components/kubernetes/network_policy.py), which
+    nothing enforces without an engine: AKS's networkPolicy none means "Network policies will not be
+    enforced" (the AKS API's NetworkPolicy enum; https://learn.microsoft.com/azure/aks/use-network-policies,
+    checked 2026-11-27)."""
+    scraper = spec.gpu_health.effective_scraper(spec.monitoring.managed_prometheus)
+    if gpus and spec.network.policy == "none" and scraper != "bundled":
+        yield Issue("network.policy", "none", "aksgpu declares NetworkPolicies for its namespace (only the metrics "
+                    "scraper may reach the DCGM exporter's port), and without a network policy engine AKS does not "
+                    "enforce them: every pod can reach that port", "set network.policy: cilium (with dataplane: "
+                    "cilium), azure or calico", "warning")
+
+
 def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
     gpus = gpu_pools(spec)
     if not spec.in_cluster.enabled:
@@ -173,6 +186,7 @@ def check_in_cluster(spec: ClusterSpec) -> Iterator[Issue]:
                         "does not deploy", "use an NVIDIA size, or set inCluster.enabled: false and install the AMD "
                         "GPU Operator yourself")
     yield from _check_arm64_images(spec)
+    yield from _check_network_policy_engine(spec, bool(gpus))
     yield from _check_compute_domain_driver(spec)
     yield from check_fabric(spec)
     api = spec.control_plane.api_server

@@ -103,12 +103,28 @@ def render(
     would replace the cluster or a pool (shown with the override that keeps today's value;
     --allow-replace writes it).
     """
+    if check and force:
+        fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
+    if check:
+        _render(environments, check=True, force=False, allow_replace=False)
+        return
+    # A writer holds the project's lock from reading environments.yaml to its last write, as init does.
+    from aksgpu.project.files import locked_for_writing
+    from aksgpu.project.stackfile import find_project_dir
+
+    try:
+        project_dir = find_project_dir(Path.cwd())
+    except UserError as error:
+        fail(error)
+    with locked_for_writing(project_dir):
+        _render(environments, check=False, force=force, allow_replace=allow_replace)
+
+
+def _render(environments: list[str] | None, *, check: bool, force: bool, allow_replace: bool) -> None:
     from aksgpu.cli.environments.render_output import render_check, system_pool_notes
     from aksgpu.environments.render import plan_renders, write_rendered
     from aksgpu.spec import SpecError
 
-    if check and force:
-        fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
     env_file = _environments()
     if not env_file.exists:
         fail(f"{env_file.relative_path} does not exist. Fix: create it with `aksgpu init ENV --preset NAME`.")
@@ -235,12 +251,16 @@ def diff(
     from rich.table import Table
     from rich.text import Text
 
-    table = Table("field", environment_a, environment_b, title=f"{len(differences)} fields differ", box=None,
-                  title_justify="left")
-    for row in differences:
-        cells = (row["path"], show_value(row[environment_a]), show_value(row[environment_b]))
+    table = Table(title=f"{len(differences)} fields differ", box=None, title_justify="left")
+    for header in ("field", environment_a, environment_b):
+        table.add_column(header, overflow="fold")  # never "…": a path cut short names no field
+    lines = [(row["path"], show_value(row[environment_a]), show_value(row[environment_b])) for row in differences]
+    for cells in lines:
         table.add_row(*(Text(text) for text in cells))
-    Console(width=table_width()).print(table)
+    width = table_width()
+    if width is not None:  # not a terminal: as wide as the longest row, so each path stays whole on its line
+        width = max(width, sum(max(len(cells[column]) for cells in lines) + 2 for column in range(3)))
+    Console(width=width).print(table)
     from aksgpu.preflight.cost_report import difference_lines
 
     typer.echo("\n".join(["", *difference_lines(cost, environment_a, environment_b)]))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import StackArg
-from aksgpu.cli.console import fail, fail_problems, progress
+from aksgpu.cli.console import fail, fail_problems, progress, say
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_UPGRADES_KEY
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def plan(
             written = write_manifests(result, manifests)
         except UserError as error:
             fail(error)
-        typer.echo(f"wrote {len(written)} manifests to {manifests}", err=True)
+        say(f"wrote {len(written)} manifests to {manifests}")
     if as_json:
         document = {**plan_document(result, warnings, reviewed.deploy_time), "preflight": preflight_document(spec),
                     "cost": found.json(), "policy": policy.document()}

@@ -32,6 +32,7 @@ from aksgpu.components.kubernetes.objects import (
     pool_tolerations,
     program_files,
     program_source,
+    secured_pod,
     system_pool_placement,
 )
 from aksgpu.spec import ClusterSpec
@@ -144,7 +145,8 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
             # Kueue unsuspends it on admission (its webhook suspends a queued Job anyway).
             **({"suspend": True} if queued else {}),
             "template": {"metadata": {"labels": pod_labels,
-                                      **({"annotations": pod_annotations} if pod_annotations else {})}, "spec": {
+                                      **({"annotations": pod_annotations} if pod_annotations else {})},
+                         "spec": secured_pod({
                 "restartPolicy": "Never",
                 "subdomain": RUN,
                 "priorityClassName": ACCEPTANCE,
@@ -168,7 +170,7 @@ def job_template(spec: ClusterSpec, namespace: str, target: PoolTarget, queued: 
                     "volumeMounts": mounts,
                 }],
                 "volumes": volumes,
-            }},
+            })},
         },
     }
 
@@ -343,5 +345,6 @@ def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str
         "successfulJobsHistoryLimit": 1,
         "failedJobsHistoryLimit": 3,
         "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 150, "ttlSecondsAfterFinished": 3600,
-                                 "template": {"metadata": {"labels": labels(ACCEPTANCE)}, "spec": pod_spec}}},
+                                 "template": {"metadata": {"labels": labels(ACCEPTANCE)},
+                                              "spec": secured_pod(pod_spec)}}},
     }}

@@ -37,6 +37,7 @@ from aksgpu.components.kubernetes.objects import (
     policy_exceptions,
     pool_affinity,
     pool_tolerations,
+    secured_pod,
     system_pool_placement,
 )
 from aksgpu.spec import ClusterSpec
@@ -122,7 +123,8 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": 240, "ttlSecondsAfterFinished": 3600,
-                                     "template": {"metadata": {"labels": labels(WATCHDOG)}, "spec": pod_spec}}},
+                                     "template": {"metadata": {"labels": labels(WATCHDOG)},
+                                                  "spec": secured_pod(pod_spec)}}},
         },
     }
 
@@ -197,7 +199,7 @@ def recheck_cronjob(spec: ClusterSpec, namespace: str, name: str, targets: list[
                 # Pods that find no idle node stay pending until this ends the run.
                 "activeDeadlineSeconds": gate.timeout_seconds + 1800,
                 "ttlSecondsAfterFinished": 86400,
-                "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+                "template": {"metadata": {"labels": pod_labels}, "spec": secured_pod(pod_spec)},
             }},
         },
     }

@@ -48,6 +48,7 @@ from aksgpu.components.kubernetes.gpu_metrics import (
     pod_monitor,
 )
 from aksgpu.components.kubernetes.gpu_software import DCGM_METRICS_CONFIG, device_plugin_targets, operator_targets
+from aksgpu.components.kubernetes.network_policy import network_policies
 from aksgpu.components.kubernetes.objects import metadata, program_files
 from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.spec import ClusterSpec
@@ -108,6 +109,9 @@ class GpuHealth(pulumi.ComponentResource):
                 f"{name}-prometheus", name="aksgpu-prometheus", chart=chart["chart"], version=chart["version"],
                 repository_opts={"repo": chart["repository"]}, namespace=ns,
                 values=bundled_prometheus_values(spec, ns), opts=k8s_opts)
+        for policy in network_policies(spec, ns):
+            k8s.networking.v1.NetworkPolicy(f"{name}-{policy['metadata']['name'].removeprefix('aksgpu-')}",
+                                            metadata=policy["metadata"], spec=policy["spec"], opts=k8s_opts)
         # The watchdog runs whatever the gate's setting: with the gate off it releases the nodes the
         # gate left tainted, and critical passive signals still cordon.
         self._node_gate(name, spec, args)

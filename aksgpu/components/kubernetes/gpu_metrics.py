@@ -75,8 +75,14 @@ def exporter_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
             "securityContext": {"runAsNonRoot": False, "runAsUser": 0, "allowPrivilegeEscalation": False,
                                 "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}},
             "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+            # /health on the metrics port, as NVIDIA's chart probes both (NVIDIA/dcgm-exporter
+            # deployment/templates/daemonset.yaml at 00673efa, checked 2026-11-27: livenessProbe and
+            # readinessProbe httpGet /health; values.yaml livenessProbe initialDelaySeconds 45). The
+            # liveness probe waits longer and tolerates three misses: DCGM starts slowly on 8-GPU nodes.
             "readinessProbe": {"httpGet": {"path": "/health", "port": port},
                                "initialDelaySeconds": 15, "periodSeconds": 15},
+            "livenessProbe": {"httpGet": {"path": "/health", "port": port},
+                              "initialDelaySeconds": 45, "periodSeconds": 30, "failureThreshold": 3},
             "volumeMounts": [
                 {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True},
                 {"name": "metrics-list", "mountPath": "/etc/dcgm-exporter/aksgpu", "readOnly": True},

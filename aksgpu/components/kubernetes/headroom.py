@@ -29,6 +29,7 @@ from aksgpu.components.kubernetes.objects import (
     pool_affinity,
     pool_targets,
     pool_tolerations,
+    secured_pod,
 )
 from aksgpu.spec import ClusterSpec, NodePool
 from aksgpu.spec.access import DEFAULT_PRIORITY_CLASS
@@ -108,7 +109,7 @@ def balloon_deployment(spec: ClusterSpec, pool: NodePool, namespace: str) -> dic
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "template": {
                 "metadata": {"labels": pod_labels},
-                "spec": {
+                "spec": secured_pod({
                     "priorityClassName": "aksgpu-balloon",
                     "terminationGracePeriodSeconds": 0,
                     "automountServiceAccountToken": False,
@@ -130,7 +131,7 @@ def balloon_deployment(spec: ClusterSpec, pool: NodePool, namespace: str) -> dic
                         "securityContext": {"runAsNonRoot": True, "runAsUser": 65535, "readOnlyRootFilesystem": True,
                                             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                     }],
-                },
+                }),
             },
         },
     }

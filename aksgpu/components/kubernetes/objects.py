@@ -57,6 +57,21 @@ def policy_exceptions(reasons: dict[str, str]) -> dict[str, str]:
     return {POLICY_EXCEPTION_PREFIX + rule: reason for rule, reason in sorted(reasons.items())}
 
 
+# Every pod aksgpu declares runs under the container runtime's default seccomp profile (the Pod
+# Security Standards' restricted level requires RuntimeDefault or Localhost; Kubernetes leaves pods
+# Unconfined unless the kubelet's SeccompDefault is on: https://kubernetes.io/docs/tutorials/security/seccomp/,
+# checked 2026-11-27). containerd's default profile still allows the syscalls a capability a container
+# adds (SYS_ADMIN) unlocks.
+RUNTIME_DEFAULT_SECCOMP = {"type": "RuntimeDefault"}
+
+
+def secured_pod(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec with seccompProfile RuntimeDefault in its pod securityContext (kept where set)."""
+    security = dict(pod_spec.get("securityContext") or {})
+    security.setdefault("seccompProfile", dict(RUNTIME_DEFAULT_SECCOMP))
+    return {**pod_spec, "securityContext": security}
+
+
 def daemonset(name: str, namespace: str, pod_spec: dict[str, Any], *,
               extra_labels: dict[str, str] | None = None, exceptions: dict[str, str] | None = None) -> dict[str, Any]:
     """A DaemonSet of aksgpu's (metadata and spec), its pods selected by their name label, with
@@ -67,15 +82,17 @@ def daemonset(name: str, namespace: str, pod_spec: dict[str, Any], *,
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "updateStrategy": {"type": "RollingUpdate"},
-            "template": {"metadata": {"labels": {**labels(name), **(extra_labels or {})}}, "spec": pod_spec},
+            "template": {"metadata": {"labels": {**labels(name), **(extra_labels or {})}},
+                         "spec": secured_pod(pod_spec)},
         },
     }
 
 
 def image(component: str, version: str | None = None) -> str:
-    """image:tag of a pinned component (aksgpu/catalog/in_cluster.yaml), or of another tag."""
+    """image:tag@digest of a pinned component (version: aksgpu/catalog/in_cluster.yaml; digest:
+    aksgpu/catalog/images.yaml), or image:tag of another tag (a spec's choice, unpinned)."""
     entry = catalog.load("in_cluster")[component]
-    return f"{entry['image']}:{version or entry['version']}"
+    return catalog.image_reference(component, str(version or entry["version"]))
 
 
 # --- which nodes -----------------------------------------------------------------------------
