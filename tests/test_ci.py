@@ -260,7 +260,7 @@ def test_the_summary_is_deterministic_and_lists_every_environment(project: Path)
     assert first.output == runner.invoke(app, ["ci", "summary", "--commit", "abc123"]).output
     text = first.output
     assert text.startswith(MARKER + "\n")
-    assert "| `prod` | ⚠️ 2 warnings | 143 | 9 | 162 | 248 |" in text
+    assert "| `prod` | ⚠️ 2 warnings | 147 | 9 | 162 | 248 |" in text
     assert "| `t4spot` | User | Standard_NC4as_T4_v3 | 1 | 1 | 0-2 | spot |" in text
     assert "Commit `abc123`" in text
 
