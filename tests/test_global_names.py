@@ -137,6 +137,9 @@ def test_renaming_a_recorded_registry_is_refused_as_a_replacement(project: Path)
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     rendered = plan_render(load_environments(project), "dev")
     assert "Registry registryName: registry.name: gpudevacr -> someotheracr" in rendered.refusal()
+    # The message says what a new registry loses, not "nodes and workloads".
+    assert "a new registry holds none of the images" in rendered.refusal()
+    assert "nodes and workloads" not in rendered.refusal()
     with pytest.raises(UserError):
         write_rendered(rendered)
 

@@ -147,13 +147,24 @@ def _as_yaml(overrides: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+# What a replacement of each kind of resource loses, for the refusal's message.
+_LOST = {"Registry": "a new registry holds none of the images", "Vault": "a new vault holds none of the keys KMS and "
+         "the disk encryption set use"}
+
+
+def _what_goes(changes: tuple[FieldChange, ...]) -> str:
+    kinds = dict.fromkeys(_LOST.get(change.resource, "a new cluster or pool: its nodes and workloads go")
+                          for change in changes)
+    return "; ".join(kinds)
+
+
 def refusal(environment: str, file_name: str, changes: tuple[FieldChange, ...]) -> str:
     """The message of a render that would replace resources."""
     lines = "\n".join(f"  - {change.line()}" for change in changes)
     snippet = "\n".join(f"    {line}" for line in keep_override(environment, changes).splitlines())
     return (f"{file_name}: re-rendering would change {len(changes)} field(s) Azure cannot change in place, so the "
-            f"next `aksgpu up {environment}` replaces these resources (a new cluster or pool; its nodes and "
-            f"workloads go):\n{lines}\nFix: to keep today's values, add to stacks/environments.yaml (merge it into "
+            f"next `aksgpu up {environment}` replaces these resources ({_what_goes(changes)}):\n{lines}\n"
+            f"Fix: to keep today's values, add to stacks/environments.yaml (merge it into "
             f"environment {environment}'s overrides) and render again:\n{snippet}\n"
             f"or, to replace them on purpose, run `aksgpu render {environment} --allow-replace`.")
 
