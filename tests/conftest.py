@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,12 @@ def no_cloud_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("ARM_", "AZURE_", "PULUMI_", "FAKE_AZ")):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def empty_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the project with no environments and no stacks yet."""
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -4,7 +4,6 @@ presets, init, render (--check, --force), validate, diff and schema."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,15 +21,6 @@ from tests.helpers import EXAMPLE
 
 runner = CliRunner()
 ADMIN = "11111111-1111-1111-1111-111111111111"
-
-
-@pytest.fixture
-def empty_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the project with no environments and no stacks yet."""
-    for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(EXAMPLE / name, tmp_path / name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _ok(args: list[str]) -> str:

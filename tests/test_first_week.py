@@ -22,14 +22,6 @@ ADMIN = "11111111-1111-1111-1111-111111111111"
 
 
 @pytest.fixture
-def empty_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(EXAMPLE / name, tmp_path / name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-@pytest.fixture
 def example_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     project = tmp_path / "project"
     shutil.copytree(EXAMPLE, project)
