@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -344,3 +345,50 @@ def test_the_pipeline_headers_name_only_the_checks_their_steps_run(shared: Path)
         for command in commands:
             assert f".venv/bin/aksgpu {command}" in steps, command
         assert "pytest" not in steps
+
+
+def _steps(document: Any) -> list[dict[str, Any]]:
+    """Every step of an Azure pipeline, in jobs and in deployment jobs' strategies."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "steps" and isinstance(value, list):
+                    found.extend(step for step in value if isinstance(step, dict))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(document)
+    return found
+
+
+def test_azure_pipeline_of_a_project_in_a_subfolder_runs_its_steps_there(shared: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Azure Pipelines runs every step from the repository's root ($(System.DefaultWorkingDirectory)),
+    wherever the pipeline file is (learn.microsoft.com/azure/devops/pipelines/tasks/reference/cmd-line-v2:
+    workingDirectory defaults to it; the AzureCLI@2 task's input likewise): a project in a subfolder
+    of a git repository gets its folder as each script step's and Azure CLI task's working
+    directory, and as the triggers' path filter. At the root, nothing changes (the golden file)."""
+    repository = tmp_path.parent / f"{tmp_path.name}-repository"
+    (repository / ".git").mkdir(parents=True)
+    project = repository / "platform" / "gpu"
+    shutil.copytree(shared, project)
+    monkeypatch.chdir(project)
+    result = runner.invoke(app, ["ci", "azure-devops"])
+    assert result.exit_code == 0, result.output
+    written = project / ".azure-pipelines" / "aksgpu.yml"
+    checked = _check_jsonschema("vendor.azure-pipelines", [written])
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    document = yaml.safe_load(written.read_text())
+    assert document["trigger"]["paths"]["include"] == ["platform/gpu"] == document["pr"]["paths"]["include"]
+    steps = _steps(document)
+    scripts = [step for step in steps if "script" in step]
+    azure_cli = [step for step in steps if step.get("task") == "AzureCLI@2"]
+    assert scripts and azure_cli
+    assert all(step.get("workingDirectory") == "platform/gpu" for step in scripts), scripts
+    assert all(step["inputs"].get("workingDirectory") == "platform/gpu" for step in azure_cli)
+    assert runner.invoke(app, ["ci", "azure-devops", "--check"]).exit_code == 0

@@ -69,10 +69,13 @@ def _write_files(files: dict[str, str], root: Path, *, check: bool, force: bool,
 
 
 def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, branch: str,
-               output_dir: Path | None, *, check: bool, force: bool, at_repository_root: bool = False) -> CiSettings:
+               output_dir: Path | None, *, check: bool, force: bool, at_repository_root: bool = False,
+               steps_from_repository_root: bool = False) -> CiSettings:
     """Render CI files for the project in the current folder, then write or check them under
     `output_dir`; by default the project folder, or with `at_repository_root` the root of the git
-    repository it is in (the files then run the project's steps in its folder)."""
+    repository it is in (the files then run the project's steps in its folder). With
+    `steps_from_repository_root` the files stay in the project folder but their steps, which the CI
+    system runs from the repository's root, run in the project's folder (Azure Pipelines)."""
     from aksgpu.ci.pipelines import ci_settings, repository_root
     from aksgpu.errors import UserError
     from aksgpu.project.stackfile import find_project_dir
@@ -80,7 +83,9 @@ def _render_ci(renderer: Callable[[CiSettings], dict[str, str]], command: str, b
     try:
         project_dir = find_project_dir(Path.cwd().resolve())
         root = output_dir or (repository_root(project_dir) if at_repository_root else project_dir)
-        settings = ci_settings(project_dir, branch=branch, root=root if at_repository_root else None)
+        steps_root = root if at_repository_root else (
+            repository_root(project_dir) if steps_from_repository_root else None)
+        settings = ci_settings(project_dir, branch=branch, root=steps_root)
         files = renderer(settings)
     except UserError as error:
         fail(error)
@@ -206,7 +211,10 @@ def azure_devops(
     """
     from aksgpu.ci.pipelines import render_azure_devops
 
-    _render_ci(render_azure_devops, "aksgpu ci azure-devops", branch, output_dir, check=check, force=force)
+    # Azure Pipelines runs every step from the repository's root ($(System.DefaultWorkingDirectory)),
+    # wherever the pipeline file is: a project in a subfolder gets it as each step's workingDirectory.
+    _render_ci(render_azure_devops, "aksgpu ci azure-devops", branch, output_dir, check=check, force=force,
+               steps_from_repository_root=True)
 
 
 @ci_app.command("azure-devops-comment")
