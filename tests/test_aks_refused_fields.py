@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi_azure_native.containerservice as containerservice
+import pytest
 
 from aksgpu import catalog
 from aksgpu.plan.planner import Plan
@@ -45,6 +46,8 @@ def test_the_api_version_aksgpu_sends_lists_the_field_so_the_evidence_is_what_de
     version = re.search(r"Uses Azure REST API version (\S+)\.", doc)
     assert version is not None
     assert version.group(1) in catalog.load("aks_refused_fields")["source"]["pulumi"]
+    if not SWAGGER.is_file():
+        pytest.skip("Azure's OpenAPI specs are not beside the repository (../shared/specs)")
     definitions = json.loads(SWAGGER.read_text(encoding="utf-8"))["definitions"]
     assert "sshAccess" in definitions["AgentPoolSecurityProfile"]["properties"]
 
