@@ -22,8 +22,24 @@ from aksgpu.preflight.cost import CostEstimate, Scale
 UP_PARALLEL = 4  # `aksgpu up FLEET --parallel`'s default
 
 
+class _Reviewed:
+    """The policy report and cost of a stack's review (a member's, or a fleet's shared stack)."""
+
+    review: Review
+
+    @property
+    def policy(self) -> PolicyReport:
+        return self.review.policy
+
+    @property
+    def cost(self) -> CostEstimate:
+        cost = self.review.cost
+        assert cost is not None  # a cluster's review, and a fleet's shared stack's, has a cost
+        return cost
+
+
 @dataclass
-class MemberPlan:
+class MemberPlan(_Reviewed):
     stack_file: StackFile
     spec: ClusterSpec
     warnings: list[Issue]
@@ -33,19 +49,9 @@ class MemberPlan:
     def plan(self) -> Plan:
         return self.review.plan
 
-    @property
-    def policy(self) -> PolicyReport:
-        return self.review.policy
-
-    @property
-    def cost(self) -> CostEstimate:
-        cost = self.review.cost
-        assert cost is not None  # a cluster's review has a cost
-        return cost
-
 
 @dataclass
-class FleetPlan:
+class FleetPlan(_Reviewed):
     stack_file: StackFile
     spec: FleetSpec
     warnings: list[Issue]
@@ -57,16 +63,6 @@ class FleetPlan:
     @property
     def shared(self) -> Plan:
         return self.review.plan
-
-    @property
-    def policy(self) -> PolicyReport:
-        return self.review.policy
-
-    @property
-    def cost(self) -> CostEstimate:
-        cost = self.review.cost
-        assert cost is not None  # a fleet's shared stack's review has a cost
-        return cost
 
     @property
     def upgrades(self) -> Plan:
