@@ -11,10 +11,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from aksgpu import catalog
 from aksgpu.cli.app import app
 from aksgpu.environments import presets
 from aksgpu.environments.file import load_environments
 from aksgpu.environments.render import plan_render, write_rendered
+from aksgpu.environments.replacement import render_impact
 from aksgpu.errors import UserError
 
 runner = CliRunner()
@@ -128,3 +130,32 @@ def test_the_upgrade_guide_commands_run_as_shown(upgraded: Path) -> None:
         assert result.exit_code == expected[" ".join(words[1:])], (command, result.output)
         ran.append(" ".join(words[1:]))
     assert ran == list(expected)
+
+
+def _stack(access: str, vnet_integration: bool | None) -> dict:
+    api: dict = {"access": access}
+    if vnet_integration is not None:
+        api["vnetIntegration"] = vnet_integration
+    return {"config": {"aksgpu:cluster": {"name": "gpu", "controlPlane": {"apiServer": api}}}}
+
+
+@pytest.mark.parametrize(("before", "after", "replaced"), [
+    (("public", True), ("private", True), False),  # AKS adds or removes public access in place
+    (("private", True), ("public", True), False),
+    (("public", False), ("private", False), True),  # a private cluster is chosen at create
+    (("public", None), ("private", None), True),
+    (("public", False), ("private", True), True),  # integration turned on in the same change: not assumed
+])
+def test_private_api_server_is_in_place_only_with_vnet_integration_on_both_sides(
+        before: tuple[str, bool | None], after: tuple[str, bool | None], replaced: bool) -> None:
+    """api-server-vnet-integration.md: with API Server VNet Integration, public access can be added
+    or removed after provisioning; catalog/replacement.yaml inPlaceWhen says so."""
+    impact = render_impact(_stack(*before), _stack(*after))
+    assert bool([c for c in impact.replaced if c.dotted == "controlPlane.apiServer.access"]) is replaced
+
+
+def test_every_in_place_condition_names_a_replaced_row_and_a_source() -> None:
+    table = catalog.load("replacement")
+    for path, condition in table["inPlaceWhen"].items():
+        assert path in table["replaced"], path
+        assert {"when", "equals", "source"} <= condition.keys() and "learn.microsoft.com" in condition["source"]

@@ -67,12 +67,27 @@ def render_impact(old_document: Any, new_document: Any) -> RenderImpact:
     if not isinstance(old, dict) or not isinstance(new, dict):
         return RenderImpact()
     table = catalog.load("replacement")
+    in_place = table.get("inPlaceWhen", {})
     replaced = [FieldChange(path, before, after, *_row(table["replaced"][pattern]))
-                for pattern in table["replaced"] for path, before, after in _changes(pattern, old, new)]
+                for pattern in table["replaced"] if not _holds_in_both(in_place.get(pattern), old, new)
+                for path, before, after in _changes(pattern, old, new)]
     not_applied = [FieldChange(path, before, after)
                    for pattern in table["notApplied"] for path, before, after in _leaf_changes(
                        (pattern,), old.get(pattern, MISSING), new.get(pattern, MISSING))]
     return RenderImpact(tuple(replaced), tuple(not_applied))
+
+
+def _holds_in_both(condition: dict[str, Any] | None, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a row's in-place condition (inPlaceWhen) holds in both specs."""
+    if condition is None:
+        return False
+    return all(_at(spec, condition["when"]) == condition["equals"] for spec in (old, new))
+
+
+def _at(spec: Any, dotted: str) -> Any:
+    for segment in dotted.split("."):
+        spec = spec.get(segment, MISSING) if isinstance(spec, dict) else MISSING
+    return spec
 
 
 def _row(row: list[Any]) -> tuple[str, str]:
