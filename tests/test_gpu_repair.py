@@ -207,6 +207,9 @@ def test_a_node_that_fails_again_after_its_reimage_is_deleted() -> None:
     assert [call[0] for call in compute.calls] == ["delete"]
     assert cluster.nodes[first]["metadata"]["annotations"][node_repair.REPAIR_ANNOTATION] == "deleting"
     assert cluster.events[-1]["reason"] == "GpuRepairDelete" and cluster.events[-1]["type"] == "Warning"
+    # Asked once: the next passes wait for the node to leave rather than delete it again.
+    _run(cluster, case, compute, now + datetime.timedelta(minutes=5))
+    assert [call[0] for call in compute.calls] == ["delete"]
     # Deleted: the node leaves the list, but its delete still takes the pool's one slot for a while.
     del cluster.nodes[first]
     decisions = {d.node: d for d in repair_decision.decide(

@@ -218,6 +218,11 @@ def _failed(node: NodeState, policy: RepairPolicy, pool: _Pool, open_breaker: st
     if not node.vmss_instance:
         return Decision(node.name, node.pool, "nothing", "failed, but its providerID names no VMSS instance to "
                                                          "reimage or delete")
+    if node.repair == "deleting" and node.repair_at is not None \
+            and now - node.repair_at < datetime.timedelta(minutes=policy.settle_minutes):
+        return Decision(node.name, node.pool, "wait", f"its VMSS instance's delete was requested "
+                        f"{_minutes(now - node.repair_at)} minutes ago; waiting for the node to leave (asked again "
+                        f"after {policy.settle_minutes:g} minutes)")
     if open_breaker:
         return Decision(node.name, node.pool, "nothing", open_breaker)
     if node.failed_at is None:

@@ -61,6 +61,12 @@ def check_repair(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("gpuHealth.repair.mode", "act", "the repair loop signs in to Azure with its own managed identity "
                     "through Entra Workload ID, which is off for this cluster",
                     "set access.workloadIdentity: true and access.oidcIssuer: true, or mode: dry-run")
+    if repair.mode == "act":
+        yield Issue("gpuHealth.repair.mode", "act", "the program defines a custom role and assigns it to the repair "
+                    "loop's identity on the node resource group, which needs Microsoft.Authorization/roleDefinitions/"
+                    "write and roleAssignments/write there: the deploy identity of `aksgpu ci oidc` has neither for "
+                    "a custom role", "run `pulumi up` for this change as an Owner or User Access Administrator of the "
+                    "node resource group's subscription, or keep mode: dry-run", "warning")
     if not health.gate.enabled:
         yield Issue("gpuHealth.repair.enabled", True, "the repair loop repairs the nodes the gate failed, and the "
                     "gate is off: only Azure Scheduled Events drain nodes", "set gpuHealth.gate.enabled: true",
