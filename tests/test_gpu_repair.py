@@ -366,3 +366,15 @@ def test_the_azure_client_falls_back_to_imds_and_reads_scheduled_events() -> Non
     assert token.get_header("Metadata") == "true" and scheduled.get_header("Metadata") == "true"
     assert scheduled.full_url == "http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01"
     assert [e["EventType"] for e in events] == ["Reboot", "Freeze"]
+
+
+def test_the_decision_imports_nothing_but_the_standard_library() -> None:
+    """It runs alone: no Kubernetes or Azure client, nothing of aksgpu (its inputs are plain records)."""
+    import ast
+    import sys as _sys
+
+    tree = ast.parse(Path(repair_decision.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(_sys.stdlib_module_names) | {"__future__"}, imported
