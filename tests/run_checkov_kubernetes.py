@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 from aksgpu.plan.manifests import write_manifests  # noqa: E402
 from aksgpu.plan.planner import Plan, plan_stack  # noqa: E402
 from aksgpu.project.stackfile import resolve_stack  # noqa: E402
-from tests.helpers import EXAMPLE, EXAMPLES, plan_spec, preset_spec  # noqa: E402
+from tests.helpers import EXAMPLE, EXAMPLES, base_spec, edit, plan_spec, preset_spec  # noqa: E402
 
 WAIVERS = Path(__file__).resolve().parent / "checkov_kubernetes_waivers.yaml"
 EXCEPTION_PREFIX = "policy.aksgpu.io/"
@@ -30,7 +30,8 @@ FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 
 
 def plans() -> dict[str, Plan]:
-    """Name -> plan of every example environment (the fleet's stacks each) and every preset."""
+    """Name -> plan of every example environment (the fleet's stacks each), every preset, and the
+    objects of what is off by default (the repair loop)."""
     found = {f"example {env}": plan_stack(resolve_stack(env, cwd=EXAMPLE)) for env in EXAMPLES}
     for stack_file in sorted((FLEET_EXAMPLE / "stacks").glob("Pulumi.*.yaml")):
         stack = resolve_stack(str(stack_file))
@@ -38,6 +39,8 @@ def plans() -> dict[str, Plan]:
             found[f"fleet {stack.stack}"] = plan_stack(stack)
     for preset in ("dev", "inference", "training", "fleet"):
         found[f"preset {preset}"] = plan_spec(preset_spec(preset))
+    # The repair loop is off by default: its objects (gpuHealth.repair mode act) as a variant.
+    found["variant repair"] = plan_spec(edit(base_spec(), "gpuHealth.repair", {"enabled": True, "mode": "act"}))
     return found
 
 

@@ -420,6 +420,11 @@ def test_the_role_list_matches_what_components_assign() -> None:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
             if node.func.id == "assign_role":
+                if any(keyword.arg == "role_definition_id" for keyword in node.keywords):
+                    # A custom role (the repair loop's): the condition names role IDs known beforehand,
+                    # which a custom role's is not; spec/gpu_repair.py warns that whoever runs the
+                    # program must be able to define and assign it.
+                    continue
                 found |= {keyword.value.value for keyword in node.keywords
                           if keyword.arg == "role" and isinstance(keyword.value, ast.Constant)}
             elif node.func.id == "grant" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):

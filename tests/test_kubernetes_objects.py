@@ -53,6 +53,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,
         "maxCount": 4, "gpu": {"driver": "None"}, "team": "research", "balloonNodes": 1}),
         "access.teams", [{"name": "research"}]), "gangScheduling.enabled", True),
+    "repair act": edit(base_spec(), "gpuHealth.repair", {"enabled": True, "mode": "act"}),
+    "repair dry-run": edit(base_spec(), "gpuHealth.repair", {"enabled": True}),
 }
 
 

@@ -33,6 +33,7 @@ from aksgpu.components.monitoring import (
 from aksgpu.components.network import Network, NetworkArgs
 from aksgpu.components.node_pools import NodePools, NodePoolsArgs
 from aksgpu.components.registry import Registry, RegistryArgs
+from aksgpu.components.repair_identity import RepairIdentity, RepairIdentityArgs
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.in_cluster import is_grace_blackwell
 
@@ -69,6 +70,7 @@ class AksGpuCluster(pulumi.ComponentResource):
             group_name = spec.resource_group.name
         client_config = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
         subscription_id = client_config.subscription_id
+        self._subscription_id = subscription_id
 
         vnet = spec.network.vnet
         node_subnets = sorted({pool.subnet or vnet.node_subnet for _, pool in spec.all_pools})
@@ -141,10 +143,18 @@ class AksGpuCluster(pulumi.ComponentResource):
         # The RDMA stack of the InfiniBand pools (nothing without such pools).
         self.fabric = Fabric(f"{name}-fabric", FabricArgs(
             spec=spec, provider=provider, namespaces=dict(self.team_access.namespaces)), child)
+        # The repair loop's own identity in Azure, only where it acts (gpuHealth.repair mode act).
+        repair = spec.gpu_health.repair
+        self.repair_identity: RepairIdentity | None = None
+        if repair.enabled and repair.mode == "act":
+            self.repair_identity = RepairIdentity(f"{name}-gpu-repair", RepairIdentityArgs(
+                spec=spec, resource_group_name=group_name, subscription_id=self._subscription_id,
+                oidc_issuer_url=self.cluster.oidc_issuer_url, namespace=namespace, cluster=self.cluster.cluster), child)
         self.gpu_health = GpuHealth(f"{name}-gpu-health", GpuHealthArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource,
             resource_group_name=group_name, prometheus_workspace_id=self.monitoring.prometheus_workspace_id,
-            gpu_operator=self.gpu_software.gpu_operator, tags=tags, prometheus_location=self.prometheus_location),
+            gpu_operator=self.gpu_software.gpu_operator, tags=tags, prometheus_location=self.prometheus_location,
+            repair_client_id=self.repair_identity.client_id if self.repair_identity else None),
             child)
         self.headroom = Headroom(f"{name}-headroom", HeadroomArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)

@@ -12,6 +12,7 @@ from pydantic import Field
 from aksgpu import catalog
 
 from aksgpu.spec.base import Issue, SpecModel, checked
+from aksgpu.spec.gpu_repair import Repair, check_repair
 from aksgpu.spec.in_cluster import Version, pinned, pinned_image
 
 if TYPE_CHECKING:
@@ -184,6 +185,8 @@ class GpuHealth(SpecModel):
     """What critical passive signals (DCGM metrics, node-problem-detector conditions) do to a node."""
     acceptance: Acceptance = Acceptance()
     """Cross-node NCCL acceptance of new nodes on InfiniBand pools."""
+    repair: Repair = Repair()
+    """Closed-loop repair of the nodes the gate failed, and drains ahead of Azure Scheduled Events."""
 
     def effective_scraper(self, managed_prometheus: bool) -> Literal["managedPrometheus", "bundled", "none"]:
         if not self.metrics.enabled:
@@ -250,6 +253,7 @@ def check_gpu_health(spec: ClusterSpec) -> Iterator[Issue]:
                             "mode, so it may fail every node of this pool", "set gpuHealth.gate.command to a "
                             "check that runs on MIG instances, or gpuHealth.gate.enabled: false", "warning")
     yield from _check_acceptance(spec)
+    yield from check_repair(spec)
     if not health.gate.enabled:
         yield Issue("gpuHealth.gate.enabled", False, "new GPU nodes take work before anything checked their GPUs; "
                     "one bad GPU slows or fails every job that lands on it", "set gpuHealth.gate.enabled: true",

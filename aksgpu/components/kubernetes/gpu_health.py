@@ -40,6 +40,7 @@ from aksgpu.components.kubernetes.gpu_gate_jobs import (
     recheck_cronjob,
     recheck_groups,
 )
+from aksgpu.components.kubernetes import gpu_repair
 from aksgpu.components.kubernetes.gpu_metrics import (
     _minutes,
     alert_rules,
@@ -48,7 +49,7 @@ from aksgpu.components.kubernetes.gpu_metrics import (
     pod_monitor,
 )
 from aksgpu.components.kubernetes.gpu_software import DCGM_METRICS_CONFIG, device_plugin_targets, operator_targets
-from aksgpu.components.kubernetes.network_policy import network_policies
+from aksgpu.components.kubernetes.network_policy import declares_policies, network_policies
 from aksgpu.components.kubernetes.objects import metadata, program_files
 from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.spec import ClusterSpec
@@ -68,6 +69,8 @@ class GpuHealthArgs:
     # The Azure Monitor workspace's region, where its rule groups go (None: the cluster's; a fleet's
     # workspace may be in another region).
     prometheus_location: pulumi.Input[str] | None = None
+    # The repair loop's managed identity (gpuHealth.repair mode act), named on its service account.
+    repair_client_id: pulumi.Input[str] | None = None
 
 
 class GpuHealth(pulumi.ComponentResource):
@@ -115,6 +118,8 @@ class GpuHealth(pulumi.ComponentResource):
         # The watchdog runs whatever the gate's setting: with the gate off it releases the nodes the
         # gate left tainted, and critical passive signals still cordon.
         self._node_gate(name, spec, args)
+        if health.repair.enabled:
+            _repair_resources(self, name, spec, args, k8s_opts)
         self.register_outputs({})
 
     def _acceptance(self, name: str, spec: ClusterSpec, args: GpuHealthArgs, ready: pulumi.ResourceOptions) -> None:
@@ -223,6 +228,36 @@ def _acceptance_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, 
     # With gang scheduling, the runs' ClusterQueue and LocalQueue are GangScheduling's (after Kueue's CRDs).
     cronjob = acceptance.controller_cronjob(spec, ns, acceptance_breaker_args(spec, ns), SCRIPT_CONFIG)
     k8s.batch.v1.CronJob(f"{name}-acceptance", metadata=cronjob["metadata"], spec=cronjob["spec"],
+                         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=created)))
+
+
+def _repair_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, args: GpuHealthArgs,
+                      opts: pulumi.ResourceOptions) -> None:
+    """The repair loop (gpu_repair.py): its rights, program, CronJob, NetworkPolicy and, where it acts,
+    the admission policy over its node changes."""
+    ns = args.system_namespace
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=owner))
+    created = declare_rbac(
+        gpu_repair.repair_rbac(spec, ns, args.repair_client_id),
+        lambda obj: f"{name}-{obj['metadata']['name'].removeprefix('aksgpu-')}-{obj['kind'].lower()}", opts,
+        chained=True)
+    program = gpu_repair.program_config_map(ns)
+    created.append(k8s.core.v1.ConfigMap(f"{name}-repair-program", metadata=program["metadata"],
+                                         data=program["data"], opts=opts))
+    if declares_policies(spec):
+        policy = gpu_repair.repair_network_policy(ns)
+        k8s.networking.v1.NetworkPolicy(f"{name}-repair-egress", metadata=policy["metadata"], spec=policy["spec"],
+                                        opts=opts)
+    if gpu_repair.acts(spec):
+        node_policy, binding = gpu_repair.repair_node_policy(ns)
+        admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-repair-node-policy", metadata=node_policy["metadata"], spec=node_policy["spec"],
+            opts=pulumi.ResourceOptions(parent=owner, provider=args.provider))
+        created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-repair-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
+            opts=pulumi.ResourceOptions(parent=owner, provider=args.provider, depends_on=[admission])))
+    cronjob = gpu_repair.repair_cronjob(spec, ns)
+    k8s.batch.v1.CronJob(f"{name}-repair", metadata=cronjob["metadata"], spec=cronjob["spec"],
                          opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=created)))
 
 
