@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError
 
 from aksgpu import catalog
 
+from aksgpu.spec.names import global_suffix, suffixed_registry
 from aksgpu.spec.base import Issue, SpecError, SpecModel, check_tags, checked, issues_from_validation_error
 from aksgpu.stack_config import FLEET_KEY, FLEET_UPGRADES_KEY
 
@@ -203,7 +204,25 @@ class FleetUpgradesSpec(SpecModel):
 
 
 def fleet_registry_name(fleet_name: str) -> str:
+    """The registry name aksgpu derived before names had a suffix: the fleet name's letters and
+    digits plus "acr". Kept for a fleet whose stack file was rendered without a recorded name (its
+    registry may exist: renaming it would replace it); a new fleet gets suffixed_fleet_registry."""
     return re.sub(r"[^a-zA-Z0-9]", "", fleet_name).lower()[:47] + "acr"
+
+
+# A registry's name is unique across all of Azure (catalog/azure_names.yaml, scope global): two
+# fleets named gpu-training, in two resource groups or two teams' subscriptions, must not both ask
+# for gputrainingacr. The suffix comes from what identifies the fleet, as a cluster's does
+# (spec/names.py global_suffix); "fleet/" keeps a fleet's apart from a cluster of the same name in
+# the same group (a cluster name has no '/').
+def fleet_global_suffix(resource_group: str, location: str, fleet_name: str) -> str:
+    """Six base-36 characters from the fleet's resource group, location and name."""
+    return global_suffix(resource_group, location, f"fleet/{fleet_name}")
+
+
+def suffixed_fleet_registry(spec: FleetSpec) -> str:
+    """<fleet name's letters and digits>acr<suffix>: 5-50 letters and digits."""
+    return suffixed_registry(spec.name, fleet_global_suffix(spec.resource_group, spec.location, spec.name))
 
 
 def log_analytics_workspace(fleet_name: str, region: str | None) -> str:
