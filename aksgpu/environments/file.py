@@ -82,6 +82,8 @@ class FleetSettings(_Model):
     """The resource group of the fleet's shared parts. None: "rg-<fleet name>"."""
     tags: dict[str, str] | None = None
     """Tags on the shared parts. None: the environment's tags (its overrides and defaults.overrides)."""
+    policy_owned_tags: list[str] | None = None
+    """Tag names Azure Policy owns on the shared parts, ignored in diffs. None: the environment's policyOwnedTags (its overrides and defaults.overrides)."""
     protect: bool | None = None
     """Protect the shared parts from `pulumi destroy`. None: as the environment's overrides say."""
     hub: dict[str, Any] = Field(default_factory=dict)

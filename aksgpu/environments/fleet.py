@@ -131,6 +131,8 @@ def _shared_parts(environment: Environment, settings: FleetSettings, where: str,
         "location": settings.location or "eastus",  # a placeholder until the first member's region is known
         "resourceGroup": settings.resource_group or f"rg-{fleet_name}",
         "tags": settings.tags if settings.tags is not None else common.get("tags", {}),
+        "policyOwnedTags": (settings.policy_owned_tags if settings.policy_owned_tags is not None
+                            else common.get("policyOwnedTags", [])),
         "protect": settings.protect if settings.protect is not None else common.get("protect", False),
         "hub": settings.hub, "registry": settings.registry, "logAnalytics": settings.log_analytics,
         "prometheus": settings.prometheus, "members": [],

@@ -26,7 +26,15 @@ from pydantic import Field, ValidationError
 from aksgpu import catalog
 
 from aksgpu.spec.names import global_suffix, suffixed_registry
-from aksgpu.spec.base import Issue, SpecError, SpecModel, check_tags, checked, issues_from_validation_error
+from aksgpu.spec.base import (
+    Issue,
+    SpecError,
+    SpecModel,
+    check_policy_owned_tags,
+    check_tags,
+    checked,
+    issues_from_validation_error,
+)
 from aksgpu.stack_config import FLEET_KEY, FLEET_UPGRADES_KEY
 
 # fleets.json: fleetName (1-63), fleetMemberName, updateStrategyName, autoUpgradeProfileName and
@@ -151,6 +159,8 @@ class FleetSpec(SpecModel):
     """The resource group aksgpu creates for the fleet and its shared parts."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Azure tags on every shared resource; aksgpu adds managed-by: aksgpu."""
+    policy_owned_tags: list[str] = Field(default_factory=list)
+    """Tag names Azure Policy adds or sets (Modify or Append effect) on the shared resources, e.g. costCenter: every tagged resource of the shared stack ignores changes to them, so they are no drift. Not also in tags (aksgpu would set a value the policy overwrites)."""
     protect: bool = False
     """Protect the fleet, registry, workspaces and resource group from `pulumi destroy`."""
     hub: FleetHub = FleetHub()
@@ -251,6 +261,7 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
         yield Issue("hub.dnsPrefix", hub.dns_prefix, "must be 1-54 letters, digits or '-', starting and ending with "
                     "a letter or digit", "shorten it or remove the other characters")
     yield from check_tags(spec.tags)
+    yield from check_policy_owned_tags(spec.tags, spec.policy_owned_tags)
 
 
 def check_upgrades(spec: FleetUpgradesSpec) -> Iterator[Issue]:
