@@ -117,7 +117,8 @@ def _note_shared_global_names(reports: list[Report]) -> None:
             others = ", ".join(other.target for other, _ in sharing if other is not report)
             report.notes.append(
                 f"warning: {report.target} asks Azure for the {label} name {name}, as {others} does; it is unique "
-                f"across Azure, so the second `aksgpu up` fails. Fix: set {setting} in one of them to a name of its own.")
+                f"across Azure, so the second `aksgpu up` fails. Fix: set {setting} in one of them to a name of its "
+                "own.")
 
 
 def _note_shared_clusters(reports: list[Report]) -> None:
