@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import containerregistry, containerservice, monitor, operationalinsights, resources
 
+from aksgpu.components.policy_tags import ignore_policy_tags
 from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, log_analytics_workspace
 
 UPDATE_STRATEGY_NAME = "aksgpu-stages"
@@ -42,6 +43,9 @@ class AksGpuFleet(pulumi.ComponentResource):
     """The fleet's shared parts, from one FleetSpec."""
 
     def __init__(self, name: str, spec: FleetSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+        if spec.policy_owned_tags:  # children inherit it: every tagged Azure resource ignores them
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                transformations=[ignore_policy_tags(spec.policy_owned_tags)]))
         super().__init__("aksgpu:index:AksGpuFleet", name, None, opts)
         tags = {"managed-by": "aksgpu", **spec.tags}
         kept = pulumi.ResourceOptions(parent=self, protect=spec.protect)

@@ -7,7 +7,6 @@ to stacks/Pulumi.<env>.yaml; nothing else in the chain reads environments.yaml b
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,12 +19,12 @@ from aksgpu.project.files import refuse_symlink_loop
 from aksgpu.project.stackfile import find_project_dir, load_yaml, stack_config_dir
 from aksgpu.spec.base import Issue, checked, did_you_mean, issues_from_validation_error
 from aksgpu.spec.descriptions import describe_schema_properties
+from aksgpu.spec.shared_fields import STACK_NAME, STACK_NAME_RULE
 
 ENVIRONMENTS_FILE = "environments.yaml"
 SCHEMA_FILE = "environments.schema.json"
-# Pulumi stack names allow letters, digits, '-', '_' and '.'; the name is also part of a file
-# name (Pulumi.<env>.yaml), so it may not end in '.' or in .yaml (then it reads as a path).
-ENVIRONMENT_NAME = re.compile(r"^(?![\s\S]*\.ya?ml$)[a-zA-Z0-9](?:[a-zA-Z0-9_.-]{0,62}[a-zA-Z0-9_-])?$")
+# An environment's name is its stack's: a Pulumi stack name, also part of a file name (spec/shared_fields.py).
+ENVIRONMENT_NAME = STACK_NAME
 # In a list of named items (nodePools, teams, subnets), an override item with this key set to
 # true removes the preset's item of that name instead of merging into it.
 REMOVE_KEY = "_remove"
@@ -35,10 +34,7 @@ UPGRADES = "upgrades"
 
 EnvironmentName = Annotated[
     str,
-    checked(ENVIRONMENT_NAME.fullmatch,
-            "must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit, not ending in '.' "
-            "or .yaml (a Pulumi stack name, and part of a file name)",
-            'rename it, e.g. "prod"'),
+    checked(ENVIRONMENT_NAME.fullmatch, STACK_NAME_RULE, 'rename it, e.g. "prod"'),
 ]
 
 
@@ -82,6 +78,8 @@ class FleetSettings(_Model):
     """The resource group of the fleet's shared parts. None: "rg-<fleet name>"."""
     tags: dict[str, str] | None = None
     """Tags on the shared parts. None: the environment's tags (its overrides and defaults.overrides)."""
+    policy_owned_tags: list[str] | None = None
+    """Tag names Azure Policy owns on the shared parts, ignored in diffs. None: the environment's policyOwnedTags (its overrides and defaults.overrides)."""
     protect: bool | None = None
     """Protect the shared parts from `pulumi destroy`. None: as the environment's overrides say."""
     hub: dict[str, Any] = Field(default_factory=dict)

@@ -36,6 +36,7 @@ from aksgpu.project.generated import stamp, stamp_placeholder
 from aksgpu.spec.base import Issue, SpecError, issues_from_validation_error
 from aksgpu.spec.fleet import (
     FLEET_CHILD_NAME,
+    FLEET_CHILD_NAME_RULE,
     FleetSpec,
     FleetUpgradesSpec,
     parse_fleet_spec,
@@ -111,7 +112,7 @@ def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet
         except SpecError as error:
             spec, warnings = None, error.issues
         parsed.append(spec)
-        found += warnings
+        found += [issue for issue in warnings if not _from_members(issue, settings)]
     issues = [*(_at(issue, where) for issue in found),
               *_fleet_rules(environments, environment, settings, raw, upgrades, members)]
     if any(issue.severity == "error" for issue in issues):
@@ -131,6 +132,8 @@ def _shared_parts(environment: Environment, settings: FleetSettings, where: str,
         "location": settings.location or "eastus",  # a placeholder until the first member's region is known
         "resourceGroup": settings.resource_group or f"rg-{fleet_name}",
         "tags": settings.tags if settings.tags is not None else common.get("tags", {}),
+        "policyOwnedTags": (settings.policy_owned_tags if settings.policy_owned_tags is not None
+                            else common.get("policyOwnedTags", [])),
         "protect": settings.protect if settings.protect is not None else common.get("protect", False),
         "hub": settings.hub, "registry": settings.registry, "logAnalytics": settings.log_analytics,
         "prometheus": settings.prometheus, "members": [],
@@ -157,9 +160,8 @@ def _member_names(settings: FleetSettings, where: str) -> Iterator[Issue]:
     for index, member in enumerate(settings.members):
         for field, value in (("name", member.name), ("group", member.group)):
             if not FLEET_CHILD_NAME.fullmatch(value):
-                yield Issue(f"{where}.members[{index}].{field}", value, "must be 1-50 lowercase letters, digits or "
-                            "'-', starting and ending with a letter or digit (Fleet Manager's rule for members and "
-                            "groups)", 'rename it, e.g. "canary"')
+                yield Issue(f"{where}.members[{index}].{field}", value, FLEET_CHILD_NAME_RULE,
+                            'rename it, e.g. "canary"')
 
 
 def _default_stages(settings: FleetSettings) -> list[dict[str, Any]]:
@@ -298,6 +300,13 @@ def _overlapping_networks(where: str, settings: FleetSettings, members: list[Eff
                                         "never be peered", "give each member its own address space", "warning"))
             spaces.append((member.name, network))
     return issues
+
+
+def _from_members(issue: Issue, settings: FleetSettings) -> bool:
+    """A warning about a value the fleet took from its members' specs (their regions; the fleet's
+    own, when it names none), which each member's validation has reported where it was written."""
+    return issue.severity == "warning" and (issue.path.startswith("members[") or (
+        issue.path == "location" and settings.location is None))
 
 
 def _at(issue: Issue, where: str) -> Issue:

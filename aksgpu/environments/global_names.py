@@ -12,18 +12,24 @@ that what Azure will be asked for is fixed in the file and never moves on a re-r
 - anything else (a new environment, or a registry or vault added now) gets a name with a
   suffix from the resource group, location and cluster name (spec/names.py global_suffix), so two
   environments or teams with a cluster named gpu-prod do not both ask for gpuprodacr.
+
+A fleet's shared registry (aksgpu:fleet registry.name) follows the same three rules, its suffix from
+the fleet's resource group, location and name (spec/fleet.py suffixed_fleet_registry; the
+suffix-less name is spec/fleet.py fleet_registry_name).
 """
 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aksgpu.spec import default_registry_name, names
+from aksgpu.spec.fleet import fleet_registry_name, suffixed_fleet_registry
 from aksgpu.spec.security import key_vault_name
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
+    from aksgpu.spec.fleet import FleetSpec
 
 REGISTRY = ("registry", "name")
 KEY_VAULT = ("security", "kms", "keyVaultName")
@@ -91,11 +97,42 @@ def as_named_on_disk(cluster: Any) -> Any:
     return cluster
 
 
-def global_names(spec: ClusterSpec) -> list[tuple[str, str]]:
-    """(label, name) of each name the spec asks Azure for that is unique across Azure."""
+class GlobalName(NamedTuple):
+    """A name a spec asks Azure for that is unique across Azure, and the field that sets it."""
+
+    label: str
+    name: str
+    field: str
+
+
+def global_names(spec: ClusterSpec) -> list[GlobalName]:
+    """Each name the cluster spec asks Azure for that is unique across Azure."""
     found = []
     if spec.registry.mode == "create":
-        found.append(("registry", spec.registry.name or default_registry_name(spec.name)))
+        found.append(GlobalName("registry", spec.registry.name or default_registry_name(spec.name), "registry.name"))
     if spec.security.kms.mode == "create":
-        found.append(("key vault", key_vault_name(spec)))
+        found.append(GlobalName("key vault", key_vault_name(spec), "security.kms.keyVaultName"))
     return found
+
+
+# --- a fleet's shared stack ----------------------------------------------------------------------
+
+
+def with_fleet_global_names(spec: FleetSpec, on_disk: Any) -> FleetSpec:
+    """`spec` with the name of the registry it creates written in; `on_disk`: the `aksgpu:fleet`
+    value of the shared stack file there now (None when there is none; UNREADABLE)."""
+    registry = spec.registry
+    if registry.mode != "create" or registry.name is not None:
+        return spec
+    name = _choose(_at(on_disk, REGISTRY), _created_before(on_disk, ("registry",), "create"),
+                   fleet_registry_name(spec.name), suffixed_fleet_registry(spec))
+    return spec.model_copy(update={"registry": registry.model_copy(update={"name": name})})
+
+
+def fleet_global_names(spec: FleetSpec) -> list[GlobalName]:
+    """Each name the fleet's shared stack asks Azure for that is unique across Azure: its registry
+    (a fleet has no Key Vault; its other names, the fleet's and the workspaces', are unique only in
+    their resource group: catalog/azure_names.yaml)."""
+    if spec.registry.mode != "create":
+        return []
+    return [GlobalName("registry", spec.registry_name, "fleet.registry.name")]

@@ -29,7 +29,12 @@ from aksgpu.environments.fleet import (
     member_stack,
     render_fleet_text,
 )
-from aksgpu.environments.global_names import UNREADABLE, as_named_on_disk, with_global_names
+from aksgpu.environments.global_names import (
+    UNREADABLE,
+    as_named_on_disk,
+    with_fleet_global_names,
+    with_global_names,
+)
 from aksgpu.environments.replacement import RenderImpact, cluster_of, refusal, render_impact
 from aksgpu.environments.stack_text import aksgpu_text, value_digest
 from aksgpu.errors import UserError
@@ -37,7 +42,7 @@ from aksgpu.project.files import read_text_if_exists, write_text_atomically
 from aksgpu.project.generated import free_backup_path, stamp_state
 from aksgpu.project.stackfile import load_yaml
 from aksgpu.spec.base import Issue
-from aksgpu.stack_config import CLUSTER_KEY, DIGEST_KEY, SPEC_KEYS
+from aksgpu.stack_config import CLUSTER_KEY, DIGEST_KEY, FLEET_KEY, SPEC_KEYS
 
 if TYPE_CHECKING:
 
@@ -112,6 +117,9 @@ def plan_renders(environments: EnvironmentsFile, name: str) -> list[RenderedStac
     if not is_fleet(environments, name):
         return [plan_render(environments, name)]
     fleet = effective_fleet(environments, name)
+    # The shared registry's name is global too: recorded at render and kept, as a cluster's (global_names.py).
+    fleet = replace(fleet, spec=with_fleet_global_names(fleet.spec, _spec_on_disk(stack_path(environments, name),
+                                                                                    FLEET_KEY)))
     shared = _compare(environments, name, lambda top, config: render_fleet_text(
         fleet, environments.relative_path, top, config))
     upgrades = _compare(environments, member_stack(name, UPGRADES), lambda top, config: render_fleet_text(
@@ -136,14 +144,22 @@ def plan_render(environments: EnvironmentsFile, name: str) -> RenderedStack:
 def _render_environment(environments: EnvironmentsFile, effective: EffectiveEnvironment) -> RenderedStack:
     # Names unique across Azure are written into the stack file, kept from the file on disk
     # (environments/global_names.py): no re-render or aksgpu upgrade renames a registry or vault.
-    path = stack_path(environments, effective.environment.name)
-    on_disk = cluster_of(_parse_existing(path)[0]) if path.exists() else None
-    if path.exists() and not isinstance(on_disk, dict):
-        on_disk = UNREADABLE
+    on_disk = _spec_on_disk(stack_path(environments, effective.environment.name), CLUSTER_KEY)
     effective = replace(effective, spec=with_global_names(effective.spec, on_disk))
     rendered = _compare(environments, effective.environment.name, lambda top, config: render_text(
         effective, environments.relative_path, top, config))
     return replace(rendered, warnings=tuple(effective.warnings), spec=effective.spec)
+
+
+def _spec_on_disk(path: Path, key: str) -> Any:
+    """The `key` value of the stack file at `path`: None when there is no file, UNREADABLE when it
+    cannot be read (it may belong to resources that exist, so their names must not move)."""
+    if not path.exists():
+        return None
+    document = _parse_existing(path)[0]
+    config = document.get("config") if isinstance(document, dict) else None
+    value = config.get(key) if isinstance(config, dict) else None
+    return value if isinstance(value, dict) else UNREADABLE
 
 
 def _compare(environments: EnvironmentsFile, name: str, render: Any) -> RenderedStack:

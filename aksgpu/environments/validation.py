@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aksgpu.environments.file import EnvironmentsFile, load_environments
+from aksgpu.environments.global_names import GlobalName, fleet_global_names, global_names
 from aksgpu.errors import UserError
 from aksgpu.project.stackfile import StackFile, find_project_dir, resolve_stack
 from aksgpu.project.yaml_input import parse_yaml
@@ -27,6 +28,8 @@ class Report:
     cluster: tuple[str, str] | None = None  # (resource group, cluster name) of a valid environment
     # What the security policies need: the stack to plan offline and its spec (None: invalid).
     planned: tuple[StackFile, ClusterSpec] | None = None
+    # The names it asks Azure for that are unique across Azure (a cluster's or a fleet's).
+    global_names: list[GlobalName] = field(default_factory=list)
     policy_problems: list[str] = field(default_factory=list)  # failing policy findings, expired waivers
     policy_notes: list[str] = field(default_factory=list)  # advisory findings, unused waivers
 
@@ -100,24 +103,22 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
 
 
 def _note_shared_global_names(reports: list[Report]) -> None:
-    """Warn when two environments ask Azure for the same registry or vault name: those names are
-    unique across all of Azure (catalog/azure_names.yaml, scope global), so the second `up` fails."""
-    from aksgpu.environments.global_names import global_names
-
-    claimed: dict[tuple[str, str], list[Report]] = {}
+    """Warn when two environments (clusters or fleets) ask Azure for the same registry or vault name:
+    those names are unique across all of Azure (catalog/azure_names.yaml, scope global), so the
+    second `up` fails."""
+    claimed: dict[tuple[str, str], list[tuple[Report, str]]] = {}
     for report in reports:
-        if report.planned is not None:
-            for label, name in global_names(report.planned[1]):
-                claimed.setdefault((label, name.casefold()), []).append(report)
+        for label, name, setting in report.global_names:
+            claimed.setdefault((label, name.casefold()), []).append((report, setting))
     for (label, name), sharing in claimed.items():
-        if len({id(report) for report in sharing}) < 2:
+        if len({id(report) for report, _ in sharing}) < 2:
             continue
-        for report in sharing[1:]:
-            others = ", ".join(other.target for other in sharing if other is not report)
-            field = "registry.name" if label == "registry" else "security.kms.keyVaultName"
+        for report, setting in sharing[1:]:
+            others = ", ".join(other.target for other, _ in sharing if other is not report)
             report.notes.append(
                 f"warning: {report.target} asks Azure for the {label} name {name}, as {others} does; it is unique "
-                f"across Azure, so the second `aksgpu up` fails. Fix: set {field} in one of them to a name of its own.")
+                f"across Azure, so the second `aksgpu up` fails. Fix: set {setting} in one of them to a name of its "
+                "own.")
 
 
 def _note_shared_clusters(reports: list[Report]) -> None:
@@ -165,6 +166,9 @@ def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
         # The environment as environments.yaml defines it: the config render would write.
         config = parse_yaml(rendered.text).get("config", {})
         report.planned = (StackFile(environments.project_dir, rendered.path, name, config), rendered.spec)
+        report.global_names = global_names(rendered.spec)
+    else:  # a fleet environment's shared stack: its registry's name, as render writes it
+        report.global_names = _fleet_names(parse_yaml(rendered.text).get("config", {}).get(FLEET_KEY))
     stack = rendered.path.relative_to(environments.project_dir)
     if rendered.state == "new":
         report.notes.append(f"note: {stack} is not rendered yet. Fix: run `aksgpu render {name}`.")
@@ -200,6 +204,8 @@ def _validate_stack_file(target: str, cwd: Path | None) -> Report:
             report.issues = list(parse(raw, source=report.source)[1])
         except SpecError as error:
             report.issues = list(error.issues)
+        if stack_file.is_fleet and not report.errors:
+            report.global_names = _fleet_names(raw)
         return report
     source = stack_file.source(CLUSTER_KEY)
     report = Report(stack_file.path.name, source)
@@ -221,7 +227,15 @@ def _validate_stack_file(target: str, cwd: Path | None) -> Report:
         return report
     report.issues = list(warnings)
     report.planned = (stack_file, spec)
+    report.global_names = global_names(spec)
     return report
+
+
+def _fleet_names(raw: Any) -> list[GlobalName]:
+    """The global names of a fleet's shared stack (its `aksgpu:fleet` value, valid)."""
+    from aksgpu.spec.fleet import parse_fleet_spec
+
+    return fleet_global_names(parse_fleet_spec(raw)[0])
 
 
 def _count(number: int, noun: str) -> str:

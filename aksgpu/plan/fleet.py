@@ -123,7 +123,7 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: 
 def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]:
     """Members, update stages, totals, quota per region, cost and deploy time of the fleet (members
     deployed `parallel` at a time, as `aksgpu up` does by default)."""
-    from aksgpu.plan.report import summary
+    from aksgpu.plan.report import global_names_of, summary
     from aksgpu.spec import team_gpu_quota
     from aksgpu.preflight.quota import quota_needs
 
@@ -178,6 +178,10 @@ def fleet_facts(fleet: FleetPlan, parallel: int = UP_PARALLEL) -> dict[str, Any]
                    "maxGpus": sum(m["maxGpus"] for m in members), "gpusByModel": dict(sorted(gpus_by_model.items()))},
         "quotaByRegion": [{"region": region, "counter": counter, "vcpusMin": low, "vcpusMax": high}
                           for (region, counter), (low, high) in sorted(quota.items())],
+        # Names unique across all of Azure, by stack (the shared registry, members' registries and vaults).
+        "globalNames": {stack: found for stack, found in (
+            (fleet.stack_file.stack, global_names_of(fleet.shared)),
+            *((member.stack_file.stack, global_names_of(member.plan)) for member in fleet.members)) if found},
         "cost": {"monthly": monthly.json(0), "complete": complete, "shared": fleet.cost.json()},
         # Members deploy once the shared stack is up (they read its outputs), `parallel` at a time.
         "deployTime": {"sharedSeconds": shared_seconds, "slowestMemberSeconds": max(member_seconds, default=0),
@@ -219,6 +223,11 @@ def fleet_lines(facts: dict[str, Any]) -> list[str]:
     profiles = ", ".join(f"{p['name']} ({p['channel']}{', disabled' if p['disabled'] else ''})"
                          for p in facts["autoUpgrade"]) or "none: start update runs by hand"
     lines.append(f"  Auto-upgrade profiles: {profiles}.")
+    if facts["globalNames"]:
+        names = "; ".join(f"{stack}: {', '.join(found)}" for stack, found in facts["globalNames"].items())
+        lines += ["", f"Global names (unique across Azure, so another subscription or tenant may hold one): {names}. "
+                      "A name taken elsewhere fails `aksgpu up`: set fleet.registry.name, or a member's registry.name "
+                      "or security.kms.keyVaultName."]
     lines += ["", "vCPU quota per region, all members (min scale / full scale with upgrade surge):"]
     lines += [f"  {q['region']:<16} {q['counter']:<40} {q['vcpusMin']:>7} / {q['vcpusMax']}"
               for q in facts["quotaByRegion"]]

@@ -168,15 +168,20 @@ def render_text(plan: Plan, warnings: list[Issue], estimate: deploy_time.DeployT
     return "\n".join(lines)
 
 
+def global_names_of(plan: Plan) -> list[str]:
+    """"<label> <name>" of each name this plan asks Azure for that must be free across all of Azure."""
+    return [f"{label} {resource.inputs[field]}" for pulumi_type, (label, field) in GLOBAL_NAMES.items()
+            for resource in plan.by_type(pulumi_type) if isinstance(resource.inputs.get(field), str)]
+
+
 def global_name_lines(plan: Plan) -> list[str]:
     """The names this plan asks Azure for that must be free across all of Azure, not only here."""
-    found = [f"{label} {resource.inputs[field]}" for pulumi_type, (label, field) in GLOBAL_NAMES.items()
-             for resource in plan.by_type(pulumi_type) if isinstance(resource.inputs.get(field), str)]
+    found = global_names_of(plan)
     if not found:
         return []
     return ["", f"Global names (unique across Azure): {', '.join(found)}. Another subscription or tenant "
             "may hold one; a name taken elsewhere fails `aksgpu up`: set registry.name or "
-            "security.kms.keyVaultName."]
+            "security.kms.keyVaultName (a fleet's registry: fleet.registry.name)."]
 
 
 def system_pool_lines(plan: Plan) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -23,8 +23,6 @@ from aksgpu.spec.base import (
     SpecModel,
     check_policy_owned_tags,
     check_tags,
-    checked,
-    did_you_mean,
     issues_from_validation_error,
 )
 from aksgpu.spec.control_plane import ApiServer, Autoscaler, ControlPlane, MaintenanceWindow, check_control_plane
@@ -40,6 +38,7 @@ from aksgpu.spec.pools import GpuSettings, NodePool, PoolBase, SpotSettings, Sys
 from aksgpu.spec.registry import Registry, check_registry, default_registry_name
 from aksgpu.spec.scheduling import GangScheduling, check_scheduling, spot_fallbacks
 from aksgpu.spec.security import KeyVaultSecretsProvider, Security, check_security
+from aksgpu.spec.shared_fields import ClusterName, DnsPrefix, Location, ResourceGroupName, check_location
 from aksgpu.stack_config import CLUSTER_KEY
 
 __all__ = [
@@ -51,37 +50,6 @@ __all__ = [
     "Waiver", "ZonePool", "default_registry_name", "parse_cluster_spec",
     "spot_fallbacks", "team_gpu_quota",
 ]
-
-# managedClusters.json: resourceName path parameter.
-CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9]$|^[a-zA-Z0-9][-_a-zA-Z0-9]{0,61}[a-zA-Z0-9]$")
-# terraform-provider-azurerm validate/kubernetes.go KubernetesDNSPrefix (1-54 characters).
-DNS_PREFIX = re.compile(r"^[a-zA-Z\d][-a-zA-Z\d]{0,52}[a-zA-Z\d]$|^[a-zA-Z\d]$")
-RESOURCE_GROUP = re.compile(r"^[-\w._()]{0,89}[-\w_()]$")
-LOCATION = re.compile(r"^[a-z][a-z0-9]+$")
-
-ClusterName = Annotated[
-    str,
-    checked(CLUSTER_NAME.fullmatch,
-            "must be 1-63 letters, digits, '-' or '_', starting and ending with a letter or digit",
-            'rename it, e.g. "gpu-prod"'),
-]
-DnsPrefix = Annotated[
-    str,
-    checked(DNS_PREFIX.fullmatch, "must be 1-54 letters, digits or '-', starting and ending with a letter or digit",
-            "shorten it or remove the other characters"),
-]
-Location = Annotated[
-    str,
-    checked(LOCATION.fullmatch, "must be an Azure region name in lowercase without spaces",
-            'write it like "eastus2" (see `az account list-locations -o table`)'),
-]
-ResourceGroupName = Annotated[
-    str,
-    checked(RESOURCE_GROUP.fullmatch,
-            "must be 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.'",
-            'rename it, e.g. "rg-gpu-prod"'),
-]
-
 
 class ResourceGroup(SpecModel):
     """The resource group of the cluster and its companions: created, or an existing one."""
@@ -170,7 +138,7 @@ class ClusterSpec(SpecModel):
 
 
 def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
-    yield from _check_location(spec.location)
+    yield from check_location(spec.location)
     pools = spec.agent_pool_count
     if pools > catalog.limit("maxNodePools"):
         yield Issue("nodePools", pools, f"AKS allows at most {catalog.limit('maxNodePools')} node pools per cluster "
@@ -191,21 +159,6 @@ def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
                         "node pool tag as a feature switch", f"remove the tag and use {replacement}", "warning")
     yield from check_tags(spec.tags)
     yield from check_policy_owned_tags(spec.tags, spec.policy_owned_tags)
-
-
-def _check_location(location: str) -> Iterator[Issue]:
-    table = catalog.load("azure_regions")
-    if location in table["regions"] or location in table["restricted"]:
-        return
-    guess = did_you_mean(location, table["regions"], cutoff=0.8)
-    if guess:
-        yield Issue("location", location, "is not an Azure region, but is close to one",
-                    f"{guess}(regions: `az account list-locations -o table`)")
-        return
-    yield Issue("location", location, "is not in aksgpu's table of Azure public-cloud regions "
-                "(aksgpu/catalog/azure_regions.yaml)",
-                "check the name with `az account list-locations -o table`; if it is a new region, add it to the table",
-                "warning")
 
 
 def parse_cluster_spec(raw: Any, source: str = CLUSTER_KEY) -> tuple[ClusterSpec, list[Issue]]:

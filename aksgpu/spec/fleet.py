@@ -25,18 +25,33 @@ from pydantic import Field, ValidationError
 
 from aksgpu import catalog
 
-from aksgpu.spec.base import Issue, SpecError, SpecModel, check_tags, checked, issues_from_validation_error
+from aksgpu.spec.names import global_suffix, suffixed_registry
+from aksgpu.spec.pool_checks import check_system_vm_size
+from aksgpu.spec.pools import SystemPool
+from aksgpu.spec.registry import REGISTRY_NAME
+from aksgpu.spec.shared_fields import (
+    ClusterName,
+    DnsPrefix,
+    Location,
+    ResourceGroupName,
+    StackName,
+    check_location,
+)
+from aksgpu.spec.base import (
+    Issue,
+    SpecError,
+    SpecModel,
+    check_policy_owned_tags,
+    check_tags,
+    checked,
+    issues_from_validation_error,
+)
 from aksgpu.stack_config import FLEET_KEY, FLEET_UPGRADES_KEY
 
 # fleets.json: fleetName (1-63), fleetMemberName, updateStrategyName, autoUpgradeProfileName and
 # group names (1-50): lowercase letters, digits and '-', starting and ending with a letter or digit.
 FLEET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 FLEET_CHILD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
-# The hub's DNS prefix (FleetHubProfile.dnsPrefix).
-HUB_DNS_PREFIX = re.compile(r"^[a-zA-Z0-9]$|^[a-zA-Z0-9][a-zA-Z0-9-]{0,52}[a-zA-Z0-9]$")
-REGISTRY_NAME = re.compile(r"^[a-zA-Z0-9]{5,50}$")
-LOCATION = re.compile(r"^[a-z][a-z0-9]+$")
-RESOURCE_GROUP = re.compile(r"^[-\w._()]{0,89}[-\w_()]$")
 # The shared stack's outputs a member (and the upgrades stack) reads (aksgpu.program); the names are a contract.
 FLEET_OUTPUTS = ("fleetName", "fleetResourceGroup", "fleetId", "registryId", "registryLoginServer",
                  "logAnalyticsWorkspaceIds", "prometheusWorkspaceId", "prometheusLocation")
@@ -44,20 +59,17 @@ FLEET_OUTPUTS = ("fleetName", "fleetResourceGroup", "fleetId", "registryId", "re
 FleetName = Annotated[str, checked(
     FLEET_NAME.fullmatch, "must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit "
     "(Fleet Manager's fleetName)", 'rename it, e.g. "gpu-fleet"')]
-FleetChildName = Annotated[str, checked(
-    FLEET_CHILD_NAME.fullmatch, "must be 1-50 lowercase letters, digits or '-', starting and ending with a letter or "
-    "digit (Fleet Manager's rule for members, groups, stages and profiles)", 'rename it, e.g. "canary"')]
-Location = Annotated[str, checked(LOCATION.fullmatch, "must be an Azure region name in lowercase without spaces",
-                                  'write it like "eastus2"')]
-ResourceGroupName = Annotated[str, checked(
-    RESOURCE_GROUP.fullmatch, "must be 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.'",
-    'rename it, e.g. "rg-gpu-fleet"')]
+FLEET_CHILD_NAME_RULE = ("must be 1-50 lowercase letters, digits or '-', starting and ending with a letter or digit "
+                         "(Fleet Manager's rule for members, groups, stages and profiles)")
+FleetChildName = Annotated[str, checked(FLEET_CHILD_NAME.fullmatch, FLEET_CHILD_NAME_RULE, 'rename it, e.g. "canary"')]
+# A fleet's location, resource group, hub DNS prefix, its members' clusters, regions and stacks: the
+# cluster's types and rules (spec/shared_fields.py), so a fleet takes no value a cluster would refuse.
 
 
 class FleetMembership(SpecModel):
     """This cluster's place in a fleet (written by `aksgpu render` for a fleet environment's members)."""
 
-    stack: str = Field(min_length=1)
+    stack: StackName
     """The fleet's shared stack (the fleet environment's name): the member reads the fleet's name, registry and workspaces from its outputs through a stack reference, so that stack is deployed first."""
     member: FleetChildName
     """The FleetMember's name in the fleet: 1-50 lowercase letters, digits or '-'."""
@@ -70,10 +82,12 @@ class FleetHub(SpecModel):
 
     enabled: bool = False
     """false: a hubless fleet, which runs update runs, strategies and auto-upgrade profiles for no Fleet Manager fee. true: Fleet Manager also creates a hub, a single-node AKS cluster (Standard tier, in a resource group FL_*) billed as such, needed for cluster resource placement, managed namespaces and multi-cluster load balancing. Cannot be changed after the fleet is created."""
-    dns_prefix: str | None = None
-    """DNS prefix of the hub's API server: 1-54 letters, digits or '-'. None: the fleet name. Hub only."""
-    vm_size: str | None = None
-    """VM size of the hub's one node. None: Fleet Manager's default. Hub only."""
+    dns_prefix: DnsPrefix | None = None
+    """DNS prefix of the hub's API server: 1-54 letters, digits or '-', starting and ending with a letter or digit (a cluster's dnsPrefix rule). None: the fleet name. Hub only."""
+    vm_size: str | None = Field(default=None, min_length=1)
+    """VM size of the hub's one node, with a system pool's rules: in aksgpu's VM size table (or vmSizeNotInCatalog), not B-series, at least 2 vCPUs and 4 GiB, no GPUs. None: Fleet Manager's default. Hub only."""
+    vm_size_not_in_catalog: bool = False
+    """true: vmSize is a real Azure size aksgpu's VM size table does not list yet, as a pool's vmSizeNotInCatalog. false: a size missing from the table is an error, with the nearest listed name."""
 
 
 class FleetRegistry(SpecModel):
@@ -129,9 +143,9 @@ class FleetMemberSummary(SpecModel):
 
     name: FleetChildName
     """The member's name."""
-    stack: str = Field(min_length=1)
+    stack: StackName
     """The member's stack."""
-    cluster_name: str = Field(min_length=1)
+    cluster_name: ClusterName
     """The member's AKS cluster name."""
     location: Location
     """The member's region."""
@@ -150,6 +164,8 @@ class FleetSpec(SpecModel):
     """The resource group aksgpu creates for the fleet and its shared parts."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Azure tags on every shared resource; aksgpu adds managed-by: aksgpu."""
+    policy_owned_tags: list[str] = Field(default_factory=list)
+    """Tag names Azure Policy adds or sets (Modify or Append effect) on the shared resources, e.g. costCenter: every tagged resource of the shared stack ignores changes to them, so they are no drift. Not also in tags (aksgpu would set a value the policy overwrites)."""
     protect: bool = False
     """Protect the fleet, registry, workspaces and resource group from `pulumi destroy`."""
     hub: FleetHub = FleetHub()
@@ -181,7 +197,7 @@ class FleetUpgradesSpec(SpecModel):
     groups that members have already joined (fleets.json, UpdateGroup.name: "must match a group
     name of an existing fleet member")."""
 
-    stack: str = Field(min_length=1)
+    stack: StackName
     """The fleet's shared stack, whose outputs name the fleet (a stack reference)."""
     update_stages: list[UpdateStage] = Field(min_length=1)
     """The update strategy: stages run one after another (e.g. a canary group, a wait, then the rest)."""
@@ -203,7 +219,25 @@ class FleetUpgradesSpec(SpecModel):
 
 
 def fleet_registry_name(fleet_name: str) -> str:
+    """The registry name aksgpu derived before names had a suffix: the fleet name's letters and
+    digits plus "acr". Kept for a fleet whose stack file was rendered without a recorded name (its
+    registry may exist: renaming it would replace it); a new fleet gets suffixed_fleet_registry."""
     return re.sub(r"[^a-zA-Z0-9]", "", fleet_name).lower()[:47] + "acr"
+
+
+# A registry's name is unique across all of Azure (catalog/azure_names.yaml, scope global): two
+# fleets named gpu-training, in two resource groups or two teams' subscriptions, must not both ask
+# for gputrainingacr. The suffix comes from what identifies the fleet, as a cluster's does
+# (spec/names.py global_suffix); "fleet/" keeps a fleet's apart from a cluster of the same name in
+# the same group (a cluster name has no '/').
+def fleet_global_suffix(resource_group: str, location: str, fleet_name: str) -> str:
+    """Six base-36 characters from the fleet's resource group, location and name."""
+    return global_suffix(resource_group, location, f"fleet/{fleet_name}")
+
+
+def suffixed_fleet_registry(spec: FleetSpec) -> str:
+    """<fleet name's letters and digits>acr<suffix>: 5-50 letters and digits."""
+    return suffixed_registry(spec.name, fleet_global_suffix(spec.resource_group, spec.location, spec.name))
 
 
 def log_analytics_workspace(fleet_name: str, region: str | None) -> str:
@@ -224,14 +258,19 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
     if spec.registry.mode == "create" and not REGISTRY_NAME.fullmatch(spec.registry_name):
         yield Issue("registry.name", spec.registry_name, "ACR names are 5-50 letters and digits, unique across Azure",
                     "set fleet.registry.name to such a name")
+    yield from check_location(spec.location)
+    for index, member in enumerate(spec.members):
+        yield from check_location(member.location, f"members[{index}].location")
     hub = spec.hub
     if not hub.enabled and (hub.dns_prefix is not None or hub.vm_size is not None):
-        yield Issue("hub", hub.model_dump(by_alias=True, exclude_none=True), "dnsPrefix and vmSize describe a hub, "
-                    "and this fleet has none", "set hub.enabled: true, or remove them")
-    if hub.dns_prefix is not None and not HUB_DNS_PREFIX.fullmatch(hub.dns_prefix):
-        yield Issue("hub.dnsPrefix", hub.dns_prefix, "must be 1-54 letters, digits or '-', starting and ending with "
-                    "a letter or digit", "shorten it or remove the other characters")
+        yield Issue("hub", hub.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True),
+                    "dnsPrefix and vmSize describe a hub, and this fleet has none",
+                    "set hub.enabled: true, or remove them")
+    elif hub.vm_size is not None:  # the hub's one node is its system pool: the system pool's size rules
+        node = SystemPool.model_validate({"vmSize": hub.vm_size, "vmSizeNotInCatalog": hub.vm_size_not_in_catalog})
+        yield from check_system_vm_size(node, "hub")
     yield from check_tags(spec.tags)
+    yield from check_policy_owned_tags(spec.tags, spec.policy_owned_tags)
 
 
 def check_upgrades(spec: FleetUpgradesSpec) -> Iterator[Issue]:

@@ -94,26 +94,35 @@ def check_pools(spec: ClusterSpec) -> Iterator[Issue]:
     yield from _check_spot_fallback(spec)
 
 
+def check_system_vm_size(pool: PoolBase, path: str) -> Iterator[Issue]:
+    """A system node's size: its name and table entry, not B-series, at least 2 vCPUs and 4 GiB, no
+    GPUs. The system pool's rules, and the fleet hub's one node's (spec/fleet.py)."""
+    yield from _check_vm_size(pool, path, system=True)
+    size = pool.size
+    if size is None:
+        return
+    if size.burstable:
+        yield Issue(f"{path}.vmSize", pool.vm_size, "B-series sizes are not supported for system pools",
+                    'use a size with local SSD such as "Standard_D8ds_v5"')
+    if size.vcpus < 2 or size.memory_gib < 4:
+        yield Issue(f"{path}.vmSize", pool.vm_size, "system pools need at least 2 vCPUs and 4 GiB of memory",
+                    'use "Standard_D8ds_v5" or larger')
+    if size.gpus:
+        yield Issue(f"{path}.vmSize", pool.vm_size, "the system pool carries cluster add-ons, not GPU work",
+                    'use a CPU size with local SSD such as "Standard_D8ds_v5", and put GPUs in nodePools')
+
+
 def _check_system_pool(pool: SystemPool) -> Iterator[Issue]:
     path = "systemPool"
-    yield from _check_vm_size(pool, path, system=True)
+    yield from check_system_vm_size(pool, path)
     yield from _check_counts(pool, path, system=True)
     yield from _check_disks(pool, path)
     size = pool.size
     if size is not None:
-        if size.burstable:
-            yield Issue(f"{path}.vmSize", pool.vm_size, "B-series sizes are not supported for system pools",
-                        'use a size with local SSD such as "Standard_D8ds_v5"')
-        if size.vcpus < 2 or size.memory_gib < 4:
-            yield Issue(f"{path}.vmSize", pool.vm_size, "system pools need at least 2 vCPUs and 4 GiB of memory",
-                        'use "Standard_D8ds_v5" or larger')
-        elif size.vcpus < 4:
+        if 2 <= size.vcpus < 4 and size.memory_gib >= 4:
             yield Issue(f"{path}.vmSize", pool.vm_size,
                         "AKS recommends at least 4 vCPUs for system pools", 'use "Standard_D4ds_v5" or larger',
                         "warning")
-        if size.gpus:
-            yield Issue(f"{path}.vmSize", pool.vm_size, "the system pool carries cluster add-ons, not GPU work",
-                        'use a CPU size with local SSD such as "Standard_D8ds_v5", and put GPUs in nodePools')
         if size.temp_disk_gib == 0:
             yield Issue(f"{path}.vmSize", pool.vm_size,
                         "has no local temp disk, so the system pool cannot run on local SSD",
