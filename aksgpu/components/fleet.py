@@ -17,6 +17,7 @@ import pulumi
 from pulumi_azure_native import containerregistry, containerservice, monitor, operationalinsights, resources
 
 from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, log_analytics_workspace
+from aksgpu.spec.base import AKSGPU_TAGS
 
 UPDATE_STRATEGY_NAME = "aksgpu-stages"
 
@@ -43,7 +44,7 @@ class AksGpuFleet(pulumi.ComponentResource):
 
     def __init__(self, name: str, spec: FleetSpec, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("aksgpu:index:AksGpuFleet", name, None, opts)
-        tags = {"managed-by": "aksgpu", **spec.tags}
+        tags = {**AKSGPU_TAGS, **spec.tags}
         kept = pulumi.ResourceOptions(parent=self, protect=spec.protect)
         group = resources.ResourceGroup(f"{name}-rg", resource_group_name=spec.resource_group, location=spec.location,
                                         tags=tags, opts=kept)

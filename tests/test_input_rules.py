@@ -1,0 +1,128 @@
+"""Input rules where the user writes them (issue 27): classes of values Azure, AKS or Kubernetes
+refuse at apply time, or the docs warn about, that `validate` now names with the field, the value,
+the rule, its source and the fix. One test per rule, each breaking it."""
+
+from __future__ import annotations
+
+import pytest
+
+from aksgpu import catalog
+from aksgpu.components.kubernetes.fabric import NETWORK_OPERATOR_NAMESPACE
+from aksgpu.components.kubernetes.objects import GPU_OPERATOR_NAMESPACE, KUEUE_NAMESPACE, SYSTEM_NAMESPACE
+from aksgpu.spec import SpecError, parse_cluster_spec
+from tests.helpers import base_spec, edit
+
+
+def errors_of(spec: dict) -> list:
+    with pytest.raises(SpecError) as error:
+        parse_cluster_spec(spec)
+    return error.value.errors
+
+
+def warnings_of(spec: dict) -> list:
+    return [issue for issue in parse_cluster_spec(spec)[1] if issue.severity == "warning"]
+
+
+# --- team namespaces that Kubernetes, AKS's add-ons or aksgpu own ----------------------------------
+
+
+def team(name: str) -> dict:
+    spec = edit(base_spec(), "access.teams", [{"name": name}])
+    return edit(spec, "nodePools.0.team", name)
+
+
+RESERVED = catalog.load("reserved_namespaces")
+
+
+@pytest.mark.parametrize("name", sorted(RESERVED["names"]))
+def test_a_team_named_like_a_namespace_someone_else_owns_is_refused(name: str) -> None:
+    [issue] = [issue for issue in errors_of(team(name)) if issue.path == "access.teams[0].name"]
+    row = RESERVED["names"][name]
+    assert issue.value == name and f"would be {name}, which belongs to {row['owner']}" in issue.rule
+    assert row["source"] in issue.rule and issue.fix == f'rename the team, e.g. "team-{name}"'
+
+
+@pytest.mark.parametrize("prefix", sorted(RESERVED["prefixes"]))
+def test_a_team_whose_namespace_starts_with_a_reserved_prefix_is_refused(prefix: str) -> None:
+    name = f"{prefix}research"
+    [issue] = [issue for issue in errors_of(team(name)) if issue.path == "access.teams[0].name"]
+    assert f"would start with {prefix}" in issue.rule and RESERVED["prefixes"][prefix]["source"] in issue.rule
+
+
+def test_a_team_name_that_only_contains_a_reserved_word_is_accepted() -> None:
+    parse_cluster_spec(team("my-kube-team"))
+    parse_cluster_spec(team("calico"))
+
+
+def test_every_namespace_aksgpu_declares_itself_is_in_the_reserved_table() -> None:
+    own = {SYSTEM_NAMESPACE, GPU_OPERATOR_NAMESPACE, KUEUE_NAMESPACE, NETWORK_OPERATOR_NAMESPACE,
+           catalog.load("in_cluster")["draDriver"]["namespace"]}
+    listed = {name for name, row in RESERVED["names"].items() if row["owner"].startswith("aksgpu")}
+    assert own == listed
+
+
+# --- tags: Azure's limits, counting the tags aksgpu and Azure Policy add ---------------------------
+
+
+def tagged(count: int) -> dict:
+    return edit(base_spec(), "tags", {f"tag{i}": "x" for i in range(count)})
+
+
+def test_49_tags_and_aksgpus_own_fit_azures_50() -> None:
+    parse_cluster_spec(tagged(49))
+
+
+def test_50_tags_are_refused_because_aksgpu_adds_its_own() -> None:
+    [issue] = errors_of(tagged(50))
+    assert issue.path == "tags" and issue.value == 51
+    assert "at most 50 tags" in issue.rule and "the 1 aksgpu adds (managed-by)" in issue.rule
+    assert "remove 1 tag(s)" in issue.fix
+
+
+def test_policy_owned_tags_count_towards_the_50() -> None:
+    spec = edit(tagged(47), "policyOwnedTags", ["costCenter", "createdOn", "owner"])
+    [issue] = errors_of(spec)
+    assert issue.value == 51 and "the 3 Azure Policy adds (policyOwnedTags)" in issue.rule
+
+
+def test_a_tag_that_overrides_aksgpus_own_is_not_counted_twice() -> None:
+    parse_cluster_spec(edit(tagged(49), "tags.managed-by", "platform-team"))
+
+
+@pytest.mark.parametrize(("key", "other"), [("Managed-By", "managed-by"), ("TEAM", "team")])
+def test_two_tag_names_that_differ_only_in_case_are_refused(key: str, other: str) -> None:
+    spec = edit(base_spec(), "tags", {"team": "ml", key: "x"})
+    [issue] = errors_of(spec)
+    assert issue.path == f"tags.{key}" and "case-insensitive" in issue.rule and issue.fix.endswith(other)
+
+
+def test_the_fleets_tags_count_aksgpus_own_too() -> None:
+    from aksgpu.spec.base import check_tags
+    assert [issue.value for issue in check_tags({f"t{i}": "x" for i in range(50)})] == [51]
+
+
+def private_registry(spec: dict) -> dict:
+    spec = edit(spec, "network.vnet", {"mode": "create", "addressSpace": ["10.224.0.0/12"],
+                                       "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}]})
+    spec = edit(spec, "registry.sku", "Premium")
+    return edit(spec, "registry.publicNetworkAccess", False)
+
+
+def test_the_private_dns_zone_aksgpu_creates_takes_only_15_tags() -> None:
+    parse_cluster_spec(private_registry(tagged(14)))
+    [issue] = errors_of(private_registry(tagged(15)))
+    assert issue.path == "tags" and issue.value == 16 and "at most 15 tags on the private DNS zone" in issue.rule
+    assert "registry.privateDnsZoneId" in issue.fix
+
+
+def test_a_registry_in_a_given_private_dns_zone_keeps_the_50_tag_limit() -> None:
+    zone = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/hub/providers/"
+            "Microsoft.Network/privateDnsZones/privatelink.azurecr.io")
+    parse_cluster_spec(edit(private_registry(tagged(15)), "registry.privateDnsZoneId", zone))
+
+
+@pytest.mark.parametrize(("key", "value"), [("a" * 513, "x"), ("ok", "v" * 257), ("cost/center", "x"),
+                                            ("a<b", "x"), ("", "x")])
+def test_tag_names_and_values_follow_azures_rules(key: str, value: str) -> None:
+    [issue] = errors_of(edit(base_spec(), "tags", {key: value}))
+    assert "tag names are 1-512 characters" in issue.rule and "tag-resources" in issue.rule
