@@ -126,3 +126,53 @@ def test_a_registry_in_a_given_private_dns_zone_keeps_the_50_tag_limit() -> None
 def test_tag_names_and_values_follow_azures_rules(key: str, value: str) -> None:
     [issue] = errors_of(edit(base_spec(), "tags", {key: value}))
     assert "tag names are 1-512 characters" in issue.rule and "tag-resources" in issue.rule
+
+
+# --- upgrade channel pairs AKS documents as invalid -----------------------------------------------
+
+
+def channels(upgrade: str, node_os: str) -> dict:
+    spec = edit(base_spec(), "controlPlane.upgradeChannel", upgrade)
+    return edit(spec, "controlPlane.nodeOsUpgradeChannel", node_os)
+
+
+@pytest.mark.parametrize("node_os", ["None", "Unmanaged", "SecurityPatch"])
+def test_upgrade_channel_node_image_needs_node_os_channel_node_image(node_os: str) -> None:
+    [issue] = errors_of(channels("node-image", node_os))
+    assert issue.path == "controlPlane.nodeOsUpgradeChannel" and issue.value == node_os
+    assert "auto-upgrade-node-os-image.md" in issue.rule and "nodeOsUpgradeChannel: NodeImage" in issue.fix
+
+
+def test_upgrade_channel_node_image_with_node_image_is_only_warned_as_legacy() -> None:
+    [warning] = [w for w in warnings_of(channels("node-image", "NodeImage")) if w.path.startswith("controlPlane")]
+    assert warning.path == "controlPlane.upgradeChannel" and "legacy" in warning.rule
+
+
+def test_security_patch_is_refused_with_azure_linux_gpu_pools() -> None:
+    spec = edit(channels("patch", "SecurityPatch"), "nodePools.0.osSku", "AzureLinux")
+    [issue] = errors_of(spec)
+    assert issue.path == "controlPlane.nodeOsUpgradeChannel" and "a100" in issue.rule
+    assert "Azure Linux does not support SecurityPatch on GPU VMs" in issue.rule
+    parse_cluster_spec(channels("patch", "SecurityPatch"))  # Ubuntu GPU pools take it
+
+
+# --- risky settings the docs warn about -------------------------------------------------------------
+
+
+def customer_key_disks(node_os: str) -> dict:
+    spec = edit(base_spec(), "security.kms", {"mode": "create", "networkAccess": "Public"})
+    spec = edit(spec, "security.diskEncryption", {"mode": "create"})
+    spec = edit(spec, "nodePools.0.osDiskType", "Managed")
+    spec = edit(spec, "systemPool.osDiskType", "Ephemeral")
+    return edit(spec, "controlPlane.nodeOsUpgradeChannel", node_os)
+
+
+@pytest.mark.parametrize("node_os", ["None", "Unmanaged"])
+def test_customer_key_on_ephemeral_os_disks_without_node_image_upgrades_is_warned(node_os: str) -> None:
+    [warning] = [w for w in warnings_of(customer_key_disks(node_os)) if w.path == "controlPlane.nodeOsUpgradeChannel"]
+    assert "re-images no node" in warning.rule and "system" in warning.rule and "a100" not in warning.rule
+    assert "azure-disk-customer-managed-keys.md" in warning.rule
+
+
+def test_customer_key_with_node_image_upgrades_is_not_warned() -> None:
+    assert not [w for w in warnings_of(customer_key_disks("NodeImage")) if w.path.startswith("controlPlane.nodeOs")]

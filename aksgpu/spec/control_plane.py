@@ -136,9 +136,9 @@ class ControlPlane(SpecModel):
     support_plan: Literal["KubernetesOfficial", "AKSLongTermSupport"] = "KubernetesOfficial"
     """KubernetesOfficial: community support window; AKSLongTermSupport: long-term support for the version, which needs tier Premium."""
     upgrade_channel: Literal["rapid", "stable", "patch", "node-image", "none"] = "patch"
-    """Cluster auto-upgrade channel: patch keeps the latest patch of the current minor version; stable and rapid also move to newer minor versions; none turns auto-upgrade off. node-image is legacy: use nodeOsUpgradeChannel."""
+    """Cluster auto-upgrade channel: patch keeps the latest patch of the current minor version; stable and rapid also move to newer minor versions; none turns auto-upgrade off. node-image is legacy (a warning): use nodeOsUpgradeChannel; with it AKS fixes nodeOsUpgradeChannel at NodeImage."""
     node_os_upgrade_channel: Literal["None", "Unmanaged", "NodeImage", "SecurityPatch"] = "NodeImage"
-    """How node OS updates arrive: NodeImage (AKS rolls new node images), SecurityPatch (AKS applies security patches), Unmanaged (the OS's own patching) or None (no automatic OS updates)."""
+    """How node OS updates arrive: NodeImage (AKS rolls new node images), SecurityPatch (AKS applies security patches), Unmanaged (the OS's own patching) or None (no automatic OS updates). Azure Linux does not support SecurityPatch on GPU pools. None and Unmanaged re-image no node, so with security.diskEncryption ephemeral OS disks keep old key versions (a warning)."""
     maintenance_windows: list[MaintenanceWindow] = Field(default_factory=list)
     """Weekly windows for cluster auto-upgrades and node OS updates, at most one per schedule. Empty: no window restricts when they run."""
     api_server: ApiServer = ApiServer()
@@ -175,9 +175,51 @@ def check_control_plane(spec: ClusterSpec) -> Iterator[Issue]:
             yield Issue(f"{path}.schedule", window.schedule,
                         f"a node OS window does nothing with nodeOsUpgradeChannel {cp.node_os_upgrade_channel}",
                         "set nodeOsUpgradeChannel: NodeImage or SecurityPatch, or drop the window", "warning")
+    yield from _check_upgrade_channels(spec)
     yield from _check_kubernetes_version(spec)
     yield from _check_api_server(spec)
     yield from check_autoscaler_profile(spec)
+
+
+# MicrosoftDocs/azure-aks-docs@fb060abe (read 2026-11-27): auto-upgrade-node-os-image.md (ms.date
+# 2026-06-26), "Node OS autoupgrade channel known limitations": with the cluster channel node-image AKS
+# sets the node OS channel to NodeImage, and "You can't change the node OS autoupgrade channel value";
+# its channel table: SecurityPatch, "Azure Linux doesn't support this channel on GPU-enabled VMs".
+# auto-upgrade-cluster.md (ms.date 2026-06-26): node-image "is now legacy and should no longer be used".
+NODE_OS_CHANNEL_SOURCE = "AKS docs auto-upgrade-node-os-image.md"
+
+
+def _check_upgrade_channels(spec: ClusterSpec) -> Iterator[Issue]:
+    """Channel pairs AKS documents as invalid, the legacy channel, and customer-key rotation on
+    ephemeral OS disks without node image upgrades."""
+    cp = spec.control_plane
+    path = "controlPlane.nodeOsUpgradeChannel"
+    if cp.upgrade_channel == "node-image" and cp.node_os_upgrade_channel != "NodeImage":
+        yield Issue(path, cp.node_os_upgrade_channel, "with upgradeChannel node-image AKS sets the node OS channel "
+                    f"to NodeImage and refuses any other ({NODE_OS_CHANNEL_SOURCE}, known limitations)",
+                    "set upgradeChannel to patch or stable (node-image is legacy), or nodeOsUpgradeChannel: NodeImage")
+    elif cp.upgrade_channel == "node-image":
+        yield Issue("controlPlane.upgradeChannel", "node-image", "node-image is legacy and 'should no longer be "
+                    "used' (AKS docs auto-upgrade-cluster.md): it upgrades node images only, never Kubernetes",
+                    "set upgradeChannel: patch (nodeOsUpgradeChannel NodeImage keeps the weekly node images)", "warning")
+    if cp.node_os_upgrade_channel == "SecurityPatch":
+        pools = [pool.name for pool in spec.node_pools if pool.kind == "gpu" and pool.os_sku.startswith("AzureLinux")]
+        if pools:
+            yield Issue(path, "SecurityPatch", f"Azure Linux does not support SecurityPatch on GPU VMs "
+                        f"({NODE_OS_CHANNEL_SOURCE}, channel table), and pools {', '.join(pools)} are Azure Linux GPU pools",
+                        "set nodeOsUpgradeChannel: NodeImage, or osSku: Ubuntu on those pools")
+    # docs/guides/security.md, security.diskEncryption (AKS docs azure-disk-customer-managed-keys.md,
+    # "Gradual usage of new CMK"): a new key version reaches an ephemeral OS disk only when its node
+    # is re-imaged, "so never disable or let a version expire while a node may still use it".
+    if spec.security.disk_encryption.mode != "none" and cp.node_os_upgrade_channel in ("None", "Unmanaged"):
+        pools = [pool.name for _, pool in spec.all_pools if pool.os_disk_type != "Managed"]
+        if pools:
+            yield Issue(path, cp.node_os_upgrade_channel, "with a customer key on the OS disks, a new key version "
+                        "reaches an ephemeral OS disk only when its node is re-imaged, and this channel re-images "
+                        f"no node: the ephemeral (or AKS-chosen) OS disks of {', '.join(pools)} keep the old "
+                        "version, which must never be disabled or expire (AKS docs azure-disk-customer-managed-keys.md)",
+                        "set nodeOsUpgradeChannel: NodeImage, or plan node image upgrades after each key rotation",
+                        "warning")
 
 
 def _minor(version: str) -> tuple[int, int]:
