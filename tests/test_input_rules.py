@@ -176,3 +176,23 @@ def test_customer_key_on_ephemeral_os_disks_without_node_image_upgrades_is_warne
 
 def test_customer_key_with_node_image_upgrades_is_not_warned() -> None:
     assert not [w for w in warnings_of(customer_key_disks("NodeImage")) if w.path.startswith("controlPlane.nodeOs")]
+
+
+# --- an ephemeral OS disk on a size without a local disk --------------------------------------------
+
+
+@pytest.mark.parametrize("size", ["Standard_D4s_v5", "Standard_D8s_v5", "Standard_D16s_v5"])
+def test_an_ephemeral_os_disk_on_a_size_without_a_local_disk_is_an_error(size: str) -> None:
+    spec = edit(base_spec(), "nodePools.1", {"name": "cpu", "kind": "cpu", "vmSize": size, "minCount": 0,
+                                             "maxCount": 2, "osDiskType": "Ephemeral"})
+    [issue] = errors_of(spec)
+    assert issue.path == "nodePools[1].osDiskType" and issue.value == "Ephemeral"
+    assert "has no local disk" in issue.rule and "ephemeral-os-disks.md" in issue.rule
+    assert "osDiskType: Managed" in issue.fix
+    parse_cluster_spec(edit(spec, "nodePools.1.osDiskType", "Managed"))
+
+
+def test_a_size_with_only_nvme_disks_still_takes_an_ephemeral_os_disk() -> None:
+    spec = edit(base_spec(), "nodePools.1", {"name": "cpu", "kind": "cpu", "vmSize": "Standard_D16ds_v6",
+                                             "minCount": 0, "maxCount": 2, "osDiskType": "Ephemeral"})
+    parse_cluster_spec(spec)
