@@ -196,3 +196,9 @@ def test_a_size_with_only_nvme_disks_still_takes_an_ephemeral_os_disk() -> None:
     spec = edit(base_spec(), "nodePools.1", {"name": "cpu", "kind": "cpu", "vmSize": "Standard_D16ds_v6",
                                              "minCount": 0, "maxCount": 2, "osDiskType": "Ephemeral"})
     parse_cluster_spec(spec)
+
+
+def test_a_fleet_member_whose_node_images_the_fleet_rolls_is_not_warned() -> None:
+    spec = edit(customer_key_disks("None"), "fleet", {"stack": "training", "member": "eastus2", "group": "canary"})
+    spec = edit(spec, "registry", {"mode": "none"})
+    assert not [w for w in warnings_of(spec) if w.path == "controlPlane.nodeOsUpgradeChannel"]

@@ -210,8 +210,10 @@ def _check_upgrade_channels(spec: ClusterSpec) -> Iterator[Issue]:
                         "set nodeOsUpgradeChannel: NodeImage, or osSku: Ubuntu on those pools")
     # docs/guides/security.md, security.diskEncryption (AKS docs azure-disk-customer-managed-keys.md,
     # "Gradual usage of new CMK"): a new key version reaches an ephemeral OS disk only when its node
-    # is re-imaged, "so never disable or let a version expire while a node may still use it".
-    if spec.security.disk_encryption.mode != "none" and cp.node_os_upgrade_channel in ("None", "Unmanaged"):
+    # is re-imaged, "so never disable or let a version expire while a node may still use it". A fleet
+    # member's node images come from the fleet's NodeImage profile, which is why its channel is None.
+    if (spec.security.disk_encryption.mode != "none" and cp.node_os_upgrade_channel in ("None", "Unmanaged")
+            and spec.fleet is None):
         pools = [pool.name for _, pool in spec.all_pools if pool.os_disk_type != "Managed"]
         if pools:
             yield Issue(path, cp.node_os_upgrade_channel, "with a customer key on the OS disks, a new key version "
