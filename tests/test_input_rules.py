@@ -202,3 +202,17 @@ def test_a_fleet_member_whose_node_images_the_fleet_rolls_is_not_warned() -> Non
     spec = edit(customer_key_disks("None"), "fleet", {"stack": "training", "member": "eastus2", "group": "canary"})
     spec = edit(spec, "registry", {"mode": "none"})
     assert not [w for w in warnings_of(spec) if w.path == "controlPlane.nodeOsUpgradeChannel"]
+
+
+@pytest.mark.parametrize(("channel", "version"), [("stable", "1.34"), ("rapid", "1.34"), ("patch", "1.34.2")])
+def test_a_pinned_version_that_the_upgrade_channel_moves_past_is_refused(channel: str, version: str) -> None:
+    spec = edit(base_spec(), "controlPlane.upgradeChannel", channel)
+    [issue] = errors_of(edit(spec, "controlPlane.kubernetesVersion", version))
+    assert issue.path == "controlPlane.kubernetesVersion" and "a downgrade AKS refuses" in issue.rule
+    assert "upgrade-node-pools.md" in issue.rule
+
+
+@pytest.mark.parametrize(("channel", "version"), [("patch", "1.34"), ("none", "1.34.2")])
+def test_a_pin_the_channel_keeps_is_accepted(channel: str, version: str) -> None:
+    spec = edit(base_spec(), "controlPlane.upgradeChannel", channel)
+    parse_cluster_spec(edit(spec, "controlPlane.kubernetesVersion", version))

@@ -130,7 +130,7 @@ class ControlPlane(SpecModel):
     """Version, tier and upgrade policy of the managed control plane."""
 
     kubernetes_version: KubernetesVersion | None = None
-    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.35"). It must be a minor version AKS supports under supportPlan (aksgpu/catalog/aks_versions.yaml, AKS's release calendar as of the table's date); one minor past the table's newest is a warning. It must also serve every Kubernetes API aksgpu declares objects of (aksgpu/catalog/kubernetes_apis.yaml: the in-cluster layer's admission policies need 1.30). None: AKS's default version. Upgrades cannot skip a minor version."""
+    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.35"). It must be a minor version AKS supports under supportPlan (aksgpu/catalog/aks_versions.yaml, AKS's release calendar as of the table's date); one minor past the table's newest is a warning. It must also serve every Kubernetes API aksgpu declares objects of (aksgpu/catalog/kubernetes_apis.yaml: the in-cluster layer's admission policies need 1.30). None: AKS's default version. Upgrades cannot skip a minor version, and AKS refuses downgrades: with upgradeChannel patch pin only "major.minor", with stable or rapid leave it unset."""
     tier: Literal["Free", "Standard", "Premium"] = "Standard"
     """Control plane pricing tier. Free has no uptime SLA and supports up to 1,000 nodes; Standard and Premium up to 5,000; Premium is needed for AKSLongTermSupport."""
     support_plan: Literal["KubernetesOfficial", "AKSLongTermSupport"] = "KubernetesOfficial"
@@ -202,6 +202,15 @@ def _check_upgrade_channels(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("controlPlane.upgradeChannel", "node-image", "node-image is legacy and 'should no longer be "
                     "used' (AKS docs auto-upgrade-cluster.md): it upgrades node images only, never Kubernetes",
                     "set upgradeChannel: patch (nodeOsUpgradeChannel NodeImage keeps the weekly node images)", "warning")
+    # upgrade-node-pools.md: "You can't downgrade the control plane or a node pool Kubernetes version";
+    # aksgpu sends kubernetesVersion with every update of the cluster.
+    pinned = cp.kubernetes_version
+    if pinned and (cp.upgrade_channel in ("stable", "rapid") or (cp.upgrade_channel == "patch" and pinned.count(".") == 2)):
+        moves = "newer minor versions" if cp.upgrade_channel != "patch" else "newer patches"
+        yield Issue("controlPlane.kubernetesVersion", pinned, f"upgradeChannel {cp.upgrade_channel} moves the cluster "
+                    f"to {moves}, and the next `aksgpu up` would ask AKS to go back to {pinned}, a downgrade AKS "
+                    "refuses (AKS docs upgrade-node-pools.md)", "remove kubernetesVersion (the channel chooses), pin "
+                    "only the minor version with upgradeChannel patch, or set upgradeChannel: none")
     if cp.node_os_upgrade_channel == "SecurityPatch":
         pools = [pool.name for pool in spec.node_pools if pool.kind == "gpu" and pool.os_sku.startswith("AzureLinux")]
         if pools:
