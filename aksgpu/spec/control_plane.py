@@ -202,8 +202,11 @@ def _check_upgrade_channels(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("controlPlane.upgradeChannel", "node-image", "node-image is legacy and 'should no longer be "
                     "used' (AKS docs auto-upgrade-cluster.md): it upgrades node images only, never Kubernetes",
                     "set upgradeChannel: patch (nodeOsUpgradeChannel NodeImage keeps the weekly node images)", "warning")
-    # upgrade-node-pools.md: "You can't downgrade the control plane or a node pool Kubernetes version";
-    # aksgpu sends kubernetesVersion with every update of the cluster.
+    # AKS docs upgrade-node-pools.md: "You can't downgrade the control plane or a node pool Kubernetes
+    # version"; aksgpu sends kubernetesVersion with every update of the cluster. Azure's own AKS module
+    # refuses the same pairs (Azure/terraform-azurerm-aks#281, #302: with patch, no patch number; with
+    # stable or rapid, no version), and AKS denies a version that differs from the current one
+    # (Azure/azure-cli#31018, 2025-03-31: "orchvers validator will deny the request").
     pinned = cp.kubernetes_version
     if pinned and (cp.upgrade_channel in ("stable", "rapid") or (cp.upgrade_channel == "patch" and pinned.count(".") == 2)):
         moves = "newer minor versions" if cp.upgrade_channel != "patch" else "newer patches"
