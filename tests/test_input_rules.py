@@ -97,8 +97,15 @@ def test_two_tag_names_that_differ_only_in_case_are_refused(key: str, other: str
 
 
 def test_the_fleets_tags_count_aksgpus_own_too() -> None:
-    from aksgpu.spec.base import check_tags
-    assert [issue.value for issue in check_tags({f"t{i}": "x" for i in range(50)})] == [51]
+    from aksgpu.spec.fleet import parse_fleet_spec
+    from aksgpu.project.stackfile import resolve_stack
+    from tests.helpers import REPO
+    raw = resolve_stack("training", cwd=REPO / "examples" / "gpu-fleet").fleet
+    parse_fleet_spec(edit(raw, "tags", {f"t{i}": "x" for i in range(49)}))
+    with pytest.raises(SpecError) as error:
+        parse_fleet_spec(edit(raw, "tags", {f"t{i}": "x" for i in range(50)}))
+    [issue] = error.value.errors
+    assert issue.path == "tags" and issue.value == 51 and "(managed-by)" in issue.rule
 
 
 def private_registry(spec: dict) -> dict:
