@@ -9,8 +9,10 @@ import pytest
 from aksgpu import catalog
 from aksgpu.components.kubernetes.fabric import NETWORK_OPERATOR_NAMESPACE
 from aksgpu.components.kubernetes.objects import GPU_OPERATOR_NAMESPACE, KUEUE_NAMESPACE, SYSTEM_NAMESPACE
+from aksgpu.project.stackfile import resolve_stack
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import base_spec, edit
+from aksgpu.spec.fleet import parse_fleet_spec
+from tests.helpers import REPO, base_spec, edit
 
 
 def errors_of(spec: dict) -> list:
@@ -97,9 +99,6 @@ def test_two_tag_names_that_differ_only_in_case_are_refused(key: str, other: str
 
 
 def test_the_fleets_tags_count_aksgpus_own_too() -> None:
-    from aksgpu.spec.fleet import parse_fleet_spec
-    from aksgpu.project.stackfile import resolve_stack
-    from tests.helpers import REPO
     raw = resolve_stack("training", cwd=REPO / "examples" / "gpu-fleet").fleet
     parse_fleet_spec(edit(raw, "tags", {f"t{i}": "x" for i in range(49)}))
     with pytest.raises(SpecError) as error:
