@@ -25,6 +25,8 @@ def grace_spec(vm_size: str = GB300) -> dict[str, Any]:
             "osSku": "Ubuntu2404", "gpu": {"driver": "None"}}
     # eastus2: Azure sells GB200 there (azure_availability.yaml); the table has no GB300 row yet.
     spec = edit(edit(base_spec(), POOL, pool), "controlPlane.kubernetesVersion", "1.34")
+    # No auto-upgrade: the tests pin patch versions too, which the patch channel would move past.
+    spec = edit(spec, "controlPlane.upgradeChannel", "none")
     return edit(spec, "location", "eastus2")
 
 

@@ -348,7 +348,8 @@ def test_a_size_missing_from_the_table_names_the_close_one_and_the_opt_out() -> 
 def test_a_kubernetes_version_aks_does_not_support_is_an_error_listing_the_supported(version: str) -> None:
     """Format alone passed 1.29 and 1.40 (issue 26); the calendar (catalog aks_versions.yaml) holds them."""
     with pytest.raises(SpecError) as raised:
-        parse_cluster_spec(_apply([("controlPlane.kubernetesVersion", version)]))
+        parse_cluster_spec(_apply([("controlPlane.kubernetesVersion", version),
+                                   ("controlPlane.upgradeChannel", "none")]))
     [issue] = [i for i in raised.value.errors if i.path == "controlPlane.kubernetesVersion"]
     assert issue.value == version and "1.35" in issue.fix and "2026-11-27" in issue.fix
     if version.startswith("1.33"):

@@ -105,8 +105,8 @@ def test_the_team_configmap_carries_the_tolerations_of_its_pools() -> None:
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    ("access.teams.0.name", "kube-system", "namespace would be one that Kubernetes, AKS or aksgpu uses"),
-    ("access.teams.0.name", "aksgpu-system", "namespace would be one that Kubernetes, AKS or aksgpu uses"),
+    ("access.teams.0.name", "kube-system", "namespace would be kube-system, which belongs to Kubernetes"),
+    ("access.teams.0.name", "aksgpu-system", "namespace would be aksgpu-system, which belongs to aksgpu"),
     ("access.teams.0.quota.cpu", "lots", "must be a Kubernetes CPU quantity"),
     ("access.teams.0.quota.memory", "8 TB", "must be a Kubernetes memory quantity"),
     ("access.teams.0.quota.gpus", -1, "must be at least 0"),

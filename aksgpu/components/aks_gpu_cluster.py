@@ -35,6 +35,7 @@ from aksgpu.components.node_pools import NodePools, NodePoolsArgs
 from aksgpu.components.registry import Registry, RegistryArgs
 from aksgpu.components.repair_identity import RepairIdentity, RepairIdentityArgs
 from aksgpu.spec import ClusterSpec
+from aksgpu.spec.base import AKSGPU_TAGS
 from aksgpu.spec.in_cluster import is_grace_blackwell
 
 
@@ -59,7 +60,7 @@ class AksGpuCluster(pulumi.ComponentResource):
         if spec.fleet is not None and fleet is None:
             raise ValueError(f"cluster {spec.name} is a member of fleet {spec.fleet.stack}: pass the fleet's outputs")
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"managed-by": "aksgpu", **spec.tags}
+        tags = {**AKSGPU_TAGS, **spec.tags}
         spec = spec.model_copy(update={"tags": tags})
         if spec.resource_group.create:
             group = resources.ResourceGroup(

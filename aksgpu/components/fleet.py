@@ -18,6 +18,7 @@ from pulumi_azure_native import containerregistry, containerservice, monitor, op
 
 from aksgpu.components.policy_tags import ignore_policy_tags
 from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, log_analytics_workspace
+from aksgpu.spec.base import AKSGPU_TAGS
 
 UPDATE_STRATEGY_NAME = "aksgpu-stages"
 
@@ -47,7 +48,7 @@ class AksGpuFleet(pulumi.ComponentResource):
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                 transformations=[ignore_policy_tags(spec.policy_owned_tags)]))
         super().__init__("aksgpu:index:AksGpuFleet", name, None, opts)
-        tags = {"managed-by": "aksgpu", **spec.tags}
+        tags = {**AKSGPU_TAGS, **spec.tags}
         kept = pulumi.ResourceOptions(parent=self, protect=spec.protect)
         group = resources.ResourceGroup(f"{name}-rg", resource_group_name=spec.resource_group, location=spec.location,
                                         tags=tags, opts=kept)

@@ -22,6 +22,7 @@ from aksgpu.spec.base import (
     SpecError,
     SpecModel,
     check_policy_owned_tags,
+    check_tag_count,
     check_tags,
     issues_from_validation_error,
 )
@@ -70,7 +71,7 @@ class ClusterSpec(SpecModel):
     resource_group: ResourceGroup
     """The resource group that holds the cluster and its companions (VNet, registry, workspaces, identities)."""
     tags: dict[str, str] = Field(default_factory=dict)
-    """Azure tags for every resource aksgpu creates; aksgpu adds managed-by: aksgpu. Tag names are 1-512 characters without <>%&\\?/, values at most 256."""
+    """Azure tags for every resource aksgpu creates; aksgpu adds managed-by: aksgpu. Tag names are 1-512 characters without <>%&\\?/, case-insensitive (each once), values at most 256. Azure allows 50 tags per resource counting aksgpu's own and policyOwnedTags, and 15 on the private DNS zone aksgpu creates for a registry without public access."""
     policy_owned_tags: list[str] = Field(default_factory=list)
     """Tag names Azure Policy adds or sets (Modify or Append effect), e.g. costCenter: every tagged resource ignores changes to them, so they are no drift. Not also in tags (aksgpu would set a value the policy overwrites)."""
     protect: bool = False
@@ -157,8 +158,15 @@ def _check_cluster(spec: ClusterSpec) -> Iterator[Issue]:
         if replacement is not None:
             yield Issue(f"tags.{key}", spec.tags[key], "aksgpu puts its tags on every node pool, and AKS has read this "
                         "node pool tag as a feature switch", f"remove the tag and use {replacement}", "warning")
-    yield from check_tags(spec.tags)
+    yield from check_tags(spec.tags, spec.policy_owned_tags)
     yield from check_policy_owned_tags(spec.tags, spec.policy_owned_tags)
+    registry = spec.registry
+    if registry.mode in ("create", "fleet") and not registry.public_network_access and not registry.private_dns_zone_id:
+        # Azure Private DNS takes 15 tags (catalog azure_tags.yaml fewerTags), and aksgpu tags the zone it creates.
+        yield from check_tag_count(spec.tags, spec.policy_owned_tags,
+                                   catalog.load("azure_tags")["fewerTags"]["Microsoft.Network/privateDnsZones"]["limit"],
+                                   "the private DNS zone privatelink.azurecr.io and its VNet link, which aksgpu creates "
+                                   "for the registry's private endpoint", ", or give registry.privateDnsZoneId")
 
 
 def parse_cluster_spec(raw: Any, source: str = CLUSTER_KEY) -> tuple[ClusterSpec, list[Issue]]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
+from aksgpu import catalog
 from aksgpu.spec.base import QUANTITY, Guid, Issue, SpecModel, checked
 
 if TYPE_CHECKING:
@@ -21,9 +22,8 @@ DEFAULT_PRIORITY_CLASS = "aksgpu-default"
 # Kubernetes reserves the system- prefix for its own PriorityClasses (system-cluster-critical,
 # system-node-critical), which preempt node agents' peers.
 SYSTEM_PRIORITY_PREFIX = "system-"
-# Namespaces Kubernetes, AKS and aksgpu use themselves: a team of that name would share them.
-RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "gatekeeper-system",
-                                 "aksgpu-system", "gpu-operator", "kueue-system", "app-routing-system"})
+# Namespaces Kubernetes, AKS and its add-ons, and aksgpu use themselves (a team of that name would
+# share them): the table aksgpu/catalog/reserved_namespaces.yaml, each with its owner and source.
 TeamName = Annotated[
     str,
     checked(TEAM_NAME.fullmatch, "must be a DNS label: lowercase letters, digits and '-', at most 63",
@@ -66,7 +66,7 @@ class Team(SpecModel):
     """A team: a namespace of its own, its Entra ID groups, a quota, and the pools that carry its taint."""
 
     name: TeamName
-    """Name of the team, a DNS label (lowercase letters, digits and '-', at most 63), unique. It is also the team's namespace, and pools name it in team."""
+    """Name of the team, a DNS label (lowercase letters, digits and '-', at most 63), unique. It is also the team's namespace, and pools name it in team. Not a namespace Kubernetes, AKS and its add-ons, or aksgpu own (default, kube-*, aks-*, gatekeeper-system, app-routing-system, calico-system, tigera-operator, aksgpu-system, gpu-operator, kueue-system, ...: aksgpu/catalog/reserved_namespaces.yaml, with the source of each)."""
     group_object_ids: list[Guid] = Field(default_factory=list)
     """Object IDs of the team's Entra groups; they may fetch cluster credentials and edit everything in the team's namespace (a RoleBinding to the edit ClusterRole, or RBAC Writer on the namespace with azure-rbac), and with gangScheduling submit Kueue's job kinds and read its Workloads (a RoleBinding to kueue-batch-user-role, in both modes)."""
     quota: TeamQuota = TeamQuota()
@@ -122,9 +122,7 @@ def check_access(spec: ClusterSpec) -> Iterator[Issue]:
     for index, name in enumerate(names):
         if names.index(name) != index:
             yield Issue(f"access.teams[{index}].name", name, "team names must be unique", "merge the two entries")
-        if name in RESERVED_NAMESPACES or name.startswith("kube-"):
-            yield Issue(f"access.teams[{index}].name", name, "the team's namespace would be one that Kubernetes, "
-                        "AKS or aksgpu uses itself", f'rename the team, e.g. "team-{name}"')
+        yield from _check_reserved_namespace(name, f"access.teams[{index}].name")
     yield from _check_priority_classes(spec)
     yield from _check_gpu_taints(spec)
     yield from _check_infiniband_pod_security(spec)
@@ -134,6 +132,19 @@ def check_access(spec: ClusterSpec) -> Iterator[Issue]:
                         f"team {team.name} owns no GPU pool, so its GPU quota defaults to 0 and its pods cannot "
                         "request GPUs", "set quota.gpus to what it may use of the shared GPU pools, or give it a "
                         "pool (nodePools[].team)", "warning")
+
+
+def _check_reserved_namespace(name: str, path: str) -> Iterator[Issue]:
+    """A team's namespace is none that Kubernetes, AKS, its add-ons or aksgpu own (the table
+    reserved_namespaces.yaml, with the source of each row)."""
+    table = catalog.load("reserved_namespaces")
+    row, what = table["names"].get(name), f"be {name}"
+    prefix = next((prefix for prefix in table["prefixes"] if name.startswith(prefix)), None)
+    if row is None and prefix is not None:
+        row, what = table["prefixes"][prefix], f"start with {prefix}"
+    if row is not None:
+        yield Issue(path, name, f"the team's namespace would {what}, which belongs to {row['owner']} "
+                    f"({row['source']})", f'rename the team, e.g. "team-{name}"')
 
 
 def _check_priority_classes(spec: ClusterSpec) -> Iterator[Issue]:

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from aksgpu import catalog
 from aksgpu.spec.descriptions import describe_schema_properties
 from aksgpu.errors import MISSING as _MISSING
 from aksgpu.errors import EXIT_FAILED, Problem, UserError, render_problems
@@ -75,19 +76,52 @@ class SpecError(UserError):
         return self.render()
 
 
-def check_tags(tags: dict[str, str]) -> typing.Iterator[Issue]:
-    """Azure's rule for tag names and values, on every resource aksgpu tags."""
+# The tags aksgpu adds itself to every Azure resource it creates (cluster and fleet: components/
+# aks_gpu_cluster.py, components/fleet.py); a tag of the same name in the spec overrides the value.
+AKSGPU_TAGS: dict[str, str] = {"managed-by": "aksgpu"}
+
+
+def check_tags(tags: dict[str, str], policy_owned: typing.Sequence[str] = ()) -> typing.Iterator[Issue]:
+    """Azure's rules for tag names and values, and its limit of tags per resource counting the tags
+    aksgpu adds and those Azure Policy adds (catalog azure_tags.yaml, with the source)."""
+    rules = catalog.load("azure_tags")
+    forbidden = rules["forbiddenNameCharacters"]
+    names, values = rules["maxNameLength"], rules["maxValueLength"]
+    seen: dict[str, str] = {key.lower(): key for key in AKSGPU_TAGS}
     for key, value in tags.items():
-        if not key or len(key) > 512 or len(value) > 256 or any(c in key for c in "<>%&\\?/"):
-            yield Issue(f"tags.{key}", value, "tag names are 1-512 characters without <>%&\\?/, values at most 256",
-                        "shorten or rename the tag")
+        if not key or len(key) > names or len(value) > values or any(c in key for c in forbidden):
+            yield Issue(f"tags.{key}", value, f"tag names are 1-{names} characters without {forbidden}, values at "
+                        f"most {values} (Azure, tag-resources: Limitations)", "shorten or rename the tag")
+        other = seen.get(key.lower())
+        if other is not None and other != key:
+            owner = "aksgpu's own tag" if other in AKSGPU_TAGS else "tag"
+            yield Issue(f"tags.{key}", value, f"Azure tag names are case-insensitive (tag-resources), so this is "
+                        f"{owner} {other} again: one value would be lost", f"use one spelling, {other}")
+        seen.setdefault(key.lower(), key)
+    yield from check_tag_count(tags, policy_owned, rules["maxTagsPerResource"], "every resource aksgpu creates")
+
+
+def check_tag_count(tags: dict[str, str], policy_owned: typing.Sequence[str], limit: int, where: str,
+                    other_fix: str = "") -> typing.Iterator[Issue]:
+    """At most `limit` tags on the resources `where` names: the spec's, aksgpu's own and the
+    policy-owned ones, each name once (Azure tag names are case-insensitive)."""
+    ours = {key.lower() for key in AKSGPU_TAGS} - {key.lower() for key in tags}
+    owned = {name.lower() for name in policy_owned} - {key.lower() for key in tags} - ours
+    total = len({key.lower() for key in tags}) + len(ours) + len(owned)
+    if total <= limit:
+        return
+    added = f", the {len(ours)} aksgpu adds ({', '.join(sorted(ours))})" if ours else ""
+    policy = f" and the {len(owned)} Azure Policy adds (policyOwnedTags)" if owned else ""
+    yield Issue("tags", total, f"Azure allows at most {limit} tags on {where} (tag-resources: "
+                f"Limitations), and each gets the {len({key.lower() for key in tags})} tags listed here{added}"
+                f"{policy}", f"remove {total - limit} tag(s), or merge several into one tag whose value is JSON{other_fix}")
 
 
 def check_policy_owned_tags(tags: dict[str, str], owned: list[str]) -> typing.Iterator[Issue]:
     """Tag names Azure Policy owns: valid names, each once, none also set by aksgpu (Azure tag names
     are case-insensitive: learn.microsoft.com/azure/azure-resource-manager/management/tag-resources,
     Limitations, read 2026-11-27)."""
-    ours = {key.lower(): key for key in ("managed-by", *tags)}
+    ours = {key.lower(): key for key in (*AKSGPU_TAGS, *tags)}
     seen: set[str] = set()
     for index, name in enumerate(owned):
         path = f"policyOwnedTags[{index}]"

@@ -130,15 +130,15 @@ class ControlPlane(SpecModel):
     """Version, tier and upgrade policy of the managed control plane."""
 
     kubernetes_version: KubernetesVersion | None = None
-    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.35"). It must be a minor version AKS supports under supportPlan (aksgpu/catalog/aks_versions.yaml, AKS's release calendar as of the table's date); one minor past the table's newest is a warning. It must also serve every Kubernetes API aksgpu declares objects of (aksgpu/catalog/kubernetes_apis.yaml: the in-cluster layer's admission policies need 1.30). None: AKS's default version. Upgrades cannot skip a minor version."""
+    """Kubernetes version of the control plane and every pool, "major.minor" or "major.minor.patch" (quote it in YAML, e.g. "1.35"). It must be a minor version AKS supports under supportPlan (aksgpu/catalog/aks_versions.yaml, AKS's release calendar as of the table's date); one minor past the table's newest is a warning. It must also serve every Kubernetes API aksgpu declares objects of (aksgpu/catalog/kubernetes_apis.yaml: the in-cluster layer's admission policies need 1.30). None: AKS's default version. Upgrades cannot skip a minor version, and AKS refuses downgrades: with upgradeChannel patch pin only "major.minor", with stable or rapid leave it unset."""
     tier: Literal["Free", "Standard", "Premium"] = "Standard"
     """Control plane pricing tier. Free has no uptime SLA and supports up to 1,000 nodes; Standard and Premium up to 5,000; Premium is needed for AKSLongTermSupport."""
     support_plan: Literal["KubernetesOfficial", "AKSLongTermSupport"] = "KubernetesOfficial"
     """KubernetesOfficial: community support window; AKSLongTermSupport: long-term support for the version, which needs tier Premium."""
     upgrade_channel: Literal["rapid", "stable", "patch", "node-image", "none"] = "patch"
-    """Cluster auto-upgrade channel: patch keeps the latest patch of the current minor version; stable and rapid also move to newer minor versions; none turns auto-upgrade off. node-image is legacy: use nodeOsUpgradeChannel."""
+    """Cluster auto-upgrade channel: patch keeps the latest patch of the current minor version; stable and rapid also move to newer minor versions; none turns auto-upgrade off. node-image is legacy (a warning): use nodeOsUpgradeChannel; with it AKS fixes nodeOsUpgradeChannel at NodeImage."""
     node_os_upgrade_channel: Literal["None", "Unmanaged", "NodeImage", "SecurityPatch"] = "NodeImage"
-    """How node OS updates arrive: NodeImage (AKS rolls new node images), SecurityPatch (AKS applies security patches), Unmanaged (the OS's own patching) or None (no automatic OS updates)."""
+    """How node OS updates arrive: NodeImage (AKS rolls new node images), SecurityPatch (AKS applies security patches), Unmanaged (the OS's own patching) or None (no automatic OS updates). Azure Linux does not support SecurityPatch on GPU pools. None and Unmanaged re-image no node, so with security.diskEncryption ephemeral OS disks keep old key versions (a warning)."""
     maintenance_windows: list[MaintenanceWindow] = Field(default_factory=list)
     """Weekly windows for cluster auto-upgrades and node OS updates, at most one per schedule. Empty: no window restricts when they run."""
     api_server: ApiServer = ApiServer()
@@ -175,9 +175,65 @@ def check_control_plane(spec: ClusterSpec) -> Iterator[Issue]:
             yield Issue(f"{path}.schedule", window.schedule,
                         f"a node OS window does nothing with nodeOsUpgradeChannel {cp.node_os_upgrade_channel}",
                         "set nodeOsUpgradeChannel: NodeImage or SecurityPatch, or drop the window", "warning")
+    yield from _check_upgrade_channels(spec)
     yield from _check_kubernetes_version(spec)
     yield from _check_api_server(spec)
     yield from check_autoscaler_profile(spec)
+
+
+# MicrosoftDocs/azure-aks-docs@fb060abe (read 2026-11-27): auto-upgrade-node-os-image.md (ms.date
+# 2026-06-26), "Node OS autoupgrade channel known limitations": with the cluster channel node-image AKS
+# sets the node OS channel to NodeImage, and "You can't change the node OS autoupgrade channel value";
+# its channel table: SecurityPatch, "Azure Linux doesn't support this channel on GPU-enabled VMs".
+# auto-upgrade-cluster.md (ms.date 2026-06-26): node-image "is now legacy and should no longer be used".
+NODE_OS_CHANNEL_SOURCE = "AKS docs auto-upgrade-node-os-image.md"
+
+
+def _check_upgrade_channels(spec: ClusterSpec) -> Iterator[Issue]:
+    """Channel pairs AKS documents as invalid, the legacy channel, and customer-key rotation on
+    ephemeral OS disks without node image upgrades."""
+    cp = spec.control_plane
+    path = "controlPlane.nodeOsUpgradeChannel"
+    if cp.upgrade_channel == "node-image" and cp.node_os_upgrade_channel != "NodeImage":
+        yield Issue(path, cp.node_os_upgrade_channel, "with upgradeChannel node-image AKS sets the node OS channel "
+                    f"to NodeImage and refuses any other ({NODE_OS_CHANNEL_SOURCE}, known limitations)",
+                    "set upgradeChannel to patch or stable (node-image is legacy), or nodeOsUpgradeChannel: NodeImage")
+    elif cp.upgrade_channel == "node-image":
+        yield Issue("controlPlane.upgradeChannel", "node-image", "node-image is legacy and 'should no longer be "
+                    "used' (AKS docs auto-upgrade-cluster.md): it upgrades node images only, never Kubernetes",
+                    "set upgradeChannel: patch (nodeOsUpgradeChannel NodeImage keeps the weekly node images)", "warning")
+    # AKS docs upgrade-node-pools.md: "You can't downgrade the control plane or a node pool Kubernetes
+    # version"; aksgpu sends kubernetesVersion with every update of the cluster. Azure's own AKS module
+    # refuses the same pairs (Azure/terraform-azurerm-aks#281, #302: with patch, no patch number; with
+    # stable or rapid, no version), and AKS denies a version that differs from the current one
+    # (Azure/azure-cli#31018, 2025-03-31: "orchvers validator will deny the request").
+    pinned = cp.kubernetes_version
+    if pinned and (cp.upgrade_channel in ("stable", "rapid") or (cp.upgrade_channel == "patch" and pinned.count(".") == 2)):
+        moves = "newer minor versions" if cp.upgrade_channel != "patch" else "newer patches"
+        yield Issue("controlPlane.kubernetesVersion", pinned, f"upgradeChannel {cp.upgrade_channel} moves the cluster "
+                    f"to {moves}, and the next `aksgpu up` would ask AKS to go back to {pinned}, a downgrade AKS "
+                    "refuses (AKS docs upgrade-node-pools.md)", "remove kubernetesVersion (the channel chooses), pin "
+                    "only the minor version with upgradeChannel patch, or set upgradeChannel: none")
+    if cp.node_os_upgrade_channel == "SecurityPatch":
+        pools = [pool.name for pool in spec.node_pools if pool.kind == "gpu" and pool.os_sku.startswith("AzureLinux")]
+        if pools:
+            yield Issue(path, "SecurityPatch", f"Azure Linux does not support SecurityPatch on GPU VMs "
+                        f"({NODE_OS_CHANNEL_SOURCE}, channel table), and pools {', '.join(pools)} are Azure Linux GPU pools",
+                        "set nodeOsUpgradeChannel: NodeImage, or osSku: Ubuntu on those pools")
+    # docs/guides/security.md, security.diskEncryption (AKS docs azure-disk-customer-managed-keys.md,
+    # "Gradual usage of new CMK"): a new key version reaches an ephemeral OS disk only when its node
+    # is re-imaged, "so never disable or let a version expire while a node may still use it". A fleet
+    # member's node images come from the fleet's NodeImage profile, which is why its channel is None.
+    if (spec.security.disk_encryption.mode != "none" and cp.node_os_upgrade_channel in ("None", "Unmanaged")
+            and spec.fleet is None):
+        pools = [pool.name for _, pool in spec.all_pools if pool.os_disk_type != "Managed"]
+        if pools:
+            yield Issue(path, cp.node_os_upgrade_channel, "with a customer key on the OS disks, a new key version "
+                        "reaches an ephemeral OS disk only when its node is re-imaged, and this channel re-images "
+                        f"no node: the ephemeral (or AKS-chosen) OS disks of {', '.join(pools)} keep the old "
+                        "version, which must never be disabled or expire (AKS docs azure-disk-customer-managed-keys.md)",
+                        "set nodeOsUpgradeChannel: NodeImage, or plan node image upgrades after each key rotation",
+                        "warning")
 
 
 def _minor(version: str) -> tuple[int, int]:

@@ -251,6 +251,16 @@ def _check_disks(pool: PoolBase, path: str) -> Iterator[Issue]:
 
 def _check_ephemeral_fits(pool: PoolBase, path: str, size: VmSize) -> Iterator[Issue]:
     """The ephemeral OS disk fits the local disk Azure places it on (vm_sizes.yaml: placement, cache)."""
+    cache_unknown = size.cache_listed and size.cache_gib is None  # listed as null: not published
+    if not (size.temp_disk_gib or size.nvme or size.cache_gib or cache_unknown):
+        # Azure places an ephemeral OS disk on local storage, "VM sizes with local storage such as
+        # D(a)dsv5" (MicrosoftDocs/azure-compute-docs@0d0c4c594783 ephemeral-os-disks.md, ms.date
+        # 2026-09-08; learn.microsoft.com/azure/virtual-machines/ephemeral-os-disks); the size pages
+        # of such sizes say "Ephemeral OS Disk: Not Supported" (vm_sizes.yaml series Dsv5).
+        yield Issue(f"{path}.osDiskType", "Ephemeral", f"{pool.vm_size} has no local disk (no temp, cache or NVMe "
+                    "disk), and Azure places an ephemeral OS disk only on one (Azure docs ephemeral-os-disks.md)",
+                    "use osDiskType: Managed, or a size with a local disk (a 'd' size, e.g. Standard_D8ds_v5)")
+        return
     needed = pool.effective_os_disk_size_gb or DEFAULT_EPHEMERAL_OS_DISK_GIB
     capacity = ephemeral_capacity_gib(size)
     if capacity >= needed:

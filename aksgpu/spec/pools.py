@@ -114,7 +114,7 @@ class PoolBase(SpecModel):
     os_sku: OsSku = "Ubuntu"
     """OS image of the nodes (AKS osSku); nodes are always Linux. AKS applies no automatic security patches to Azure Linux GPU nodes."""
     os_disk_type: Literal["Ephemeral", "Managed"] | None = None
-    """Ephemeral: the OS disk lives on the VM's local temp disk, which must be at least osDiskSizeGb (128 GiB if unset); Managed: an Azure managed disk. None: AKS chooses. Changing it replaces the pool."""
+    """Ephemeral: the OS disk lives on the VM's local temp disk, which must be at least osDiskSizeGb (128 GiB if unset), so a size without a local disk (such as Standard_D8s_v5) cannot have one; Managed: an Azure managed disk. None: AKS chooses. Changing it replaces the pool."""
     os_disk_size_gb: int | None = Field(default=None, ge=30, le=2048)
     """OS disk size in GiB, 30-2048. None: AKS's default for the VM size. An ephemeral OS disk must fit on the VM's temp disk. Changing it replaces the pool."""
     kubelet_disk: Literal["auto", "OS", "Temporary"] = "auto"
