@@ -83,7 +83,8 @@ def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet
     key = ("effective_fleet", name)
     if key not in environments.worked_out:
         environments.worked_out[key] = _effective_fleet(environments, name)
-    return environments.worked_out[key]  # type: ignore[no-any-return]
+    found: EffectiveFleet = environments.worked_out[key]
+    return found
 
 
 def _effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet:
