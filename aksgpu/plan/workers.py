@@ -10,8 +10,8 @@ planner and the program once (multiprocessing's forkserver; spawn where there is
 a process group of their own, deaf to SIGINT: Ctrl-C at the terminal reaches only the command, which
 stops them and ends as it always does (one line, exit 130).
 
-AKSGPU_WORKERS=N sets how many workers (default: one per core; 1: none, every plan in the command's
-process, one after another).
+AKSGPU_WORKERS=N sets how many workers (default: one per core, where each gets a few plans; 1: none,
+every plan in the command's process, one after another).
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ WORKERS_VARIABLE = "AKSGPU_WORKERS"
 # What the server process imports once, so that each worker it forks starts with them.
 PRELOAD = ["aksgpu.plan.planner", "aksgpu.program"]
 
+# A worker's first plan imports the providers' modules (about a second on a 2-core machine, where
+# the command's own process pays it once): with fewer plans than this per worker, planning them one
+# after another is as fast (the two-environment example: 2 plans, 0.9x at best on 2 cores).
+PLANS_PER_WORKER = 3
+
 Job = tuple["StackFile", "str | None", "Mapping[str, Mapping[str, Any]]"]
 Progress = Callable[[int, int], None]  # (plans done, plans in all)
 
@@ -46,10 +51,13 @@ def cores() -> int:
 
 
 def worker_count(jobs: int) -> int:
-    """How many workers `jobs` plans get: one per core (AKSGPU_WORKERS=N: N), at most one per plan;
-    0 (plan in this process) for a single plan, on one core or with AKSGPU_WORKERS=1."""
+    """How many workers `jobs` plans get: one per core with at least PLANS_PER_WORKER plans each
+    (AKSGPU_WORKERS=N: N, at most one per plan); 0, plan in this process, where that is under two."""
     setting = os.environ.get(WORKERS_VARIABLE, "").strip()
-    count = min(int(setting) if setting.isdigit() and int(setting) > 0 else cores(), jobs)
+    if setting.isdigit() and int(setting) > 0:
+        count = min(int(setting), jobs)
+    else:
+        count = min(cores(), jobs // PLANS_PER_WORKER)
     return count if count > 1 else 0
 
 
@@ -87,11 +95,11 @@ def _plan(stack_file: StackFile, project: str | None, stack_outputs: Mapping[str
         return None
 
 
-def warm_up() -> None:
+def warm_up(jobs: int) -> None:
     """Start the server the workers are forked from, so that it imports the planner and the program
-    while the command does its own work first (validating, rendering); nothing where plans stay in
-    this process (one core, AKSGPU_WORKERS=1) or where there is no forkserver."""
-    if worker_count(2):
+    while the command does its own work first (validating, rendering); nothing where `jobs`, the
+    plans the command expects to make, stay in this process, or where there is no forkserver."""
+    if worker_count(jobs):
         _context()
 
 

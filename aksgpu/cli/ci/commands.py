@@ -137,8 +137,8 @@ def summary(
 
     from aksgpu.plan.workers import warm_up
 
-    if len(environments or [None, None]) > 1:
-        warm_up()  # the plan workers' server imports the planner while the environments are checked
+    # The plan workers' server imports the planner while the environments are checked.
+    warm_up(len(list(Path("stacks").glob("Pulumi.*.yaml"))))
     try:
         with progress("Planning every environment offline") as update:
             results = check_environments(environments or [], progress=update)

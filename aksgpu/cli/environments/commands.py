@@ -63,7 +63,7 @@ def validate(
     if not spec_only and len(targets or [None, None]) > 1:
         from aksgpu.plan.workers import warm_up
 
-        warm_up()  # the plan workers' server imports the planner while the specs are checked
+        warm_up(len(list(Path("stacks").glob("Pulumi.*.yaml"))))  # its server imports the planner meanwhile
     try:
         reports = validate_targets(targets or [])
         if not spec_only:

@@ -146,7 +146,8 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
              "--manifests with a member's stack (`aksgpu plan STACK-MEMBER --manifests DIR`).")
     from aksgpu.plan.workers import warm_up
 
-    warm_up()  # the plan workers' server imports the planner while the fleet's render is compared
+    members = stack_file.fleet.get("members") if isinstance(stack_file.fleet, dict) else None
+    warm_up(2 + len(members) if isinstance(members, list) else 0)  # its server imports the planner meanwhile
     note = _stale_note(stack_file)
     try:
         with progress("Planning the fleet offline: its shared stack, then each member") as update:
