@@ -8,7 +8,8 @@ Each figure is one fresh `aksgpu plan FLEET --json` process (plans on every core
 after `aksgpu render` wrote the fleet's stacks. Then, for the largest N, `aksgpu validate` and
 `aksgpu plan FLEET` on every core against the same command planning one stack after another
 (AKSGPU_WORKERS=1), interleaved (tests/command_timing.py), their output checked equal.
---quick: N = 2 and one round (CI runs it so that it cannot rot).
+--quick: N = 2 and one round (CI runs it so that it cannot rot). The CPU column is the command's own
+process: its plan workers are the plan server's children, which the command does not wait for.
 """
 
 from __future__ import annotations

@@ -127,12 +127,9 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
+        from aksgpu.cli.entry import version_text
 
-        try:
-            typer.echo(f"aksgpu {version('aksgpu')}")
-        except PackageNotFoundError:
-            typer.echo("aksgpu (not installed as a package; run `pip install -e .` in its repository)")
+        typer.echo(version_text())
         raise typer.Exit()
 
 
