@@ -14,7 +14,8 @@ from pathlib import Path
 AKSGPU = str(Path(sys.executable).with_name("aksgpu"))
 
 
-def timed(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
+def timed(command: list[str], cwd: Path,
+          env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False,
                             env={**os.environ, **(env or {})})
