@@ -126,10 +126,13 @@ app = typer.Typer(
 
 
 def _print_version(value: bool) -> None:
-    if value:
-        from aksgpu.cli.entry import version_text
+    if value:  # the console script answers `aksgpu --version` alone with the same line (cli/entry.py)
+        from importlib.metadata import PackageNotFoundError, version
 
-        typer.echo(version_text())
+        try:
+            typer.echo(f"aksgpu {version('aksgpu')}")
+        except PackageNotFoundError:
+            typer.echo("aksgpu (not installed as a package; run `pip install -e .` in its repository)")
         raise typer.Exit()
 
 

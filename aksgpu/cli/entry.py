@@ -14,7 +14,8 @@ EXIT_BROKEN_PIPE = 141  # aksgpu.errors.EXIT_BROKEN_PIPE, likewise
 
 
 def version_text() -> str:
-    """What `aksgpu --version` prints."""
+    """What `aksgpu --version` prints: app.py's --version prints the same (tests/test_cli_conventions.py
+    compares them; app.py does not import this module, which imports it)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
