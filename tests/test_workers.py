@@ -116,3 +116,23 @@ def test_ctrl_c_while_workers_plan_ends_in_one_line_and_no_worker_left(fleet: Pa
     assert err == "interrupted. Files aksgpu writes are replaced whole, so each is as it was or complete.\n"
     time.sleep(1)
     assert _session(command.pid) == []
+
+
+@pytest.mark.parametrize("args", [["validate", "--spec-only"], ["ci", "summary"]], ids=" ".join)
+def test_a_command_resolves_a_fleet_once_for_all_its_members(args: list[str], fleet: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each member's render reads the whole fleet: one command resolves it once, not once per member."""
+    from aksgpu.environments import fleet as fleet_module
+
+    resolved: Counter[str] = Counter()
+    real = fleet_module._effective_fleet
+
+    def counting(environments: Any, name: str) -> Any:
+        resolved[name] += 1
+        return real(environments, name)
+
+    monkeypatch.setattr(fleet_module, "_effective_fleet", counting)
+    monkeypatch.setenv(WORKERS_VARIABLE, "1")
+    monkeypatch.chdir(fleet)
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert resolved == Counter({"training": 1})
