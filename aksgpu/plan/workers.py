@@ -36,7 +36,8 @@ PRELOAD = ["aksgpu.plan.planner", "aksgpu.program"]
 
 # A worker's first plan imports the providers' modules (about a second on a 2-core machine, where
 # the command's own process pays it once): with fewer plans than this per worker, planning them one
-# after another is as fast (the two-environment example: 2 plans, 0.9x at best on 2 cores).
+# after another is faster (the two-environment example's 2 plans on 2 workers took 1.4x as long,
+# measured interleaved on 2026-11-27 on a busy 2-core machine; tests/benchmark_validate.py).
 PLANS_PER_WORKER = 3
 
 Job = tuple["StackFile", "str | None", "Mapping[str, Mapping[str, Any]]"]
