@@ -3,9 +3,13 @@ nodes each (tests/fleet_scale.py), for N = 1, 5, 10 and 20: wall time, CPU time,
 and the time each added member costs (between one row and the next): constant if the plan time
 grows linearly with the members.
 
-Run: .venv/bin/python tests/benchmark_fleet.py [N ...]
-Each figure is one fresh `aksgpu plan FLEET --json` process (the shared stack, then every member,
-one after another in that process), after `aksgpu render` wrote the fleet's stacks.
+Run: .venv/bin/python tests/benchmark_fleet.py [N ...] [--quick]
+Each figure is one fresh `aksgpu plan FLEET --json` process (plans on every core: aksgpu/plan/workers.py),
+after `aksgpu render` wrote the fleet's stacks. Then, for the largest N, `aksgpu validate` and
+`aksgpu plan FLEET` on every core against the same command planning one stack after another
+(AKSGPU_WORKERS=1), interleaved (tests/command_timing.py), their output checked equal.
+--quick: N = 2 and one round (CI runs it so that it cannot rot). The CPU column is the command's own
+process: its plan workers are the plan server's children, which the command does not wait for.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def _run(args: list[str], cwd: Path) -> tuple[float, float, str]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), result.stdout
 
 
-def main(counts: list[int]) -> None:
+def main(counts: list[int], rounds: int = 3) -> None:
     print(f"aksgpu plan of a fleet of N members x {NODES_PER_MEMBER:,} nodes (one fresh process each)")
     print(f"{'members':>7}  {'nodes':>9}  {'resources':>9}  {'wall s':>7}  {'cpu s':>7}  {'peak MB':>7}  "
           f"{'s per added member':>18}")
@@ -54,7 +58,23 @@ def main(counts: list[int]) -> None:
             slope = f"{(wall - rows[-1][1]) / (members - rows[-1][0]):.2f}" if rows else "-"
             rows.append((members, wall))
             print(f"{members:>7}  {nodes:>9,}  {resources:>9,}  {wall:>7.1f}  {cpu:>7.1f}  {peak:>7.0f}  {slope:>18}")
+        _every_core(project, counts[-1], rounds)
+
+
+def _every_core(project: Path, members: int, rounds: int) -> None:
+    """validate and plan of the fleet on every core against one stack after another."""
+    from tests.command_timing import interleaved, machine
+
+    print(f"\n{members} members ({machine()}; median of {rounds} interleaved rounds):")
+    for args in (["validate"], ["plan", "scale"]):
+        times = interleaved({"every core": ([AKSGPU, *args], {}),
+                             "one after another": ([AKSGPU, *args], {"AKSGPU_WORKERS": "1"})}, project, rounds)
+        print(f"  aksgpu {' '.join(args):<16} {times['every core']:6.1f} s on every core, "
+              f"{times['one after another']:.1f} s one stack after another: "
+              f"{times['every core'] / times['one after another']:.2f}x")
 
 
 if __name__ == "__main__":
-    main([int(arg) for arg in sys.argv[1:]] or [1, 5, 10, 20])
+    quick = "--quick" in sys.argv
+    main([int(arg) for arg in sys.argv[1:] if arg != "--quick"] or ([2] if quick else [1, 5, 10, 20]),
+         rounds=1 if quick else 3)

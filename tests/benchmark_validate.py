@@ -1,8 +1,13 @@
 """How many generated hostile specs per second `aksgpu validate` gets through (prints figures).
 
-Run: .venv/bin/python tests/benchmark_validate.py [CASES]
+Run: .venv/bin/python tests/benchmark_validate.py [CASES] [--quick]
 Cases come from tests/fuzz.py (seeded). Two figures: the whole command in-process (read the
 file, strict YAML, every spec rule, the report), and the spec rules alone on the same specs.
+Then, in fresh processes in the example project, interleaved (tests/command_timing.py): the quick
+commands (`--help`, `--version`, `validate --spec-only`, `render --check`) against `python -c pass`,
+and `validate` and `ci summary` with plans on every core against the same commands planning one
+stack after another (AKSGPU_WORKERS=1), their output checked equal. --quick: 50 cases, 2 rounds
+(CI runs it so that it cannot rot).
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from tests.helpers import EXAMPLE
 
 
 def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    quick = "--quick" in sys.argv
+    numbers = [arg for arg in sys.argv[1:] if arg != "--quick"]
+    count = int(numbers[0]) if numbers else 50 if quick else 500
     cases = [case for case in Generator(1).cases(count * 3) if case.kind == "stack"][:count]
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder)
@@ -59,6 +66,30 @@ def main() -> None:
           f"{len(cases) / command_seconds:.0f} specs/s")
     print(f"spec rules alone (parse_cluster_spec): {len(specs)} specs in {rules_seconds:.2f} s, "
           f"{len(specs) / rules_seconds:.0f} specs/s")
+    commands(rounds=2 if quick else 9)
+
+
+def commands(rounds: int) -> None:
+    """The quick commands against a bare interpreter, and the planning commands against their
+    sequential path, in the example project (interleaved, medians of `rounds`)."""
+    from tests.command_timing import AKSGPU, interleaved, machine
+
+    print(f"\nIn {EXAMPLE.name} ({machine()}; median of {rounds} interleaved rounds):")
+    quick = interleaved({"python -c pass": ([sys.executable, "-c", "pass"], {}),
+                         "aksgpu --help": ([AKSGPU, "--help"], {}),
+                         "aksgpu --version": ([AKSGPU, "--version"], {}),
+                         "aksgpu validate --spec-only": ([AKSGPU, "validate", "--spec-only"], {}),
+                         "aksgpu render --check": ([AKSGPU, "render", "--check"], {})}, EXAMPLE, rounds)
+    bare = quick.pop("python -c pass")
+    print(f"  {'python -c pass':<30} {bare * 1000:6.0f} ms")
+    for name, seconds in quick.items():
+        print(f"  {name:<30} {seconds * 1000:6.0f} ms  ({seconds / bare:.1f}x python -c pass)")
+    for args in (["ci", "summary"], ["validate"]):
+        name = "aksgpu " + " ".join(args)
+        times = interleaved({"every core": ([AKSGPU, *args], {}),
+                             "one after another": ([AKSGPU, *args], {"AKSGPU_WORKERS": "1"})}, EXAMPLE, rounds)
+        print(f"  {name:<30} {times['every core']:6.2f} s on every core, {times['one after another']:.2f} s one "
+              f"stack after another: {times['every core'] / times['one after another']:.2f}x")
 
 
 if __name__ == "__main__":

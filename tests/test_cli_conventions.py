@@ -27,6 +27,17 @@ def test_version() -> None:
     assert result.exit_code == 0 and result.output == f"aksgpu {version('aksgpu')}\n"
 
 
+def test_the_console_script_answers_version_without_loading_typer_or_the_commands() -> None:
+    """`aksgpu --version` alone is answered by cli/entry.py (fast), with the app's very line."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.argv = ['aksgpu', '--version']; from aksgpu.cli.entry import main; main(); "
+            "print(sorted(m for m in sys.modules if m == 'typer' or m.startswith('aksgpu.cli.app')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout == runner.invoke(app, ["--version"]).output + "[]\n"
+
+
 def test_completion_of_environments_presets_and_stack_files(project: Path) -> None:
     (project / "stacks" / "Pulumi.adhoc.yaml").write_text("config: {}\n")
     assert environment_names() == ["adhoc", "dev", "prod"]

@@ -167,7 +167,7 @@ def test_ctrl_c_while_aksgpu_loads_is_one_line_and_exit_130(tmp_path: Path) -> N
         "            raise KeyboardInterrupt\n"
         "sys.meta_path.insert(0, Interrupt())\n")
     environment = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO_ROOT}"}
-    result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.entry import main; main()", "--version"],
+    result = subprocess.run([sys.executable, "-c", "from aksgpu.cli.entry import main; main()", "--help"],
                             capture_output=True, text=True, env=environment, timeout=60)
     assert result.returncode == 130, result.stderr
     assert "Traceback" not in result.stderr

@@ -126,7 +126,7 @@ app = typer.Typer(
 
 
 def _print_version(value: bool) -> None:
-    if value:
+    if value:  # the console script answers `aksgpu --version` alone with the same line (cli/entry.py)
         from importlib.metadata import PackageNotFoundError, version
 
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import typer
@@ -92,15 +92,17 @@ def echo_json(document: Any) -> None:
 
 
 @contextlib.contextmanager
-def progress(message: str) -> Iterator[None]:
-    """A spinner on stderr for a long step, only when a person is watching (a terminal)."""
+def progress(message: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A spinner on stderr for a long step, only when a person is watching (a terminal). It gives
+    a function that shows how far the step is (`done`, `total`: "message (3 of 21 stacks planned)"),
+    or None when nothing is shown (not a terminal, --quiet)."""
     if OUTPUT.quiet or not sys.stderr.isatty():
-        yield
+        yield None
         return
     from rich.console import Console
 
-    with Console(stderr=True).status(message):
-        yield
+    with Console(stderr=True).status(message) as status:
+        yield lambda done, total: status.update(f"{message} ({done} of {total} stacks planned)")
 
 
 def table_width() -> int | None:

@@ -6,13 +6,35 @@ Only the standard library is imported here, so an interrupt while app.py loads i
 
 from __future__ import annotations
 
+import os
 import sys
 
 EXIT_INTERRUPTED = 130  # aksgpu.errors.EXIT_INTERRUPTED, not imported so that nothing loads before the guard
+EXIT_BROKEN_PIPE = 141  # aksgpu.errors.EXIT_BROKEN_PIPE, likewise
+
+
+def version_text() -> str:
+    """What `aksgpu --version` prints: app.py's --version prints the same (tests/test_cli_conventions.py
+    compares them; app.py does not import this module, which imports it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"aksgpu {version('aksgpu')}"
+    except PackageNotFoundError:
+        return "aksgpu (not installed as a package; run `pip install -e .` in its repository)"
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. `aksgpu --version` alone is answered here, without loading Typer
+    and the commands (a third of the time otherwise); the app's --version prints the same line."""
+    if sys.argv[1:] == ["--version"]:
+        try:
+            sys.stdout.write(version_text() + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader went away, as cli/app.py answers it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_BROKEN_PIPE)
+        return
     try:
         from aksgpu.cli.app import main as run
 

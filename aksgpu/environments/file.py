@@ -7,7 +7,7 @@ to stacks/Pulumi.<env>.yaml; nothing else in the chain reads environments.yaml b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -151,6 +151,9 @@ class EnvironmentsFile:
     path: Path
     document: EnvironmentsDocument
     exists: bool
+    # What one command works out from this document once (a fleet's effective specs, environments/fleet.py):
+    # every member of a fleet reads the whole fleet, which would otherwise be resolved once per member.
+    worked_out: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def names(self) -> list[str]:

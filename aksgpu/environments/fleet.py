@@ -79,7 +79,16 @@ def is_fleet(environments: EnvironmentsFile, name: str) -> bool:
 
 def effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet:
     """Resolve and validate fleet environment `name`; raises SpecError listing every problem of the
-    fleet and its members (each where it was written)."""
+    fleet and its members (each where it was written). Once per `environments` (its document does not
+    change): every member's render reads the whole fleet."""
+    key = ("effective_fleet", name)
+    if key not in environments.worked_out:
+        environments.worked_out[key] = _effective_fleet(environments, name)
+    found: EffectiveFleet = environments.worked_out[key]
+    return found
+
+
+def _effective_fleet(environments: EnvironmentsFile, name: str) -> EffectiveFleet:
     environment = environments.get(name)
     settings = environment.fleet
     assert settings is not None, f"{name} is not a fleet environment"

@@ -249,11 +249,12 @@ class EnvironmentNotRendered(UserError):
         self.exit_code = exit_code
 
 
-def render_state(stack_file: StackFile) -> RenderedStack | None:
+def render_state(stack_file: StackFile, environments: EnvironmentsFile | None = None) -> RenderedStack | None:
     """How a stack file compares with what its environment renders; None when it belongs to no
     environment of the project's environments.yaml. Raises EnvironmentNotRendered when
     environments.yaml is unreadable, the environment has errors, or the stack file was rendered
-    from an environment environments.yaml no longer defines."""
+    from an environment environments.yaml no longer defines. `environments`: the project's, where the
+    caller has read it already (its fleets are then resolved once for all their members)."""
     from aksgpu.environments.file import load_environments
     from aksgpu.spec import SpecError
 
@@ -261,7 +262,8 @@ def render_state(stack_file: StackFile) -> RenderedStack | None:
     fix = (f"Fix: correct it (`aksgpu validate {name}` lists every problem), then `aksgpu render {name}`; "
            f"until then {stack_file.path.name} may not be what the environment says.")
     try:
-        environments = load_environments(stack_file.project_dir)
+        if environments is None or environments.project_dir != stack_file.project_dir:
+            environments = load_environments(stack_file.project_dir)
         if stack_file.path.parent != environments.path.parent:
             return None
         if name not in environments.stacks():

@@ -142,7 +142,7 @@ def _note_shared_clusters(reports: list[Report]) -> None:
 def _validate_one(target: str, environments: EnvironmentsFile, cwd: Path | None) -> Report:
     if target in environments.names:
         return _validate_environment(target, environments)
-    return _validate_stack_file(target, cwd)
+    return _validate_stack_file(target, cwd, environments)
 
 
 def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
@@ -186,7 +186,7 @@ def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
     return report
 
 
-def _validate_stack_file(target: str, cwd: Path | None) -> Report:
+def _validate_stack_file(target: str, cwd: Path | None, environments: EnvironmentsFile | None = None) -> Report:
     from aksgpu.spec import SpecError, parse_cluster_spec
 
     try:
@@ -215,7 +215,7 @@ def _validate_stack_file(target: str, cwd: Path | None) -> Report:
         from aksgpu.environments.render import EnvironmentNotRendered, render_state
 
         try:
-            render_state(stack_file)
+            render_state(stack_file, environments)  # the project's environments, read once for every target
         except EnvironmentNotRendered as error:
             report.notes.append(f"error: {error}")
             report.failed = True

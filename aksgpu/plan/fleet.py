@@ -5,6 +5,7 @@ shared stack's outputs as their stack references read them, and what only the wh
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,13 +83,19 @@ def load_fleet(stack_file: StackFile) -> tuple[FleetSpec, list[Issue]]:
     return parse_fleet_spec(stack_file.fleet, source=stack_file.source(FLEET_KEY))
 
 
-def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: Stacks | None = None) -> FleetPlan:
+def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: Stacks | None = None,
+               progress: Callable[[int, int], None] | None = None) -> FleetPlan:
     """Plan and review the shared stack, the upgrades stack and the members (all, or those named by
-    member name or stack), each stack file resolved and planned once (through `stacks`)."""
+    member name or stack), each stack file resolved and planned once (through `stacks`), on the
+    machine's cores (`progress(done, total)` as plans finish)."""
     from aksgpu.preflight.tables import price_table
 
     stacks = stacks or Stacks()
     spec, warnings = load_fleet(stack_file)
+    wanted = set(members or [])
+    ahead = [f"{stack_file.stack}-{UPGRADES}", *(member.stack for member in spec.members
+                                                 if not wanted or member.name in wanted or member.stack in wanted)]
+    stacks.plan_ahead([stack_file, *_resolved(stacks, ahead, stack_file)], shared=stack_file, progress=progress)
     shared = stacks.plan(stack_file, stack_outputs={})
     upgrades_file = stacks.resolve(f"{stack_file.stack}-{UPGRADES}", cwd=stack_file.project_dir)
     if not upgrades_file.is_fleet_upgrades:
@@ -100,7 +107,6 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: 
     prices = price_table(stack_file.project_dir)
     result = FleetPlan(stack_file, spec, warnings, review(shared, spec, prices=prices), upgrades_spec,
                        review(upgrades, upgrades_spec))
-    wanted = set(members or [])
     for member in spec.members:
         if wanted and member.name not in wanted and member.stack not in wanted:
             continue
@@ -115,6 +121,17 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: 
         result.members.append(MemberPlan(member_file, member_spec, member_warnings,
                                          review(plan, member_spec, prices=prices)))
     return result
+
+
+def _resolved(stacks: Stacks, names: list[str], stack_file: StackFile) -> list[StackFile]:
+    """The stack files of `names` beside `stack_file` that resolve (plan_fleet reports the others)."""
+    found = []
+    for name in names:
+        try:
+            found.append(stacks.resolve(name, cwd=stack_file.project_dir))
+        except UserError:
+            continue
+    return found
 
 
 # --- what only the whole fleet shows ---------------------------------------------------------

@@ -15,7 +15,8 @@ through a stack reference).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from datetime import date
 from functools import cached_property
 from pathlib import Path
@@ -30,6 +31,7 @@ from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec
 
 if TYPE_CHECKING:
     from aksgpu.environments.validation import Report
+    from aksgpu.plan.workers import Job, Progress
     from aksgpu.policy.engine import PolicyReport
     from aksgpu.preflight.cost import CostEstimate
     from aksgpu.plan.deploy_time import DeployTime
@@ -115,6 +117,71 @@ class Stacks:
                 stack_outputs = referenced_stack_outputs(stack_file, project, self.plan, resolve=self.resolve)
             self._plans[key] = plan_stack(stack_file, project, stack_outputs)
         return self._plans[key]
+
+    def plan_ahead(self, stack_files: Sequence[StackFile], project: str | None = None, *,
+                   shared: StackFile | None = None, progress: Progress | None = None) -> None:
+        """Plan `stack_files` and the stacks they read through stack references on the machine's cores
+        (plan/workers.py), ahead of `plan`, which then finds each plan made: the plans `plan` would make
+        one after another, each stack's from the first stack file of its path, as `plan` keeps it.
+        `shared`: the fleet stack whose outputs every one of them reads under its stack name (a fleet's
+        plan), rather than the one each names. Raises nothing but KeyboardInterrupt: a stack that cannot
+        be planned is left to `plan`, which raises its error as it would have."""
+        from aksgpu.errors import UserError
+        from aksgpu.plan.workers import plan_ahead
+
+        index: dict[tuple[Path, str | None], int] = {}
+        keys: list[tuple[Path, str | None]] = []
+        jobs: list[Job | Any] = []
+        after: list[int | None] = []
+
+        def add(stack_file: StackFile, job: Any, before: int | None) -> int:
+            index[(stack_file.path, project)] = len(jobs)
+            keys.append((stack_file.path, project))
+            jobs.append(job)
+            after.append(before)
+            return len(jobs) - 1
+
+        def reading(stack_file: StackFile, reads: StackFile | None) -> Any:
+            if reads is None:
+                return (stack_file, project, {})
+            if shared is not None:
+                return lambda: (stack_file, project, {shared.stack: self._plans[(shared.path, project)].outputs})
+            return lambda: (stack_file, project, referenced_stack_outputs(stack_file, project, self.plan,
+                                                                          resolve=self.resolve))
+
+        for stack_file in stack_files:
+            if (stack_file.path, project) in self._plans or (stack_file.path, project) in index:
+                continue
+            reads: list[StackFile] = [shared] if shared is not None else []
+            if shared is None:
+                try:  # the stack it reads, found as `plan` finds it (planned with no outputs of its own)
+                    referenced_stack_outputs(stack_file, project, _Found(reads), resolve=self.resolve)
+                except UserError:
+                    continue
+            before = None
+            if reads:
+                key = (reads[0].path, project)
+                if key not in self._plans and key not in index:
+                    add(reads[0], (reads[0], project, {}), None)
+                before = index.get(key)
+            job = reading(stack_file, reads[0] if reads else None)
+            add(stack_file, job() if callable(job) and before is None else job, before)
+
+        def keep(position: int, plan: Plan) -> None:
+            self._plans.setdefault(keys[position], plan)
+
+        plan_ahead(jobs, after, keep, progress)
+
+
+class _Found:
+    """A stand-in planner that notes the stack file it is asked to plan (the stack a stack reads)."""
+
+    def __init__(self, found: list[StackFile]) -> None:
+        self.found = found
+
+    def __call__(self, stack_file: StackFile, *_: Any) -> Any:
+        self.found.append(stack_file)
+        return SimpleNamespace(outputs={})
 
 
 def check_policies(report: Report, stacks: Stacks | None = None) -> None:

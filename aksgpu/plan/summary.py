@@ -189,8 +189,10 @@ def _result(name: str, stack_name: str, found: Review, warnings: list[Issue], no
                              policy=found.policy_document(), cost=cost, deploy_time=found.deploy_time_document())
 
 
-def check_environments(names: list[str] | None = None) -> list[EnvironmentResult]:
-    """Validate and plan each environment's stack file (every environment when `names` is empty)."""
+def check_environments(names: list[str] | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> list[EnvironmentResult]:
+    """Validate and plan each environment's stack file (every environment when `names` is empty); the
+    stack files are planned ahead on the machine's cores (`progress(done, total)` as plans finish)."""
     from aksgpu.environments.file import load_environments
     from aksgpu.environments.render import plan_render
     from aksgpu.environments.replacement import system_pool_note
@@ -210,7 +212,9 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
     stacks = environments.stacks()
     wanted = names or environments.names
     # A fleet environment: its shared stack, then each member's; a member's stack: that one.
-    for name in [stack for stack, (environment, _) in stacks.items() if stack in wanted or environment in wanted]:
+    checked = [stack for stack, (environment, _) in stacks.items() if stack in wanted or environment in wanted]
+    planned.plan_ahead(_stack_files(planned, checked, environments.project_dir), progress=progress)
+    for name in checked:
         stack_name = f"stacks/Pulumi.{name}.yaml"
         notes: list[str] = []
         try:
@@ -238,3 +242,16 @@ def check_environments(names: list[str] | None = None) -> list[EnvironmentResult
         found = review(planned.plan(stack_file), spec, prices=prices)
         results.append(_result(name, stack_name, found, warnings, notes))
     return results
+
+
+def _stack_files(planned: Stacks, names: list[str], project_dir: Any) -> list[StackFile]:
+    """The stack files of `names` that resolve (the others are reported when their turn comes)."""
+    from aksgpu.errors import UserError
+
+    found = []
+    for name in names:
+        try:
+            found.append(planned.resolve(name, project_dir))
+        except UserError:
+            continue
+    return found

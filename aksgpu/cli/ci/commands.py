@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentsArg
-from aksgpu.cli.console import fail, fail_problems, say
+from aksgpu.cli.console import fail, fail_problems, progress, say
 from aksgpu.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
@@ -135,8 +135,13 @@ def summary(
     from aksgpu.errors import UserError
     from aksgpu.plan.summary import check_environments, summary_markdown
 
+    from aksgpu.plan.workers import warm_up
+
+    # The plan workers' server imports the planner while the environments are checked.
+    warm_up(len(list(Path("stacks").glob("Pulumi.*.yaml"))))
     try:
-        results = check_environments(environments or [])
+        with progress("Planning every environment offline") as update:
+            results = check_environments(environments or [], progress=update)
     except UserError as error:
         fail(error)
     text = summary_markdown(results, commit=commit)

@@ -18,7 +18,7 @@ from aksgpu.cli.arguments import (
     PresetArg,
     PresetOption,
 )
-from aksgpu.cli.console import echo_json, fail, fail_problems, show_problems, show_value, table_width
+from aksgpu.cli.console import echo_json, fail, fail_problems, progress, show_problems, show_value, table_width
 from aksgpu.errors import UserError
 from aksgpu.stack_config import CLUSTER_KEY
 
@@ -60,12 +60,19 @@ def validate(
     """
     from aksgpu.environments.validation import validate_targets
 
+    if not spec_only and len(targets or [None, None]) > 1:
+        from aksgpu.plan.workers import warm_up
+
+        warm_up(len(list(Path("stacks").glob("Pulumi.*.yaml"))))  # its server imports the planner meanwhile
     try:
         reports = validate_targets(targets or [])
         if not spec_only:
             from aksgpu.plan.review import Stacks, check_policies
 
             stacks = Stacks()  # a fleet's shared stack is planned once for all its members
+            with progress("Planning each target offline for the security policies") as update:
+                stacks.plan_ahead([report.planned[0] for report in reports
+                                   if report.planned is not None and not report.errors], progress=update)
             for report in reports:
                 check_policies(report, stacks)
     except Exception as error:  # UserError: one clear message

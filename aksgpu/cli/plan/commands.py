@@ -144,10 +144,14 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
     if manifests is not None:
         fail(f"{stack_file.path.name} is a fleet's shared stack, which declares no Kubernetes objects. Fix: pass "
              "--manifests with a member's stack (`aksgpu plan STACK-MEMBER --manifests DIR`).")
+    from aksgpu.plan.workers import warm_up
+
+    members = stack_file.fleet.get("members") if isinstance(stack_file.fleet, dict) else None
+    warm_up(2 + len(members) if isinstance(members, list) else 0)  # its server imports the planner meanwhile
     note = _stale_note(stack_file)
     try:
-        with progress("Planning the fleet offline: its shared stack, then each member"):
-            fleet = plan_fleet(stack_file)
+        with progress("Planning the fleet offline: its shared stack, then each member") as update:
+            fleet = plan_fleet(stack_file, progress=update)
     except SpecError as error:
         fail_problems(error)
     except UserError as error:
