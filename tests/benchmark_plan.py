@@ -28,17 +28,31 @@ RUNS = 7
 
 
 def generated_spec(pools: int, nodes_per_pool: int) -> dict:
-    """`pools` user pools (99 + the system pool = 100 AKS pools), `nodes_per_pool` each."""
+    """`pools` user pools (99 + the system pool = 100 AKS pools), `nodes_per_pool` each (at most 100:
+    one ND H100 v5 pool is one InfiniBand placement group). The spec must pass every spec rule:
+    test_benchmarks.py plans it in the benchmarks' quick mode."""
     return {
         "name": "gpu-bench",
         "location": "eastus2",
         "resourceGroup": {"name": "rg-gpu-bench"},
-        "controlPlane": {"tier": "Premium", "apiServer": {"access": "private"}},
+        "controlPlane": {
+            "tier": "Premium", "apiServer": {"authorizedIpRanges": ["20.30.40.0/24"]},
+            "maintenanceWindows": [
+                {"schedule": "autoUpgrade", "dayOfWeek": "Sunday", "startTime": "02:00", "durationHours": 4},
+                {"schedule": "nodeOsUpgrade", "dayOfWeek": "Saturday", "startTime": "02:00", "durationHours": 6},
+            ],
+        },
         "systemPool": {"vmSize": "Standard_D16ds_v5", "minCount": 3, "maxCount": 5},
-        "network": {"podCidr": "10.128.0.0/10", "dataplane": "cilium", "policy": "cilium"},
+        # A VNet of aksgpu's own, which holds the registry's private endpoint.
+        "network": {"podCidr": "10.128.0.0/10", "dataplane": "cilium", "policy": "cilium",
+                    "vnet": {"mode": "create", "addressSpace": ["10.224.0.0/12"],
+                             "subnets": [{"name": "nodes", "cidr": "10.224.0.0/16"}]}},
+        "monitoring": {"managedPrometheus": True},
+        # The GPU Operator installs the driver after the node joins (gpu.driver None): a short gate.
+        "gpuHealth": {"gate": {"timeoutSeconds": 60}},
         "nodePools": [
             {"name": f"gpu{i}", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": [str(i % 3 + 1)],
-             "minCount": 0, "maxCount": nodes_per_pool,
+             "minCount": 0, "maxCount": min(nodes_per_pool, 100), "gpu": {"driver": "None"},
              # One InfiniBand domain per pool, told apart for the autoscaler (the spec requires it).
              "labels": {"aksgpu.io/ib-domain": f"gpu{i}"}}
             for i in range(pools)
