@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib
+import importlib.util
 import json
 import sys
 
@@ -57,6 +58,10 @@ def main(plan_path: str) -> None:
             continue
         # The class itself, not only its package: the SDKs load each class's module lazily.
         class_name = "Provider" if type_token.startswith("pulumi:providers:") else type_token.rsplit(":", 1)[-1]
+        group = module_name.rsplit(".", 1)[0]
+        if module_name.startswith("pulumi_kubernetes.") and importlib.util.find_spec(group) is None:
+            # A custom resource (Kueue's, the Network Operator's): the SDK's generic class.
+            module_name, class_name = "pulumi_kubernetes.apiextensions", "CustomResource"
         getattr(importlib.import_module(module_name), class_name)
     gc.disable()
     loop = asyncio.new_event_loop()

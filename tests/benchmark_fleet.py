@@ -3,7 +3,9 @@ nodes each (tests/fleet_scale.py), for N = 1, 5, 10 and 20: wall time, CPU time,
 and the time each added member costs (between one row and the next): constant if the plan time
 grows linearly with the members.
 
-Run: .venv/bin/python tests/benchmark_fleet.py [N ...]
+Run: .venv/bin/python tests/benchmark_fleet.py [N ...] [--quick]
+--quick: N = 1 and 2 (tests/test_benchmarks.py runs it). A failed command ends the benchmark with
+its output and a non-zero exit.
 Each figure is one fresh `aksgpu plan FLEET --json` process (the shared stack, then every member,
 one after another in that process), after `aksgpu render` wrote the fleet's stacks.
 """
@@ -57,4 +59,5 @@ def main(counts: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(arg) for arg in sys.argv[1:]] or [1, 5, 10, 20])
+    counts = [int(arg) for arg in sys.argv[1:] if arg != "--quick"]
+    main([1, 2] if "--quick" in sys.argv else counts or [1, 5, 10, 20])

@@ -1,6 +1,8 @@
 """How many generated hostile specs per second `aksgpu validate` gets through (prints figures).
 
-Run: .venv/bin/python tests/benchmark_validate.py [CASES]
+Run: .venv/bin/python tests/benchmark_validate.py [CASES] [--quick]
+--quick: 20 cases (tests/test_benchmarks.py runs it). A case that ends in an internal error (a
+traceback instead of a message) ends the benchmark with a non-zero exit.
 Cases come from tests/fuzz.py (seeded). Two figures: the whole command in-process (read the
 file, strict YAML, every spec rule, the report), and the spec rules alone on the same specs.
 """
@@ -25,7 +27,8 @@ from tests.helpers import EXAMPLE
 
 
 def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    numbers = [arg for arg in sys.argv[1:] if arg != "--quick"]
+    count = 20 if "--quick" in sys.argv else int(numbers[0]) if numbers else 500
     cases = [case for case in Generator(1).cases(count * 3) if case.kind == "stack"][:count]
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder)
@@ -38,7 +41,11 @@ def main() -> None:
         runner = CliRunner()
         started = time.perf_counter()
         for case in cases:
-            runner.invoke(app, write_case(case, project))
+            args = write_case(case, project)
+            result = runner.invoke(app, args)
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                raise SystemExit(f"benchmark failed: aksgpu {' '.join(args)} raised "
+                                 f"{type(result.exception).__name__}: {result.exception}")
         command_seconds = time.perf_counter() - started
     specs = []
     for case in cases:
