@@ -6,9 +6,10 @@ It registers the plan's resources again, with nothing of aksgpu in between: unde
 runtime in preview mode, each resource with the type, name, parent, explicit provider,
 dependencies, protect flag and input values the plan recorded, through pulumi.CustomResource,
 pulumi.ProviderResource and pulumi.ComponentResource directly, with no aliases. The provider SDK
-modules that define those
-types (pulumi_azure_native.*, pulumi_kubernetes.*) are imported first, as a program using them
-would. The collector is off while it runs, as in the planner. What it leaves out is aksgpu's
+modules that define those types (pulumi_azure_native.*, pulumi_kubernetes.*) are imported first, as
+a program using them would, and as the plan does: one module per class, not every module of their
+packages (aksgpu/components/sdk_modules.py), so the floor pays for the same imports. The collector
+is off while it registers, as in the planner. What it leaves out is aksgpu's
 own work: reading and validating the spec, the components' logic, the typed resource classes'
 argument handling and alias lists, recording the requests, and the report.
 """
@@ -51,7 +52,10 @@ def sdk_module(type_token: str) -> str | None:
 
 
 def main(plan_path: str) -> None:
+    from aksgpu.components.sdk_modules import load_by_class
+
     document = json.loads(open(plan_path, encoding="utf-8").read())
+    load_by_class()
     for type_token in sorted({r["type"] for r in document["resources"]}):
         module_name = sdk_module(type_token)
         if module_name is None:
@@ -62,7 +66,11 @@ def main(plan_path: str) -> None:
         if module_name.startswith("pulumi_kubernetes.") and importlib.util.find_spec(group) is None:
             # A custom resource (Kueue's, the Network Operator's): the SDK's generic class.
             module_name, class_name = "pulumi_kubernetes.apiextensions", "CustomResource"
-        getattr(importlib.import_module(module_name), class_name)
+        root, *path = module_name.split(".")
+        module = importlib.import_module(root)
+        for part in path:  # by attribute, as a program reads them (pulumi_kubernetes.core.v1)
+            module = getattr(module, part)
+        getattr(module, class_name)
     gc.disable()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -118,9 +118,12 @@ def measure(*commands: list[str], cwd: Path, runs: int = RUNS) -> list[tuple[flo
     return best
 
 
-def plan_and_floor(stack: Path, label: str, rows: list[Row], runs: int = RUNS) -> tuple[float, float, dict]:
+Figures = tuple[float, float, float, str]  # wall (s), cpu (s), peak RSS (MB), stdout
+
+
+def plan_and_floor(stack: Path, label: str, rows: list[Row], runs: int = RUNS) -> tuple[Figures, Figures, dict]:
     """`aksgpu plan` of a stack and the bare mock program registering the same resources
-    (tests/bare_mock_program.py), taking turns; returns the plan's and the floor's wall times and
+    (tests/bare_mock_program.py), taking turns; returns the plan's and the floor's figures and
     the plan document."""
     project = stack.parents[1]
     first = _run_once([AKSGPU, "plan", str(stack), "--json"], project)
@@ -137,9 +140,9 @@ def plan_and_floor(stack: Path, label: str, rows: list[Row], runs: int = RUNS) -
         os.unlink(handle.name)
     parsed = json.loads(document)
     resources = len(parsed["resources"])
-    rows.append((f"plan {label}", *plan[:3], f"{plan[0] / floor[0]:.2f}x the floor"))
+    rows.append((f"plan {label}", *plan[:3], f"{plan[0] / floor[0]:.2f}x the floor (cpu {plan[1] / floor[1]:.2f}x)"))
     rows.append((f"  bare mock floor, same {resources} resources", *floor[:3], ""))
-    return plan[0], floor[0], parsed
+    return plan, floor, parsed
 
 
 def print_rows(rows: list[Row]) -> None:
@@ -175,9 +178,13 @@ def main() -> None:
     print_rows(rows)
     if len(scaled) > 1:
         (few, few_plan, few_floor), (many, many_plan, many_floor) = scaled[0], scaled[-1]
-        print(f"per pool between {few} and {many} pools: plan {(many_plan - few_plan) / (many - few) * 1000:.1f} ms, "
-              f"floor {(many_floor - few_floor) / (many - few) * 1000:.1f} ms")
-    print("plan/floor ratios: " + ", ".join(f"{pools} pools {plan / floor:.2f}x" for pools, plan, floor in scaled))
+        slope = [(many_plan[0] - few_plan[0]) / (many - few), (many_floor[0] - few_floor[0]) / (many - few)]
+        print(f"per pool between {few} and {many} pools (wall): plan {slope[0] * 1000:.1f} ms, floor "
+              f"{slope[1] * 1000:.1f} ms; fixed: plan {few_plan[0] - few * slope[0]:.2f} s, floor "
+              f"{few_floor[0] - few * slope[1]:.2f} s")
+    for index, kind in ((0, "wall"), (1, "cpu")):
+        print(f"plan/floor ratios ({kind}): "
+              + ", ".join(f"{pools} pools {plan[index] / floor[index]:.2f}x" for pools, plan, floor in scaled))
     print(f"best of {runs} fresh processes each, plan and floor taking turns; python {sys.version.split()[0]}")
 
 

@@ -115,13 +115,14 @@ def print_table(rows: list[tuple[str, dict[str, Figures]]], modes: list[str]) ->
     header = f"{'stack'.ljust(width)}  resources"
     for mode in modes:
         header += f"   {mode}: program (s)  cpu (s)  RSS (MB)"
-    print(header + "   deferred/dropped" + ("   eager/deferred" if "eager" in modes else ""))
+    print(header + "   deferred/dropped (cpu)" + ("   eager/deferred" if "eager" in modes else ""))
     for label, best in rows:
         line = f"{label.ljust(width)}  {best['deferred'][3]:9d}"
         for mode in modes:
             program, cpu, rss, _ = best[mode]
             line += f"   {program:{len(mode) + 13}.2f}  {cpu:7.2f}  {rss:8.0f}"
-        line += f"   {best['deferred'][0] / best['dropped'][0]:15.2f}x"
+        deferred, dropped = best["deferred"], best["dropped"]
+        line += f"   {deferred[0] / dropped[0]:15.2f}x ({deferred[1] / dropped[1]:.2f}x)"
         if "eager" in modes:
             line += f"   {best['eager'][0] / best['deferred'][0]:13.2f}x"
         print(line)

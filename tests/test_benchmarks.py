@@ -26,7 +26,7 @@ def _quick(script: str, *args: str) -> str:
 def test_the_plan_benchmark_runs_and_prints_its_ratio_to_the_floor() -> None:
     out = _quick("benchmark_plan.py")
     assert re.search(r"plan 10 pools, \d+ nodes .* \d+\.\d\dx the floor", out), out
-    assert re.search(r"plan/floor ratios: 10 pools \d+\.\d\dx", out), out
+    assert re.search(r"plan/floor ratios \(wall\): 10 pools \d+\.\d\dx", out), out
 
 
 @pytest.mark.slow
