@@ -121,28 +121,31 @@ def measure(*commands: list[str], cwd: Path, runs: int = RUNS) -> list[tuple[flo
 Figures = tuple[float, float, float, str]  # wall (s), cpu (s), peak RSS (MB), stdout
 
 
-def plan_and_floor(stack: Path, label: str, rows: list[Row], runs: int = RUNS) -> tuple[Figures, Figures, dict]:
+def plan_and_floor(stack: Path, label: str, rows: list[Row],
+                   runs: int = RUNS) -> tuple[Figures, Figures, Figures, dict]:
     """`aksgpu plan` of a stack and the bare mock program registering the same resources
-    (tests/bare_mock_program.py), taking turns; returns the plan's and the floor's figures and
-    the plan document."""
+    (tests/bare_mock_program.py), the SDKs imported as shipped and per class, taking turns; returns
+    the plan's and the two floors' figures and the plan document."""
     project = stack.parents[1]
     first = _run_once([AKSGPU, "plan", str(stack), "--json"], project)
     document = first[3]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         handle.write(document)
     try:
+        floors = ([sys.executable, str(FLOOR), handle.name], [sys.executable, str(FLOOR), handle.name, "--per-class"])
         if runs == 1:  # --quick: the run that wrote the document is the plan's figure
-            plan, floor = first, _run_once([sys.executable, str(FLOOR), handle.name], project)
+            plan, floor, strict = first, *(_run_once(args, project) for args in floors)
         else:
-            plan, floor = measure([AKSGPU, "plan", str(stack), "--json"], [sys.executable, str(FLOOR), handle.name],
-                                  cwd=project, runs=runs)
+            plan, floor, strict = measure([AKSGPU, "plan", str(stack), "--json"], *floors, cwd=project, runs=runs)
     finally:
         os.unlink(handle.name)
     parsed = json.loads(document)
     resources = len(parsed["resources"])
-    rows.append((f"plan {label}", *plan[:3], f"{plan[0] / floor[0]:.2f}x the floor (cpu {plan[1] / floor[1]:.2f}x)"))
-    rows.append((f"  bare mock floor, same {resources} resources", *floor[:3], ""))
-    return plan, floor, parsed
+    rows.append((f"plan {label}", *plan[:3], f"{plan[0] / floor[0]:.2f}x the floor (cpu {plan[1] / floor[1]:.2f}x); "
+                 f"{plan[0] / strict[0]:.2f}x the per-class floor (cpu {plan[1] / strict[1]:.2f}x)"))
+    rows.append((f"  bare mock floor, same {resources} resources", *floor[:3], "the SDKs' packages as shipped"))
+    rows.append(("  bare mock floor, per-class imports", *strict[:3], "the SDKs' modules as the plan imports them"))
+    return plan, floor, strict, parsed
 
 
 def print_rows(rows: list[Row]) -> None:
@@ -155,36 +158,41 @@ def print_rows(rows: list[Row]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one run of the 10-pool plan and its floor")
-    quick = parser.parse_args().quick
-    runs = 1 if quick else RUNS
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"runs of each command (default {RUNS})")
+    options = parser.parse_args()
+    quick = options.quick
+    runs = 1 if quick else options.runs
     rows: list[Row] = []
     scaled = []
     with tempfile.TemporaryDirectory() as folder:
         project = scratch_project(Path(folder))
         if not quick:
             for stack in sorted((project / "stacks").glob("Pulumi.*.yaml")):
-                plan_and_floor(stack, stack.name, rows)
+                plan_and_floor(stack, stack.name, rows, runs)
         for pools in POOLS[:1] if quick else POOLS:
             path = write_generated_stack(project, pools)
-            plan, floor, document = plan_and_floor(path, f"{pools} pools", rows, runs)
-            rows[-2] = (f"plan {pools} pools, {document['summary']['maxNodes']} nodes", *rows[-2][1:])
-            scaled.append((pools, plan, floor))
+            plan, floor, strict, document = plan_and_floor(path, f"{pools} pools", rows, runs)
+            rows[-3] = (f"plan {pools} pools, {document['summary']['maxNodes']} nodes", *rows[-3][1:])
+            scaled.append((pools, plan, floor, strict))
         if not quick:
             for label, args in (("validate --spec-only (examples)", [AKSGPU, "validate", "--spec-only"]),
                                 ("validate with the security policies (examples)", [AKSGPU, "validate"]),
                                 ("render --check (examples)", [AKSGPU, "render", "--check"]),
                                 ("aksgpu --help", [AKSGPU, "--help"])):
-                rows.append((label, *measure(args, cwd=project)[0][:3], ""))
+                rows.append((label, *measure(args, cwd=project, runs=runs)[0][:3], ""))
     print_rows(rows)
     if len(scaled) > 1:
-        (few, few_plan, few_floor), (many, many_plan, many_floor) = scaled[0], scaled[-1]
-        slope = [(many_plan[0] - few_plan[0]) / (many - few), (many_floor[0] - few_floor[0]) / (many - few)]
-        print(f"per pool between {few} and {many} pools (wall): plan {slope[0] * 1000:.1f} ms, floor "
-              f"{slope[1] * 1000:.1f} ms; fixed: plan {few_plan[0] - few * slope[0]:.2f} s, floor "
-              f"{few_floor[0] - few * slope[1]:.2f} s")
+        (few, few_plan, few_floor, few_strict), (many, many_plan, many_floor, many_strict) = scaled[0], scaled[-1]
+        for what, low, high in (("plan", few_plan, many_plan), ("floor", few_floor, many_floor),
+                                ("per-class floor", few_strict, many_strict)):
+            slope = (high[0] - low[0]) / (many - few)
+            print(f"{what}: {slope * 1000:.1f} ms per pool between {few} and {many} pools, "
+                  f"{low[0] - few * slope:.2f} s fixed (wall)")
     for index, kind in ((0, "wall"), (1, "cpu")):
         print(f"plan/floor ratios ({kind}): "
-              + ", ".join(f"{pools} pools {plan[index] / floor[index]:.2f}x" for pools, plan, floor in scaled))
+              + ", ".join(f"{pools} pools {plan[index] / floor[index]:.2f}x" for pools, plan, floor, _ in scaled))
+        print(f"plan/per-class floor ratios ({kind}): "
+              + ", ".join(f"{pools} pools {plan[index] / strict[index]:.2f}x" for pools, plan, _, strict in scaled))
     print(f"best of {runs} fresh processes each, plan and floor taking turns; python {sys.version.split()[0]}")
 
 

@@ -91,9 +91,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the 10-pool stack, deferred and dropped, one run each")
     parser.add_argument("--no-eager", action="store_true", help="leave the SDK's eager alias URNs out")
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"runs of each mode (default {RUNS})")
     options = parser.parse_args()
     modes = ["deferred", "dropped"] if options.quick or options.no_eager else list(MODES)
-    runs = 1 if options.quick else RUNS
+    runs = 1 if options.quick else options.runs
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         project = scratch_project(Path(scratch))
