@@ -9,7 +9,8 @@ after `aksgpu render` wrote the fleet's stacks. Then, for the largest N, `aksgpu
 `aksgpu plan FLEET` on every core against the same command planning one stack after another
 (AKSGPU_WORKERS=1), interleaved (tests/command_timing.py), their output checked equal.
 --quick: N = 2 and one round (CI runs it so that it cannot rot). The CPU column is the command's own
-process: its plan workers are the plan server's children, which the command does not wait for.
+process: its plan workers are the plan server's children, which the command does not wait for. A failed command ends the
+benchmark with its output and a non-zero exit.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ It shows what aksgpu adds for multi-node training (the RDMA stack, the NCCL sett
 Topology and flavors, the node gate and its cross-node acceptance), as objects a reviewer can
 count, and what planning such a cluster costs.
 
-Run: .venv/bin/python tests/benchmark_training_pool.py [--nodes 64]
+Run: .venv/bin/python tests/benchmark_training_pool.py [--nodes 64] [--quick]
+--quick: 4 nodes, one run of the plan and its floor (tests/test_benchmarks.py runs it). A failed
+command ends the benchmark with its output and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.benchmark_plan import AKSGPU, EXAMPLE, RUNS, plan_and_floor
+from tests.benchmark_plan import AKSGPU, RUNS, plan_and_floor, scratch_project
 
 GPUS_PER_NODE = 8  # Standard_ND96isr_H100_v5 (aksgpu/catalog/vm_sizes.yaml)
 
@@ -79,18 +81,21 @@ def kinds(document: dict[str, Any]) -> Counter[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=64, help="nodes in the InfiniBand pool (default 64)")
-    nodes = parser.parse_args().nodes
+    parser.add_argument("--quick", action="store_true", help="4 nodes, one run of the plan and its floor")
+    options = parser.parse_args()
+    nodes = 4 if options.quick else options.nodes
+    runs = 1 if options.quick else RUNS
     rows: list[tuple[str, float, float, float, str]] = []
-    # Inside the project, so the stack file finds Pulumi.yaml and __main__.py above it.
-    with tempfile.TemporaryDirectory(dir=EXAMPLE / "stacks") as folder:
-        stack = Path(folder) / "Pulumi.train.yaml"
+    with tempfile.TemporaryDirectory() as folder:
+        project = scratch_project(Path(folder))
+        stack = project / "stacks" / "Pulumi.train.yaml"
         stack.write_text(yaml.safe_dump({"config": {"aksgpu:cluster": training_spec(nodes)}}))
-        planned = subprocess.run([AKSGPU, "plan", str(stack), "--json"], cwd=EXAMPLE, capture_output=True,
+        planned = subprocess.run([AKSGPU, "plan", str(stack), "--json"], cwd=project, capture_output=True,
                                  text=True)
         if planned.returncode != 0:
             sys.exit(f"the training spec does not plan:\n{planned.stdout}{planned.stderr}")
         document = json.loads(planned.stdout)
-        plan_and_floor(stack, f"{nodes} x ND96isr_H100_v5 ({nodes * GPUS_PER_NODE} GPUs)", rows)
+        plan_and_floor(stack, f"{nodes} x ND96isr_H100_v5 ({nodes * GPUS_PER_NODE} GPUs)", rows, runs)
     counts = kinds(document)
     print(f"declared: {sum(counts.values())} resources, maxNodes {document['summary']['maxNodes']}")
     width = max(len(kind) for kind in counts)
@@ -100,7 +105,7 @@ def main() -> None:
     print(f"\n{'what'.ljust(width)}  wall (s)  cpu (s)  peak RSS (MB)")
     for label, seconds, cpu, megabytes, note in rows:
         print(f"{label.ljust(width)}  {seconds:8.2f}  {cpu:7.2f}  {megabytes:13.0f}  {note}".rstrip())
-    print(f"best of {RUNS} fresh processes each, plan and floor taking turns; python {sys.version.split()[0]}")
+    print(f"best of {runs} fresh processes each, plan and floor taking turns; python {sys.version.split()[0]}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Then, in fresh processes in the example project, interleaved (tests/command_timi
 commands (`--help`, `--version`, `validate --spec-only`, `render --check`) against `python -c pass`,
 and `validate` and `ci summary` with plans on every core against the same commands planning one
 stack after another (AKSGPU_WORKERS=1), their output checked equal. --quick: 50 cases, 2 rounds
-(CI runs it so that it cannot rot).
+(CI runs it so that it cannot rot). A case that ends in an internal error (a traceback instead of a
+message) ends the benchmark with a non-zero exit.
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ def main() -> None:
         runner = CliRunner()
         started = time.perf_counter()
         for case in cases:
-            runner.invoke(app, write_case(case, project))
+            args = write_case(case, project)
+            result = runner.invoke(app, args)
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                raise SystemExit(f"benchmark failed: aksgpu {' '.join(args)} raised "
+                                 f"{type(result.exception).__name__}: {result.exception}")
         command_seconds = time.perf_counter() - started
     specs = []
     for case in cases:

@@ -1,11 +1,14 @@
 """Run a project's real Pulumi program (no alias dropping, unlike `aksgpu plan`) under Pulumi's
 mock runtime and record every RegisterResource request exactly as an engine would receive it.
 
-    python tests/registrations.py STACK_FILE OUT.json [--no-alias-specs] [--eager]
+    python tests/registrations.py STACK_FILE OUT.json [--no-alias-specs] [--eager] [--drop-aliases] [--gc-off]
 
 The mock monitor reports alias-spec support, as every Pulumi CLI since 3.50 does, unless
 --no-alias-specs (then the SDK sends alias URNs it computes itself). --eager sets
-AKSGPU_EAGER_ALIAS_URNS=1 for the program (aksgpu/program/alias_urns.py off). OUT gets one entry per
+AKSGPU_EAGER_ALIAS_URNS=1 for the program (aksgpu/program/alias_urns.py off). --drop-aliases drops
+every resource's aliases, as the offline plan does (the baseline of tests/benchmark_real_program.py;
+its requests differ). The collector runs as in a real `pulumi preview` (whatever the program does
+with it), unless --gc-off. OUT gets one entry per
 request: its URN and the request's deterministic protobuf bytes (hex), plus the Python-side
 wall time of the run. Used by tests/test_alias_urns.py and tests/benchmark_real_program.py.
 """
@@ -25,7 +28,7 @@ from aksgpu.plan.planner import make_plan_mocks
 from aksgpu.project.stackfile import resolve_stack
 
 
-def record(stack: str, *, alias_specs: bool) -> tuple[list[dict[str, str]], float]:
+def record(stack: str, *, alias_specs: bool, drop_aliases: bool = False) -> tuple[list[dict[str, str]], float]:
     import pulumi
     from pulumi.runtime import mocks
     from pulumi.runtime import stack as runtime_stack
@@ -54,6 +57,10 @@ def record(stack: str, *, alias_specs: bool) -> tuple[list[dict[str, str]], floa
     invokes: list[str] = []
     monitor = RecordingMonitor(make_plan_mocks(invokes)())  # the offline plan's answers
     mocks.set_mocks(monitor.mocks, project="gpu-clusters", stack=stack_file.stack, preview=True, monitor=monitor)
+    if drop_aliases:
+        from aksgpu.plan.planner import _drop_aliases
+
+        pulumi.runtime.register_stack_transformation(_drop_aliases)
     program = stack_file.project_dir / "__main__.py"
 
     async def run() -> None:
@@ -68,8 +75,10 @@ def main() -> None:
     stack, out = sys.argv[1], Path(sys.argv[2])
     if "--eager" in sys.argv:
         os.environ["AKSGPU_EAGER_ALIAS_URNS"] = "1"
-    gc.disable()  # as the planner does: a short-lived process, collector passes free nothing
-    requests, seconds = record(stack, alias_specs="--no-alias-specs" not in sys.argv)
+    if "--gc-off" in sys.argv:
+        gc.disable()
+    requests, seconds = record(stack, alias_specs="--no-alias-specs" not in sys.argv,
+                               drop_aliases="--drop-aliases" in sys.argv)
     out.write_text(json.dumps({"seconds": seconds, "requests": requests}), encoding="utf-8")
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: the figure is the program's, not Python's exit

@@ -20,6 +20,7 @@ import pulumi
 from aksgpu.program.alias_urns import defer_alias_urns
 from aksgpu.components.aks_gpu_cluster import AksGpuCluster
 from aksgpu.components.fleet import AksGpuFleet, FleetOutputs, FleetUpgrades
+from aksgpu.components.sdk_modules import load_by_class
 from aksgpu.spec import ClusterSpec, SpecError, parse_cluster_spec
 from aksgpu.spec.fleet import FLEET_OUTPUTS, parse_fleet_spec, parse_fleet_upgrades_spec
 from aksgpu.stack_config import CLUSTER, CLUSTER_KEY, FLEET, FLEET_UPGRADES, NAMESPACE
@@ -31,6 +32,7 @@ def run() -> AksGpuCluster | AksGpuFleet | FleetUpgrades:
     """Declare the cluster of this stack's `aksgpu:cluster` config (or the fleet's shared parts of
     its `aksgpu:fleet`) and export its outputs."""
     defer_alias_urns()  # the engine gets the same aliases; Python skips ~8 s of unused URNs at 100 pools
+    load_by_class()  # the SDK modules of the classes declared, not every module of their packages
     config = pulumi.Config(NAMESPACE)
     raw_fleet = _structured(config, FLEET)
     if raw_fleet is not None:
