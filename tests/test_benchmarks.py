@@ -52,7 +52,8 @@ def test_the_fleet_benchmark_runs() -> None:
 @pytest.mark.slow
 def test_the_validate_benchmark_runs() -> None:
     out = _quick("benchmark_validate.py")
-    assert re.search(r"20 generated specs in \d+\.\d\d s", out), out
+    assert re.search(r"50 generated specs in \d+\.\d\d s", out), out
+    assert RATIO.search(out) and "one stack after another" in out, out
 
 
 def test_a_failing_command_fails_the_benchmark(tmp_path) -> None:
