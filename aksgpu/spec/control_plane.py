@@ -70,7 +70,7 @@ class ApiServer(SpecModel):
     authorized_ip_ranges: list[str] = Field(default_factory=list)
     """Public IPv4 addresses or CIDRs allowed to reach a public API server: at most 200 (2,000 with vnetIntegration); "0.0.0.0/32" alone allows only the cluster's outbound IP. Empty: any address may reach it. Not for access: private."""
     private_dns_zone: str = "system"
-    """Private DNS zone of a private API server: "system" (AKS creates and manages it), "none", or the resource ID of your own private DNS zone. Only for access: private."""
+    """Private DNS zone of a private API server: "system" (AKS creates and manages it), "none", or the resource ID of your own private DNS zone, which AKS takes only named privatelink.<location>.azmk8s.io or <subzone>.privatelink.<location>.azmk8s.io (subzone at most 32 characters; with vnetIntegration also private.<location>.azmk8s.io), <location> the cluster's region. Only for access: private."""
 
 
 class Autoscaler(SpecModel):

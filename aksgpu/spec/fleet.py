@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError
 
 from aksgpu import catalog
 
+from aksgpu.spec import names
 from aksgpu.spec.base import Issue, SpecError, SpecModel, check_tags, checked, issues_from_validation_error
 from aksgpu.stack_config import FLEET_KEY, FLEET_UPGRADES_KEY
 
@@ -34,7 +35,6 @@ FLEET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 FLEET_CHILD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
 # The hub's DNS prefix (FleetHubProfile.dnsPrefix).
 HUB_DNS_PREFIX = re.compile(r"^[a-zA-Z0-9]$|^[a-zA-Z0-9][a-zA-Z0-9-]{0,52}[a-zA-Z0-9]$")
-REGISTRY_NAME = re.compile(r"^[a-zA-Z0-9]{5,50}$")
 LOCATION = re.compile(r"^[a-z][a-z0-9]+$")
 RESOURCE_GROUP = re.compile(r"^[-\w._()]{0,89}[-\w_()]$")
 # The shared stack's outputs a member (and the upgrades stack) reads (aksgpu.program); the names are a contract.
@@ -221,9 +221,10 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
     if len(spec.members) > limits["maxMembers"]:
         yield Issue("members", len(spec.members), f"a fleet holds at most {limits['maxMembers']} member clusters",
                     "split the members into two fleets")
-    if spec.registry.mode == "create" and not REGISTRY_NAME.fullmatch(spec.registry_name):
-        yield Issue("registry.name", spec.registry_name, "ACR names are 5-50 letters and digits, unique across Azure",
-                    "set fleet.registry.name to such a name")
+    if spec.registry.mode == "create":
+        yield from names.check_name("registry.name", spec.registry_name, "Microsoft.ContainerRegistry/registries",
+                                    "set fleet.registry.name to such a name")
+    yield from _check_workspace_names(spec)
     hub = spec.hub
     if not hub.enabled and (hub.dns_prefix is not None or hub.vm_size is not None):
         yield Issue("hub", hub.model_dump(by_alias=True, exclude_none=True), "dnsPrefix and vmSize describe a hub, "
@@ -232,6 +233,19 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
         yield Issue("hub.dnsPrefix", hub.dns_prefix, "must be 1-54 letters, digits or '-', starting and ending with "
                     "a letter or digit", "shorten it or remove the other characters")
     yield from check_tags(spec.tags)
+
+
+def _check_workspace_names(spec: FleetSpec) -> Iterator[Issue]:
+    """The shared workspaces' names, derived from the fleet name and regions, against Azure's rule."""
+    mode = spec.log_analytics.mode
+    regions = spec.member_regions if mode == "perRegion" else [None] if mode == "single" else []
+    for region in regions:
+        name = log_analytics_workspace(spec.name, region)
+        if not names.obeys("Microsoft.OperationalInsights/workspaces", name):
+            rule = names.rule_of("Microsoft.OperationalInsights/workspaces")["rule"]
+            yield Issue("name", spec.name, f'the Log Analytics workspace name aksgpu derives from it, "{name}" '
+                        f"({len(name)} characters), breaks Azure's rule for Microsoft.OperationalInsights/workspaces: "
+                        f"{rule}", "shorten the fleet name, or set logAnalytics.mode: perMember")
 
 
 def check_upgrades(spec: FleetUpgradesSpec) -> Iterator[Issue]:

@@ -30,7 +30,7 @@ class Registry(SpecModel):
     zone_redundancy: bool = True
     """Make the registry aksgpu creates zone-redundant; needs sku Premium."""
     id: str | None = None
-    """Resource ID of an existing registry (mode existing only)."""
+    """Resource ID of an existing registry (mode existing only): /subscriptions/<subscription GUID>/resourceGroups/<group>/providers/Microsoft.ContainerRegistry/registries/<name>."""
     public_network_access: bool = False
     """Let the registry aksgpu creates be reached from the internet. false (policy acr-public-network): only through a private endpoint aksgpu adds in the cluster's VNet, with its privatelink.azurecr.io DNS zone, and image export off (policy acr-export); needs sku Premium and a network.vnet that aksgpu creates or is given. Pushing images then needs a machine in (or peered with) that VNet."""
     private_endpoint_subnet: str | None = None
