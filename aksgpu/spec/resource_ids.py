@@ -124,10 +124,11 @@ def check_id(path: str, value: str | None, resource_type: str, *, required: bool
     only when `required`. Each name in it is held to its type's rule where the table has one."""
     if value is None and not required:
         return
-    yield from _first(_id_issues(path, value, resource_type))
+    yield from _id_issues(path, value, resource_type)
 
 
 def _id_issues(path: str, value: str | None, resource_type: str) -> Iterator[Issue]:
+    """The first thing wrong with `value`, if any (one Issue at most)."""
     kind = KINDS[resource_type]
     rule = f"must be the resource ID of {names.article(kind.label)}, {shape(resource_type)}"
     fix = f"copy it from `{kind.show}`"
@@ -150,12 +151,6 @@ def _id_issues(path: str, value: str | None, resource_type: str) -> Iterator[Iss
             if problem:
                 yield Issue(path, value, f"{rule}; {problem}", fix)
                 return
-
-
-def _first(issues: Iterator[Issue]) -> Iterator[Issue]:
-    for issue in issues:
-        yield issue
-        return
 
 
 # --- private DNS zones Azure requires by name ----------------------------------------------------
