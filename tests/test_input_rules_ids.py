@@ -102,6 +102,8 @@ HOSTILE = [
     ("whitespace", lambda v: "   ", "it is empty"),
     ("spaces around", lambda v: f" {v}\n", "spaces or line breaks around it"),
     ("trailing slash", lambda v: v + "/", "it ends with '/'"),
+    ("control character", lambda v: v.replace("/providers/", "/providers/\x00", 1), "control character"),
+    ("line break inside", lambda v: v[:-1] + "\n" + v[-1], "control character or line break"),
     ("no leading slash", lambda v: v[1:], "does not start with /subscriptions/"),
     ("a name, not an ID", lambda v: v.rsplit("/", 1)[-1], "does not start with /subscriptions/"),
     ("non-GUID subscription", lambda v: v.replace(GUID, "my-subscription"), "'my-subscription' is not a GUID"),

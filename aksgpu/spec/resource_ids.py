@@ -27,6 +27,8 @@ from aksgpu.spec.base import Issue
 
 GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 RESOURCE_GROUPS = "Microsoft.Resources/resourceGroups"
+# No Azure resource name holds one (Learn naming rules: "control characters" are refused wherever listed).
+CONTROL = re.compile("[\x00-\x1f\x7f]")
 # A Key Vault key's versioned identifier: https://<vault>.vault.azure.net/keys/<name>/<version>; the
 # version is 32 hex characters Key Vault generates (Learn, "About Azure Key Vault keys, secrets and
 # certificates", Object identifiers: case-insensitive, valid URLs; checked 2026-11-27).
@@ -102,6 +104,8 @@ def parse(text: str) -> ResourceId | str:
         return "it has spaces or line breaks around it"
     if text.endswith("/"):
         return "it ends with '/'"
+    if CONTROL.search(text):
+        return "it holds a control character or line break"
     if not text.startswith("/"):
         return "it does not start with /subscriptions/"
     parts = text[1:].split("/")
