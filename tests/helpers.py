@@ -15,6 +15,8 @@ from aksgpu.project.stackfile import StackFile
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+# A subscription in the resource IDs tests pass: ARM takes only a GUID there (spec/resource_ids.py).
+SUBSCRIPTION = "/subscriptions/6b1d8f2e-3c4a-4e5f-9a7b-1c2d3e4f5a6b"
 # The example project: what `aksgpu new` writes, with a dev and a prod environment.
 EXAMPLE = REPO / "examples" / "gpu-clusters"
 EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (EXAMPLE / "stacks").glob("Pulumi.*.yaml"))

@@ -300,13 +300,14 @@ def test_pulumi_cloud_state_needs_no_storage_or_key_vault_roles(app: typer.Typer
 
 
 def test_existing_resources_outside_the_scope_are_named(app: typer.Typer, project: Path) -> None:
-    registry = "/subscriptions/sub-123/resourceGroups/rg-shared/providers/Microsoft.ContainerRegistry/registries/acr1"
+    registry = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-shared/providers/Microsoft.ContainerRegistry/"
+                "registries/acrshared1")
     _configure(project, dev={"resourceGroup": {"name": "rg-gpu-dev", "create": False},
                              "registry": {"mode": "existing", "id": registry}})
     result = runner.invoke(app, ["oidc", "dev", "--repo", REPOSITORY])
     assert result.exit_code == 0, result.output
     assert "# Note: registry.id points outside the identities' Azure scope" in result.output
-    assert "acr1" in result.output and "AcrPull" in result.output
+    assert "acrshared1" in result.output and "AcrPull" in result.output
 
 
 def test_unknown_environment_and_spec_errors(app: typer.Typer, project: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from aksgpu.plan.planner import Plan
 from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.arm_template import arm_template
-from tests.helpers import base_spec, edit, plan_spec, preset_spec
+from tests.helpers import SUBSCRIPTION, base_spec, edit, plan_spec, preset_spec
 
 KEY = "azure-native:keyvault:Key"
 VAULT = "azure-native:keyvault:Vault"
@@ -129,7 +129,7 @@ def test_periods_outside_key_vaults_rules_name_the_field(kms: dict, path: str) -
 def test_rotation_settings_are_refused_for_an_existing_key() -> None:
     spec = edit(base_spec(), "security.kms", {
         "mode": "existing", "networkAccess": "Public", "keyRotationDays": 90,
-        "keyVaultId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.KeyVault/vaults/corp-kms",
+        "keyVaultId": f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.KeyVault/vaults/corp-kms",
         "keyId": "https://corp-kms.vault.azure.net/keys/aks/0123456789abcdef0123456789abcdef"})
     with pytest.raises(SpecError) as error:
         parse_cluster_spec(spec)

@@ -87,7 +87,7 @@ def test_the_example_fleet_spec_is_valid_and_knows_its_regions() -> None:
 @pytest.mark.parametrize(("path", "value", "expected"), [
     ("members.1.name", "canary", 'members = "canary": member names must be unique'),
     ("hub", {"enabled": False, "vmSize": "Standard_D4s_v4"}, "this fleet has none"),
-    ("registry.name", "no-dashes-allowed", "ACR names are 5-50 letters and digits"),
+    ("registry.name", "no-dashes-allowed", "container registry name (Microsoft.ContainerRegistry/registries): 5-50"),
     ("name", "Gpu_Fleet", "1-63 lowercase letters"),
     ("members.0.group", "Canary", "1-50 lowercase letters"),
 ])

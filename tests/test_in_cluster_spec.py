@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import base_spec, edit
+from tests.helpers import SUBSCRIPTION, base_spec, edit
 
-ACTION_GROUP = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Insights/actionGroups/oncall"
+ACTION_GROUP = f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.Insights/actionGroups/oncall"
 
 # (id, edits [(path, value)], expected path, fragment of the rule)
 ERRORS = [

@@ -23,7 +23,7 @@ from aksgpu.environments.presets import preset_names
 from aksgpu.plan.manifests import MARKER_FILE
 from aksgpu.plan.planner import Plan
 from aksgpu.spec import parse_cluster_spec
-from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
+from tests.helpers import SUBSCRIPTION, base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
 from tests.oracles.azure_openapi import AksOpenApi
 from tests.oracles.kubernetes import (
     DATA,
@@ -192,7 +192,7 @@ def _managed_prometheus_plan() -> Plan:
     spec = edit(edit(base_spec(), "monitoring.managedPrometheus", True), "gpuHealth.metrics.scraper",
                 "managedPrometheus")
     return plan_spec(edit(spec, "gpuHealth.alerts.actionGroupIds", [
-        "/subscriptions/s/resourceGroups/r/providers/Microsoft.Insights/actionGroups/gpu-oncall"]))
+        f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.Insights/actionGroups/gpu-oncall"]))
 
 
 def test_alert_rules_parse_as_promql_and_use_exported_metrics() -> None:
@@ -221,7 +221,7 @@ def test_the_alert_rule_group_validates_against_azures_openapi_spec() -> None:
     assert spec.validate_put("PrometheusRuleGroups_CreateOrUpdate", group.inputs, top) == []
     assert len(group.inputs["rules"]) <= 20, "Azure Monitor takes at most 20 rules per group"
     assert group.inputs["rules"][0]["actions"] == [
-        {"actionGroupId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Insights/actionGroups/gpu-oncall"}]
+        {"actionGroupId": f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.Insights/actionGroups/gpu-oncall"}]
     broken = {**group.inputs, "rules": [{**group.inputs["rules"][0], "severty": 1}]}
     assert spec.validate_put("PrometheusRuleGroups_CreateOrUpdate", broken, top), "the spec catches a typo"
 

@@ -12,7 +12,7 @@ from aksgpu.plan.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
 from aksgpu.plan.report import plan_document
 from aksgpu.components.node_pools import REPLACE_ON_CHANGES
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import EXAMPLE, REPO, base_spec, edit, plan_spec
+from tests.helpers import EXAMPLE, REPO, SUBSCRIPTION, base_spec, edit, plan_spec
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
@@ -231,11 +231,11 @@ def test_monitoring_can_be_turned_off() -> None:
 
 
 def test_existing_resource_group_registry_and_subnets_are_not_created() -> None:
-    subnet = "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/subnets/nodes"
+    subnet = f"{SUBSCRIPTION}/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/vnet-hub/subnets/nodes"
     spec = base_spec()
     spec["resourceGroup"]["create"] = False
     spec["registry"] = {"mode": "existing",
-                        "id": "/subscriptions/s/resourceGroups/r/providers/Microsoft.ContainerRegistry/"
+                        "id": f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.ContainerRegistry/"
                               "registries/Shared"}
     spec["network"] = {"vnet": {"mode": "existing", "subnets": [{"name": "nodes", "id": subnet}]}}
     plan = plan_spec(spec)
@@ -424,7 +424,7 @@ def test_kms_creates_a_private_vault_and_key_and_grants_them_before_the_cluster(
 
 
 def test_kms_with_an_existing_key_uses_it_and_grants_only_what_a_public_vault_needs() -> None:
-    vault = "/subscriptions/s/resourceGroups/sec/providers/Microsoft.KeyVault/vaults/corp-kms"
+    vault = f"{SUBSCRIPTION}/resourceGroups/sec/providers/Microsoft.KeyVault/vaults/corp-kms"
     key = "https://corp-kms.vault.azure.net/keys/aks/0123456789abcdef0123456789abcdef"
     spec = edit(base_spec(), "security.kms", {"mode": "existing", "networkAccess": "Public",
                                               "keyVaultId": vault, "keyId": key})
@@ -439,16 +439,16 @@ def test_kms_with_an_existing_key_uses_it_and_grants_only_what_a_public_vault_ne
 
 @pytest.mark.parametrize(("kms", "path"), [
     ({"mode": "create"}, "security.kms.networkAccess"),  # private without API server VNet integration
-    ({"mode": "existing", "networkAccess": "Public", "keyVaultId": "/subscriptions/s/resourceGroups/r/providers/"
+    ({"mode": "existing", "networkAccess": "Public", "keyVaultId": f"{SUBSCRIPTION}/resourceGroups/r/providers/"
       "Microsoft.KeyVault/vaults/corp-kms", "keyId": "https://corp-kms.vault.azure.net/keys/aks"},
      "security.kms.keyId"),  # no version
-    ({"mode": "existing", "networkAccess": "Public", "keyVaultId": "/subscriptions/s/resourceGroups/r/providers/"
+    ({"mode": "existing", "networkAccess": "Public", "keyVaultId": f"{SUBSCRIPTION}/resourceGroups/r/providers/"
       "Microsoft.KeyVault/vaults/corp-kms", "keyId": "https://other.vault.azure.net/keys/aks/"
       "0123456789abcdef0123456789abcdef"}, "security.kms.keyId"),  # another vault's key
     ({"mode": "create", "networkAccess": "Public", "keyVaultName": "bad--name"}, "security.kms.keyVaultName"),
     ({"mode": "none", "keyId": "https://corp-kms.vault.azure.net/keys/aks/0123456789abcdef0123456789abcdef"},
      "security.kms.keyId"),
-    ({"mode": "existing", "networkAccess": "Public", "hsm": False, "keyVaultId": "/subscriptions/s/resourceGroups/r/"
+    ({"mode": "existing", "networkAccess": "Public", "hsm": False, "keyVaultId": f"{SUBSCRIPTION}/resourceGroups/r/"
       "providers/Microsoft.KeyVault/vaults/corp-kms", "keyId": "https://corp-kms.vault.azure.net/keys/aks/"
       "0123456789abcdef0123456789abcdef"}, "security.kms.hsm"),  # a setting of the vault aksgpu creates
 ])
@@ -483,7 +483,7 @@ def test_disk_encryption_creates_a_set_with_its_own_key_and_grants_both_before_t
 
 
 def test_an_existing_disk_encryption_set_is_passed_and_read_by_the_control_plane() -> None:
-    encryption_set = "/subscriptions/s/resourceGroups/sec/providers/Microsoft.Compute/diskEncryptionSets/corp_disks-1"
+    encryption_set = f"{SUBSCRIPTION}/resourceGroups/sec/providers/Microsoft.Compute/diskEncryptionSets/corp_disks-1"
     plan = plan_spec(edit(base_spec(), "security.diskEncryption", {"mode": "existing",
                                                                    "diskEncryptionSetId": encryption_set}))
     assert not plan.by_type("azure-native:compute:DiskEncryptionSet")
@@ -505,11 +505,11 @@ def test_software_keys_in_a_standard_vault_when_hsm_is_off() -> None:
 @pytest.mark.parametrize(("disks", "path"), [
     ({"mode": "create"}, "security.diskEncryption.mode"),  # the base spec has no KMS vault for the key
     ({"mode": "existing"}, "security.diskEncryption.diskEncryptionSetId"),
-    ({"mode": "existing", "diskEncryptionSetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.KeyVault/"
+    ({"mode": "existing", "diskEncryptionSetId": f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.KeyVault/"
       "vaults/corp-kms"}, "security.diskEncryption.diskEncryptionSetId"),  # not a disk encryption set
-    ({"mode": "existing", "diskEncryptionSetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/"
+    ({"mode": "existing", "diskEncryptionSetId": f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.Compute/"
       "diskEncryptionSets/bad.name"}, "security.diskEncryption.diskEncryptionSetId"),
-    ({"mode": "none", "diskEncryptionSetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/"
+    ({"mode": "none", "diskEncryptionSetId": f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.Compute/"
       "diskEncryptionSets/corp"}, "security.diskEncryption.diskEncryptionSetId"),
 ])
 def test_bad_disk_encryption_settings_name_the_field(disks: dict, path: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from aksgpu.plan.planner import Plan
 from tests.arm_template import cluster_arm_shape
-from tests.helpers import REPO, SHARED, base_spec, edit, plan_spec
+from tests.helpers import REPO, SHARED, SUBSCRIPTION, base_spec, edit, plan_spec
 from tests.oracles.azure_openapi import AksOpenApi
 
 pytestmark = pytest.mark.skipif(not (SHARED / "specs").is_dir(), reason="../shared/specs is not beside the repo")
@@ -48,9 +48,9 @@ VARIANTS = {
                  ("nodePools.0.spot", {"evictionPolicy": "Deallocate", "maxPrice": 3.5})],
     "reserved capacity, placement group": [
         ("nodePools.0.capacityReservationGroupId",
-         "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/a100"),
+         f"{SUBSCRIPTION}/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/a100"),
         ("nodePools.0.proximityPlacementGroupId",
-         "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/proximityPlacementGroups/ppg1"),
+         f"{SUBSCRIPTION}/resourceGroups/net/providers/Microsoft.Compute/proximityPlacementGroups/ppg1"),
         ("nodePools.0.zones", ["1"])],
     "lts premium": [("controlPlane.tier", "Premium"), ("controlPlane.supportPlan", "AKSLongTermSupport")],
     "no aad": [("access", {"aad": {"enabled": False}, "localAccounts": True})],

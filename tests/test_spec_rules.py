@@ -8,10 +8,10 @@ import re
 import pytest
 
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import REMOVE, base_spec, edit
+from tests.helpers import REMOVE, SUBSCRIPTION, base_spec, edit
 
 GPU_POOL = "nodePools.0"
-CAPACITY_RESERVATION = ("/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/"
+CAPACITY_RESERVATION = (f"{SUBSCRIPTION}/resourceGroups/capacity/providers/Microsoft.Compute/"
                         "capacityReservationGroups/h100")
 SUBNETS_CREATE = {
     "mode": "create",
@@ -97,13 +97,13 @@ ERRORS = [
     ("AMD needs driver None", [(f"{GPU_POOL}.vmSize", "Standard_ND96isr_MI300X_v5")], f"{GPU_POOL}.gpu.driver",
      "no AMD GPU driver"),
     ("capacity reservation id", [(f"{GPU_POOL}.capacityReservationGroupId", "capacity-h100")],
-     f"{GPU_POOL}.capacityReservationGroupId", "resource ID of a capacityReservationGroup"),
+     f"{GPU_POOL}.capacityReservationGroupId", "resource ID of a capacity reservation group"),
     ("capacity reservation on spot", [(f"{GPU_POOL}.priority", "spot"),
                                       (f"{GPU_POOL}.capacityReservationGroupId", CAPACITY_RESERVATION)],
      f"{GPU_POOL}.capacityReservationGroupId", "spot VMs cannot use them"),
     ("proximity group across zones", [(f"{GPU_POOL}.zones", ["1", "2"]),
                                       (f"{GPU_POOL}.proximityPlacementGroupId",
-                                       "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/"
+                                       f"{SUBSCRIPTION}/resourceGroups/net/providers/Microsoft.Compute/"
                                        "proximityPlacementGroups/ppg1")],
      f"{GPU_POOL}.proximityPlacementGroupId", "spans at most one zone"),
     ("size in no zone of the region", [("location", "southcentralus"), (f"{GPU_POOL}.vmSize", "Standard_NC6s_v3"),
@@ -198,7 +198,7 @@ ERRORS = [
                          ("network.vnet", edit(SUBNETS_CREATE, "subnets.0.cidr", "10.224.0.0/24"))],
      "network.vnet.subnets[0].cidr", "addresses at full scale"),
     ("existing subnet id", [("network.vnet", {"mode": "existing", "subnets": [{"name": "nodes", "id": "nodes"}]})],
-     "network.vnet.subnets[0].id", "subnet resource ID"),
+     "network.vnet.subnets[0].id", "resource ID of a subnet"),
     ("managed NAT needs managed vnet", [("network.vnet", SUBNETS_CREATE), ("network.outbound", "managedNATGateway")],
      "network.outbound", "AKS-managed VNet"),
     ("user NAT needs own vnet", [("network.outbound", "userAssignedNATGateway")], "network.outbound",

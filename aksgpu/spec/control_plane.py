@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
@@ -14,6 +15,7 @@ from aksgpu import catalog
 from aksgpu.spec.base import Issue, SpecModel, checked
 from aksgpu.spec.gpu_startup import check_autoscaler_profile, derived_autoscaler
 from aksgpu.spec.kubernetes_apis import check_kubernetes_apis
+from aksgpu.spec.resource_ids import check_zone_id
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
@@ -21,10 +23,6 @@ if TYPE_CHECKING:
 KUBERNETES_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 UTC_OFFSET = re.compile(r"^[+-](0\d|1[0-4]):[0-5]\d$")
-PRIVATE_DNS_ZONE_ID = re.compile(
-    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/privateDnsZones/[^/]+$",
-    re.IGNORECASE,
-)
 
 KubernetesVersion = Annotated[
     str,
@@ -72,7 +70,7 @@ class ApiServer(SpecModel):
     authorized_ip_ranges: list[str] = Field(default_factory=list)
     """Public IPv4 addresses or CIDRs allowed to reach a public API server: at most 200 (2,000 with vnetIntegration); "0.0.0.0/32" alone allows only the cluster's outbound IP. Empty: any address may reach it. Not for access: private."""
     private_dns_zone: str = "system"
-    """Private DNS zone of a private API server: "system" (AKS creates and manages it), "none", or the resource ID of your own private DNS zone. Only for access: private."""
+    """Private DNS zone of a private API server: "system" (AKS creates and manages it), "none", or the resource ID of your own private DNS zone, which AKS takes only named privatelink.<location>.azmk8s.io or <subzone>.privatelink.<location>.azmk8s.io (subzone at most 32 characters; with vnetIntegration also private.<location>.azmk8s.io), <location> the cluster's region. Only for access: private."""
 
 
 class Autoscaler(SpecModel):
@@ -316,10 +314,13 @@ def _check_api_server(spec: ClusterSpec) -> Iterator[Issue]:
     if api.access != "private" and api.private_dns_zone != "system":
         yield Issue(f"{path}.privateDnsZone", api.private_dns_zone, "a private DNS zone is only for access: private",
                     "remove privateDnsZone")
-    if api.private_dns_zone not in ("system", "none") and not PRIVATE_DNS_ZONE_ID.fullmatch(api.private_dns_zone):
-        yield Issue(f"{path}.privateDnsZone", api.private_dns_zone,
-                    'must be "system", "none" or a private DNS zone resource ID',
-                    'use "system" to let AKS manage it')
+    if api.private_dns_zone not in ("system", "none"):
+        # AKS takes only a zone named for the cluster's region (catalog/azure_names.yaml privateDnsZones).
+        for issue in check_zone_id(f"{path}.privateDnsZone", api.private_dns_zone,
+                                   "Microsoft.ContainerService/managedClusters", spec.location, api.vnet_integration):
+            yield replace(issue, rule=f'must be "system", "none" or {issue.rule[len("must be "):]}'
+                          if issue.rule.startswith("must be ") else issue.rule,
+                          fix=f'{issue.fix}, or use "system" to let AKS manage it')
     vnet_mode = spec.network.vnet.mode
     if api.subnet is not None and not api.vnet_integration:
         yield Issue(f"{path}.subnet", api.subnet, "an API server subnet is only used with vnetIntegration",

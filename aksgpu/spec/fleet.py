@@ -25,10 +25,10 @@ from pydantic import Field, ValidationError
 
 from aksgpu import catalog
 
+from aksgpu.spec import names
 from aksgpu.spec.names import global_suffix, suffixed_registry
 from aksgpu.spec.pool_checks import check_system_vm_size
 from aksgpu.spec.pools import SystemPool
-from aksgpu.spec.registry import REGISTRY_NAME
 from aksgpu.spec.shared_fields import (
     ClusterName,
     DnsPrefix,
@@ -255,9 +255,10 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
     if len(spec.members) > limits["maxMembers"]:
         yield Issue("members", len(spec.members), f"a fleet holds at most {limits['maxMembers']} member clusters",
                     "split the members into two fleets")
-    if spec.registry.mode == "create" and not REGISTRY_NAME.fullmatch(spec.registry_name):
-        yield Issue("registry.name", spec.registry_name, "ACR names are 5-50 letters and digits, unique across Azure",
-                    "set fleet.registry.name to such a name")
+    if spec.registry.mode == "create":
+        yield from names.check_name("registry.name", spec.registry_name, "Microsoft.ContainerRegistry/registries",
+                                    "set fleet.registry.name to such a name")
+    yield from _check_workspace_names(spec)
     yield from check_location(spec.location)
     for index, member in enumerate(spec.members):
         yield from check_location(member.location, f"members[{index}].location")
@@ -271,6 +272,19 @@ def check_fleet(spec: FleetSpec) -> Iterator[Issue]:
         yield from check_system_vm_size(node, "hub")
     yield from check_tags(spec.tags)
     yield from check_policy_owned_tags(spec.tags, spec.policy_owned_tags)
+
+
+def _check_workspace_names(spec: FleetSpec) -> Iterator[Issue]:
+    """The shared workspaces' names, derived from the fleet name and regions, against Azure's rule."""
+    mode = spec.log_analytics.mode
+    regions = spec.member_regions if mode == "perRegion" else [None] if mode == "single" else []
+    for region in regions:
+        name = log_analytics_workspace(spec.name, region)
+        if not names.obeys("Microsoft.OperationalInsights/workspaces", name):
+            rule = names.rule_of("Microsoft.OperationalInsights/workspaces")["rule"]
+            yield Issue("name", spec.name, f'the Log Analytics workspace name aksgpu derives from it, "{name}" '
+                        f"({len(name)} characters), breaks Azure's rule for Microsoft.OperationalInsights/workspaces: "
+                        f"{rule}", "shorten the fleet name, or set logAnalytics.mode: perMember")
 
 
 def check_upgrades(spec: FleetUpgradesSpec) -> Iterator[Issue]:

@@ -14,12 +14,11 @@ from aksgpu import catalog
 from aksgpu.spec.base import Issue, SpecModel, checked
 from aksgpu.spec.gpu_repair import Repair, check_repair
 from aksgpu.spec.in_cluster import Version, pinned, pinned_image
+from aksgpu.spec.resource_ids import check_id
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
 
-ACTION_GROUP_ID = re.compile(
-    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Insights/actionGroups/[^/]+$", re.IGNORECASE)
 # A container image reference: [registry/]repository[:tag][@digest], no spaces.
 IMAGE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
                    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
@@ -213,10 +212,7 @@ def check_gpu_health(spec: ClusterSpec) -> Iterator[Issue]:
                     "no alert fires on a failing GPU", "set monitoring.managedPrometheus: true, or scraper: bundled "
                     "(or scraper: none to accept it)", "warning")
     for index, group in enumerate(health.alerts.action_group_ids):
-        if not ACTION_GROUP_ID.fullmatch(group):
-            yield Issue(f"gpuHealth.alerts.actionGroupIds[{index}]", group,
-                        "must be the resource ID of an Azure Monitor action group",
-                        "copy it from `az monitor action-group show ... --query id`")
+        yield from check_id(f"gpuHealth.alerts.actionGroupIds[{index}]", group, "Microsoft.Insights/actionGroups")
     if health.alerts.action_group_ids and scraper != "managedPrometheus":
         yield Issue("gpuHealth.alerts.actionGroupIds", list(health.alerts.action_group_ids),
                     "action groups are notified by Azure Monitor rule groups, which need scraper managedPrometheus",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
@@ -10,15 +9,14 @@ from pydantic import Field
 
 from aksgpu import catalog
 
+from aksgpu.spec import names
 from aksgpu.spec.base import Issue, SpecModel
+from aksgpu.spec.resource_ids import check_id
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
 
-WORKSPACE_ID = re.compile(
-    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.OperationalInsights/workspaces/[^/]+$",
-    re.IGNORECASE,
-)
+WORKSPACE_TYPE = "Microsoft.OperationalInsights/workspaces"
 # kube-audit-admin and guard cover audit needs at a fraction of kube-audit's volume (PSRule
 # Azure.AKS.AuditLogs); the rest are the components operators read when scaling goes wrong.
 DEFAULT_LOG_CATEGORIES = [
@@ -38,11 +36,11 @@ class LogAnalytics(SpecModel):
     mode: Literal["create", "existing", "fleet", "none"] = "create"
     """create: aksgpu creates a workspace; existing: use the workspace given by workspaceId; fleet: the fleet's workspace for the cluster's region (a fleet member only); none: no workspace (then turn off containerInsights and controlPlaneLogs)."""
     name: str | None = None
-    """Name of the workspace aksgpu creates. None: "<cluster name>-logs"."""
+    """Name of the workspace aksgpu creates: 4-63 letters, digits or '-', starting and ending with a letter or digit (Azure's rule for Microsoft.OperationalInsights/workspaces). None: "<cluster name>-logs"."""
     retention_days: int = Field(default=30, ge=30, le=730)
     """Days the workspace aksgpu creates keeps data, 30-730."""
     workspace_id: str | None = None
-    """Resource ID of an existing Log Analytics workspace (mode existing only)."""
+    """Resource ID of an existing Log Analytics workspace (mode existing only): /subscriptions/<subscription GUID>/resourceGroups/<group>/providers/Microsoft.OperationalInsights/workspaces/<name>."""
 
 
 class Monitoring(SpecModel):
@@ -63,10 +61,11 @@ class Monitoring(SpecModel):
 def check_monitoring(spec: ClusterSpec) -> Iterator[Issue]:
     monitoring = spec.monitoring
     workspace = monitoring.log_analytics
-    if workspace.mode == "existing" and (workspace.workspace_id is None or not WORKSPACE_ID.fullmatch(workspace.workspace_id)):
-        yield Issue("monitoring.logAnalytics.workspaceId", workspace.workspace_id,
-                    "must be the resource ID of an existing Log Analytics workspace",
-                    "copy it from `az monitor log-analytics workspace show ... --query id`")
+    if workspace.mode == "existing":
+        yield from check_id("monitoring.logAnalytics.workspaceId", workspace.workspace_id, WORKSPACE_TYPE)
+    if workspace.name is not None:
+        yield from names.check_name("monitoring.logAnalytics.name", workspace.name, WORKSPACE_TYPE,
+                                    "rename the workspace, or leave name out for \"<cluster name>-logs\"")
     if workspace.mode == "fleet" and spec.fleet is None:
         yield Issue("monitoring.logAnalytics.mode", "fleet", "the fleet's workspace is for a member of a fleet",
                     "set mode to create, existing or none; fleet members are rendered from a fleet environment")

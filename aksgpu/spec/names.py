@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import AfterValidator
 
 from aksgpu import catalog
 
-from aksgpu.spec.base import Issue
+from aksgpu.spec.base import Issue, rule_error
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
@@ -133,6 +135,42 @@ def obeys(resource_type: str, name: str) -> bool:
     return rule["min"] <= len(name) <= rule["max"] and re.fullmatch(rule["pattern"], name) is not None
 
 
+def rule_of(resource_type: str) -> dict:
+    """Azure's naming rule for `resource_type` (catalog/azure_names.yaml rules)."""
+    return catalog.load("azure_names")["rules"][resource_type]
+
+
+def article(label: str) -> str:
+    """`label` with "a" or "an" before it."""
+    return f"an {label}" if label[:1].lower() in "aeiou" else f"a {label}"
+
+
+def broken_rule(resource_type: str) -> str:
+    """What a name the user sets breaks, as a message says it."""
+    rule = rule_of(resource_type)
+    return f"breaks Azure's rule for {article(rule['label'])} name ({resource_type}): {rule['rule']}"
+
+
+def check_name(path: str, name: str, resource_type: str, fix: str) -> Iterator[Issue]:
+    """An Issue when a name the user sets for an Azure resource breaks its type's rule: the same
+    table as the names aksgpu derives (catalog/azure_names.yaml, each row with its source)."""
+    if obeys(resource_type, name):
+        return
+    yield Issue(path, name, broken_rule(resource_type), fix, rule_of(resource_type).get("severity", "error"))
+
+
+def named(resource_type: str, fix: str) -> AfterValidator:
+    """A field validator: a name the field gives an Azure resource keeps its type's rule (check_name,
+    where the field alone decides)."""
+
+    def validate(value: Any) -> Any:
+        if isinstance(value, str) and not obeys(resource_type, value):
+            raise rule_error(broken_rule(resource_type), fix)
+        return value
+
+    return AfterValidator(validate)
+
+
 def check_derived_names(spec: ClusterSpec) -> Iterator[Issue]:
     """Every name the spec derives that breaks its resource type's rule, at the field to change."""
     rename = "shorten or rename the cluster (name)"
@@ -163,8 +201,10 @@ def check_derived_names(spec: ClusterSpec) -> Iterator[Issue]:
         derived.append(("Microsoft.Network/virtualNetworks", vnet(spec.name), "name",
                         f"{rename}, or set network.vnet.name"))
     if vnet_spec.mode == "create":
+        # A subnet name that breaks the subnet rule is reported at the subnet (spec/network.py), once.
         derived += [("Microsoft.Network/networkSecurityGroups", network_security_group(spec.name, subnet.name), "name",
-                     f"{rename}, or the subnet ({subnet.name})") for subnet in vnet_spec.subnets]
+                     f"{rename}, or the subnet ({subnet.name})") for subnet in vnet_spec.subnets
+                    if obeys("Microsoft.Network/virtualNetworks/subnets", subnet.name)]
     if spec.registry.mode == "create" and not spec.registry.public_network_access:
         derived.append(("Microsoft.Network/privateEndpoints", registry_private_endpoint(spec.name), "name", rename))
     if spec.security.disk_encryption.mode == "create":

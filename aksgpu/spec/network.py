@@ -12,28 +12,26 @@ from pydantic import BeforeValidator, Field
 
 from aksgpu import catalog
 
+from aksgpu.spec import names as azure_names
 from aksgpu.spec.base import Cidr, Ipv4, Issue, SpecModel, network
+from aksgpu.spec.resource_ids import check_id
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
     from aksgpu.spec.pools import PoolBase
 
-SUBNET_ID = re.compile(
-    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/virtualNetworks/[^/]+/subnets/[^/]+$",
-    re.IGNORECASE,
-)
-SUBNET_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,78}[a-zA-Z0-9_]?$")
+SUBNET_TYPE = "Microsoft.Network/virtualNetworks/subnets"
 
 
 class Subnet(SpecModel):
     """A subnet: a CIDR aksgpu creates (vnet.mode create) or an existing subnet's ID."""
 
     name: str = Field(min_length=1, max_length=80)
-    """Name of the subnet, 1-80 characters and unique; nodeSubnet, podSubnet, the pools' subnet and podSubnet, and apiServer.subnet refer to it."""
+    """Name of the subnet, unique; nodeSubnet, podSubnet, the pools' subnet and podSubnet, and apiServer.subnet refer to it. A subnet aksgpu creates (vnet.mode create) gets this name in Azure: 1-80 letters, digits, '_', '.' or '-', starting with a letter or digit and ending with a letter, digit or '_'."""
     cidr: Cidr | None = None
     """IPv4 range of a subnet aksgpu creates (vnet.mode create): inside addressSpace, overlapping no other subnet, and large enough for its pools' nodes (and, with plugin azure, their pods) at full scale with upgrade surge."""
     id: str | None = None
-    """Resource ID of an existing subnet (vnet.mode existing only)."""
+    """Resource ID of an existing subnet (vnet.mode existing only): /subscriptions/<subscription GUID>/resourceGroups/<group>/providers/Microsoft.Network/virtualNetworks/<vnet>/subnets/<name>."""
 
 
 # aksgpu's inbound NSG rules take priorities 1000, 1010, ... (Azure allows 100-4096).
@@ -51,8 +49,8 @@ SERVICE_TAG = re.compile(r"^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z0-9]+)?$")
 class InboundRule(SpecModel):
     """Traffic from outside the VNet that the node and pod subnets' NSGs let in."""
 
-    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
-    """Name of the NSG rule: 1-80 letters, digits, '_', '.' or '-'."""
+    name: Annotated[str, azure_names.named("Microsoft.Network/networkSecurityGroups/securityRules", "rename the rule")]
+    """Name of the NSG rule: 1-80 letters, digits, '_', '.' or '-', starting with a letter or digit and ending with a letter, digit or '_'."""
     ports: list[Port] = Field(min_length=1)
     """Destination ports or ranges, e.g. [443] or ["8000-8100"]; "*" for every port."""
     sources: list[str] = Field(min_length=1)
@@ -67,7 +65,7 @@ class Vnet(SpecModel):
     mode: Literal["managed", "create", "existing"] = "managed"
     """managed: AKS creates the VNet and its subnets; create: aksgpu creates the VNet and the listed subnets; existing: the listed subnets already exist, given by resource ID."""
     name: str | None = None
-    """Name of the VNet aksgpu creates (mode create). None: "<cluster name>-vnet"."""
+    """Name of the VNet aksgpu creates (mode create): 2-64 letters, digits, '_', '.' or '-', starting with a letter or digit and ending with a letter, digit or '_'. None: "<cluster name>-vnet"."""
     address_space: list[Cidr] = Field(default_factory=lambda: ["10.224.0.0/12"])
     """IPv4 ranges of the VNet aksgpu creates (mode create); every subnet must lie inside them, and they must not overlap the pod or service range or a range AKS reserves."""
     subnets: list[Subnet] = Field(default_factory=list)
@@ -249,12 +247,17 @@ def _check_vnet(spec: ClusterSpec) -> Iterator[Issue]:
                     yield Issue(f"{path}.{field}", value, "pools cannot choose subnets in an AKS-managed VNet",
                                 "remove it, or set network.vnet.mode: create")
         return
+    if vnet.mode == "create" and vnet.name is not None:
+        yield from azure_names.check_name("network.vnet.name", vnet.name, "Microsoft.Network/virtualNetworks",
+                                          'rename the VNet, or leave name out for "<cluster name>-vnet"')
     names = [s.name for s in vnet.subnets]
     for index, subnet in enumerate(vnet.subnets):
         path = f"network.vnet.subnets[{index}]"
         if names.index(subnet.name) != index:
             yield Issue(f"{path}.name", subnet.name, "subnet names must be unique", "rename one of them")
         if vnet.mode == "create":
+            yield from azure_names.check_name(f"{path}.name", subnet.name, SUBNET_TYPE,
+                                              "rename the subnet (and each field that names it)")
             if subnet.id is not None:
                 yield Issue(f"{path}.id", subnet.id, "with vnet.mode create aksgpu creates the subnet",
                             "remove id and give cidr, or set vnet.mode: existing")
@@ -268,9 +271,7 @@ def _check_vnet(spec: ClusterSpec) -> Iterator[Issue]:
             if subnet.cidr is not None:
                 yield Issue(f"{path}.cidr", subnet.cidr, "an existing subnet's range comes from Azure",
                             "remove cidr and give the subnet's resource id")
-            if subnet.id is None or not SUBNET_ID.fullmatch(subnet.id):
-                yield Issue(f"{path}.id", subnet.id, "must be a subnet resource ID",
-                            "copy it from `az network vnet subnet show ... --query id`")
+            yield from check_id(f"{path}.id", subnet.id, SUBNET_TYPE)
     cidrs = [(i, s) for i, s in enumerate(vnet.subnets) if s.cidr]
     for pos, (_i, a) in enumerate(cidrs):
         for j, b in cidrs[pos + 1:]:

@@ -13,8 +13,9 @@ from aksgpu import catalog
 from aksgpu.catalog.vm import VmSize
 from aksgpu.spec.base import Issue, did_you_mean, surge_nodes
 from aksgpu.spec.gpu_pool_checks import check_gpu, check_grace_blackwell
+from aksgpu.spec.resource_ids import check_id
 from aksgpu.spec.pools import (
-    DEFAULT_EPHEMERAL_OS_DISK_GIB, DNS_SUBDOMAIN, LABEL_NAME, LABEL_VALUE, POOL_KIND_LABEL, RESOURCE_ID,
+    DEFAULT_EPHEMERAL_OS_DISK_GIB, DNS_SUBDOMAIN, LABEL_NAME, LABEL_VALUE, POOL_KIND_LABEL,
     SPOT_TAINT_KEY, TAINT, TEAM_KEY, NodePool, PoolBase, SystemPool, ephemeral_capacity_gib, ephemeral_placement,
     gate_hold_labels,
 )
@@ -308,13 +309,10 @@ def _check_node_pool(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[I
 
 def _check_placement(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[Issue]:
     """Capacity reservation and proximity placement groups: their IDs, and what each allows."""
-    for field, value, kind, show in (("capacityReservationGroupId", pool.capacity_reservation_group_id,
-                                      "Microsoft.Compute/capacityReservationGroups", "az capacity reservation group show"),
-                                     ("proximityPlacementGroupId", pool.proximity_placement_group_id,
-                                      "Microsoft.Compute/proximityPlacementGroups", "az ppg show")):
-        if value is not None and not re.fullmatch(RESOURCE_ID.format(kind=re.escape(kind)), value, re.IGNORECASE):
-            yield Issue(f"{path}.{field}", value, f"must be the resource ID of a {kind.rsplit('/', 1)[-1][:-1]}",
-                        f"copy it from `{show} -g GROUP -n NAME --query id`")
+    yield from check_id(f"{path}.capacityReservationGroupId", pool.capacity_reservation_group_id,
+                        "Microsoft.Compute/capacityReservationGroups", required=False)
+    yield from check_id(f"{path}.proximityPlacementGroupId", pool.proximity_placement_group_id,
+                        "Microsoft.Compute/proximityPlacementGroups", required=False)
     if pool.capacity_reservation_group_id is not None:
         if pool.is_spot:
             yield Issue(f"{path}.capacityReservationGroupId", pool.capacity_reservation_group_id,

@@ -30,7 +30,6 @@ LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 SURGE = re.compile(r"^\d+%?$")
-RESOURCE_ID = r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/{kind}/[^/]+$"
 
 # Taint and labels aksgpu puts on pools. nvidia.com/gpu is the key the NVIDIA device plugin and
 # GPU Operator tolerate by default, so GPU components need no extra toleration.

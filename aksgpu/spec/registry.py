@@ -8,20 +8,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from aksgpu.spec import names
 from aksgpu.spec.base import Issue, SpecModel, did_you_mean
+from aksgpu.spec.resource_ids import check_id, check_zone_id
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
 
-REGISTRY_NAME = re.compile(r"^[a-zA-Z0-9]{5,50}$")
-PRIVATE_DNS_ZONE_ID = re.compile(
-    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/privateDnsZones/privatelink\.azurecr\.io$",
-    re.IGNORECASE,
-)
-REGISTRY_ID = re.compile(
-    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerRegistry/registries/[a-zA-Z0-9]+$",
-    re.IGNORECASE,
-)
+REGISTRY_TYPE = "Microsoft.ContainerRegistry/registries"
 
 
 class Registry(SpecModel):
@@ -36,7 +30,7 @@ class Registry(SpecModel):
     zone_redundancy: bool = True
     """Make the registry aksgpu creates zone-redundant; needs sku Premium."""
     id: str | None = None
-    """Resource ID of an existing registry (mode existing only)."""
+    """Resource ID of an existing registry (mode existing only): /subscriptions/<subscription GUID>/resourceGroups/<group>/providers/Microsoft.ContainerRegistry/registries/<name>."""
     public_network_access: bool = False
     """Let the registry aksgpu creates be reached from the internet. false (policy acr-public-network): only through a private endpoint aksgpu adds in the cluster's VNet, with its privatelink.azurecr.io DNS zone, and image export off (policy acr-export); needs sku Premium and a network.vnet that aksgpu creates or is given. Pushing images then needs a machine in (or peered with) that VNet."""
     private_endpoint_subnet: str | None = None
@@ -57,9 +51,7 @@ def check_registry(spec: ClusterSpec) -> Iterator[Issue]:
     registry = spec.registry
     if registry.mode == "create":
         name = registry.name or default_registry_name(spec.name)
-        if not REGISTRY_NAME.fullmatch(name):
-            yield Issue("registry.name", name, "ACR names are 5-50 letters and digits, unique across Azure",
-                        "set registry.name to such a name")
+        yield from names.check_name("registry.name", name, REGISTRY_TYPE, "set registry.name to such a name")
         if registry.zone_redundancy and registry.sku != "Premium":
             yield Issue("registry.zoneRedundancy", True, "zone redundancy needs the Premium SKU",
                         "set registry.sku: Premium, or zoneRedundancy: false")
@@ -84,9 +76,7 @@ def check_registry(spec: ClusterSpec) -> Iterator[Issue]:
         if not registry.public_network_access:
             yield from _check_private_endpoint(spec)
     elif registry.mode == "existing":
-        if registry.id is None or not REGISTRY_ID.fullmatch(registry.id):
-            yield Issue("registry.id", registry.id, "must be the resource ID of an existing container registry",
-                        "copy it from `az acr show -n NAME --query id`")
+        yield from check_id("registry.id", registry.id, REGISTRY_TYPE)
     if registry.mode not in ("create", "fleet"):
         for field, value in (("privateEndpointSubnet", registry.private_endpoint_subnet),
                              ("privateDnsZoneId", registry.private_dns_zone_id)):
@@ -114,7 +104,6 @@ def _check_private_endpoint(spec: ClusterSpec) -> Iterator[Issue]:
             yield Issue("registry.privateEndpointSubnet", subnet, "this subnet is delegated to AKS (the API "
                         "server's or a pod subnet), and Azure puts no private endpoint in a delegated subnet",
                         "name a node subnet or a subnet of its own")
-    if registry.private_dns_zone_id is not None and not PRIVATE_DNS_ZONE_ID.fullmatch(registry.private_dns_zone_id):
-        yield Issue("registry.privateDnsZoneId", registry.private_dns_zone_id,
-                    "must be the resource ID of a privatelink.azurecr.io private DNS zone",
-                    "copy it from `az network private-dns zone show -g GROUP -n privatelink.azurecr.io --query id`")
+    if registry.private_dns_zone_id is not None:
+        # A registry's private endpoint registers only in privatelink.azurecr.io (catalog/azure_names.yaml).
+        yield from check_zone_id("registry.privateDnsZoneId", registry.private_dns_zone_id, REGISTRY_TYPE)

@@ -14,6 +14,7 @@ from aksgpu import catalog
 
 from aksgpu.spec import names
 from aksgpu.spec.base import Issue, SpecModel
+from aksgpu.spec.resource_ids import KeyId, ResourceId, check_id, check_key_id, parse, parse_key_id
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
@@ -21,13 +22,7 @@ if TYPE_CHECKING:
 # The secrets store CSI driver reads a Go duration: "2m", "30s", "1h".
 POLL_INTERVAL = re.compile(r"^[1-9][0-9]{0,3}[smh]$")
 VAULT_TYPE = "Microsoft.KeyVault/vaults"
-KEY_VAULT_ID = re.compile(
-    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.KeyVault/vaults/[a-zA-Z0-9-]{3,24}$", re.IGNORECASE)
-# A versioned key identifier, as KMS takes it (Key Vault's object identifier format).
-KEY_ID = re.compile(r"^https://[a-zA-Z0-9-]{3,24}\.vault\.azure\.net/keys/[a-zA-Z0-9-]{1,127}/[0-9a-fA-F]{32}$")
-DISK_ENCRYPTION_SET_ID = re.compile(
-    r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/diskEncryptionSets/[a-zA-Z0-9_-]{1,80}$",
-    re.IGNORECASE)
+DISK_ENCRYPTION_SET_TYPE = "Microsoft.Compute/diskEncryptionSets"
 # Key Vault sends a near-expiry notification (Event Grid) this many days before a key version
 # expires (the rotation policy's notify action aksgpu adds).
 KEY_NOTIFY_DAYS = 30
@@ -49,7 +44,7 @@ class Kms(SpecModel):
     key_vault_name: str | None = None
     """Name of the vault aksgpu creates: 3-24 letters, digits and '-', unique across Azure (<name>.vault.azure.net). `aksgpu render` writes it into the stack file: a name set here as written; for a new environment "<cluster name, cut>-kms-" and six characters from a hash of the resource group, location and cluster name, so environments with the same cluster name differ; an environment rendered before keeps the name it has ("<cluster name>-kms", cut to 24: None in a stack file means that name). Changing it replaces the vault and its keys, which KMS does not survive; purge protection keeps a deleted vault's name taken for 90 days."""
     key_vault_id: str | None = None
-    """Resource ID of an existing vault (mode existing)."""
+    """Resource ID of an existing vault (mode existing): /subscriptions/<subscription GUID>/resourceGroups/<group>/providers/Microsoft.KeyVault/vaults/<name>."""
     key_id: str | None = None
     """Versioned identifier of an existing key (mode existing), https://<vault>.vault.azure.net/keys/<name>/<version>; rotate by changing it to a new version."""
 
@@ -61,7 +56,7 @@ class DiskEncryption(SpecModel):
     mode: Literal["none", "create", "existing"] = "none"
     """create: aksgpu creates a disk encryption set with its own RSA key in the Key Vault it creates for KMS (needs security.kms.mode create), moving to each new key version by itself, and grants it the key; existing: the disk encryption set given by diskEncryptionSetId (same region; its identity must already hold Key Vault Crypto Service Encryption User on its key); none: Azure's platform keys. AKS takes it only when the cluster is created: changing it replaces the cluster. It encrypts every pool's OS disks (ephemeral ones get a new key version only when re-imaged) and, by default, the data disks AKS's storage classes create; temp disks are covered by encryption at host."""
     disk_encryption_set_id: str | None = None
-    """Resource ID of an existing disk encryption set (mode existing)."""
+    """Resource ID of an existing disk encryption set (mode existing): /subscriptions/<subscription GUID>/resourceGroups/<group>/providers/Microsoft.Compute/diskEncryptionSets/<name>."""
 
 
 class KeyVaultSecretsProvider(SpecModel):
@@ -133,26 +128,19 @@ def _check_kms(spec: ClusterSpec) -> Iterator[Issue]:
                     "VNet integration", "set controlPlane.apiServer.vnetIntegration: true, or networkAccess: Public")
     if kms.mode == "create":
         name = key_vault_name(spec)
-        if not names.obeys(VAULT_TYPE, name):
-            yield Issue("security.kms.keyVaultName", name,
-                        f"Key Vault names are {catalog.load('azure_names')['rules'][VAULT_TYPE]['rule']}",
-                        "set keyVaultName to such a name")
+        yield from names.check_name("security.kms.keyVaultName", name, VAULT_TYPE, "set keyVaultName to such a name")
         for field, value in (("keyVaultId", kms.key_vault_id), ("keyId", kms.key_id)):
             if value is not None:
                 yield Issue(f"security.kms.{field}", value, "is for mode existing; aksgpu creates the vault and key",
                             "remove it, or set mode: existing")
     else:
-        if kms.key_vault_id is None or not KEY_VAULT_ID.fullmatch(kms.key_vault_id):
-            yield Issue("security.kms.keyVaultId", kms.key_vault_id, "must be the resource ID of the existing vault",
-                        "copy it from `az keyvault show -n NAME --query id`")
-        if kms.key_id is None or not KEY_ID.fullmatch(kms.key_id):
-            yield Issue("security.kms.keyId", kms.key_id, "must be a key identifier with its version",
-                        "copy it from `az keyvault key show --vault-name VAULT -n KEY --query key.kid`")
-        elif kms.key_vault_id is not None and KEY_VAULT_ID.fullmatch(kms.key_vault_id):
-            vault = kms.key_vault_id.rsplit("/", 1)[-1].lower()
-            if kms.key_id.split("//", 1)[1].split(".", 1)[0].lower() != vault:
-                yield Issue("security.kms.keyId", kms.key_id, f"the key is not in the vault keyVaultId names ({vault})",
-                            "give a key of that vault, or that key's vault")
+        yield from check_id("security.kms.keyVaultId", kms.key_vault_id, VAULT_TYPE)
+        yield from check_key_id("security.kms.keyId", kms.key_id)
+        vault = parse(kms.key_vault_id) if kms.key_vault_id is not None else None
+        key = parse_key_id(kms.key_id) if kms.key_id is not None else None
+        if isinstance(vault, ResourceId) and isinstance(key, KeyId) and key.vault.lower() != vault.name.lower():
+            yield Issue("security.kms.keyId", kms.key_id, f"the key is not in the vault keyVaultId names ({vault.name})",
+                        "give a key of that vault, or that key's vault")
         if kms.key_vault_name is not None:
             yield Issue("security.kms.keyVaultName", kms.key_vault_name, "is for mode create",
                         "remove it; keyVaultId names the existing vault")
@@ -192,9 +180,7 @@ def _check_disk_encryption(spec: ClusterSpec) -> Iterator[Issue]:
     disks = spec.security.disk_encryption
     field = "security.diskEncryption.diskEncryptionSetId"
     if disks.mode == "existing":
-        if disks.disk_encryption_set_id is None or not DISK_ENCRYPTION_SET_ID.fullmatch(disks.disk_encryption_set_id):
-            yield Issue(field, disks.disk_encryption_set_id, "must be the resource ID of the existing disk encryption set",
-                        "copy it from `az disk-encryption-set show -g GROUP -n NAME --query id`")
+        yield from check_id(field, disks.disk_encryption_set_id, DISK_ENCRYPTION_SET_TYPE)
         return
     if disks.disk_encryption_set_id is not None:
         yield Issue(field, disks.disk_encryption_set_id, f"is for mode existing, not {disks.mode}",
