@@ -265,7 +265,8 @@ def policy_rules_page(sources: dict[str, Any]) -> str:
 # --- PSRule for Azure -----------------------------------------------------------------------------
 
 _STATUS_MEANING = {
-    "enforced": "a rule of aksgpu's policy pack checks the same setting on every plan",
+    "enforced": "a rule of aksgpu's policy pack checks the same setting on every plan (a mandatory one fails it "
+                "unless waived, an advisory one is reported)",
     "default": "aksgpu declares what the rule wants without being asked",
     "validated": "`aksgpu validate` checks it where the user writes the value",
     "waived": "the rule would fail, on purpose, for the reason given",
@@ -277,6 +278,7 @@ _STATUS_MEANING = {
 def psrule_rules_page(sources: dict[str, Any]) -> str:
     extract = sources["psrule_extract"]
     by_name = {entry["name"]: entry for entry in extract["rules"]}
+    policies = {policy.id: policy for policy in sources["rules"]}
     statuses = sorted(sources["psrule_statuses"], key=lambda s: s.rule)
     source = extract["source"]
     counts = {status: sum(1 for s in statuses if s.status == status) for status in _STATUS_MEANING}
@@ -296,7 +298,9 @@ def psrule_rules_page(sources: dict[str, Any]) -> str:
         entry = by_name[status.rule]
         detail = status.detail
         if status.status == "enforced":
-            detail = detail.replace(f"`{status.policy}`", f"[`{status.policy}`](policy-rules.md#{status.policy})", 1)
+            enforcement = policies[status.policy].enforcement
+            detail = detail.replace(f"`{status.policy}`",
+                                    f"[`{status.policy}`](policy-rules.md#{status.policy}) ({enforcement})", 1)
         rows.append([f"`{status.rule}`", entry["ref"] or "-", status.status, _cell(detail), _cell(entry["synopsis"])])
     lines += _table(["rule", "ID", "status", "in aksgpu", "PSRule's synopsis"], rows)
     lines += ["", "## Declared types no rule targets", "",
