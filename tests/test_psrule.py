@@ -119,3 +119,52 @@ def test_the_docs_page_lists_every_rule_with_its_status() -> None:
 def test_a_status_detail_reads_as_one_line() -> None:
     assert RuleStatus(rule="a", status="enforced", policy="aks-rbac").detail == "policy rule `aks-rbac`"
     assert "\n" not in "".join(status.detail for status in statuses())
+
+
+# The ARM type of each azure-native resource class aksgpu's components declare.
+ARM_TYPES = {
+    "alertsmanagement.PrometheusRuleGroup": "Microsoft.AlertsManagement/prometheusRuleGroups",
+    "authorization.RoleAssignment": "Microsoft.Authorization/roleAssignments",
+    "azure_network.NatGateway": "Microsoft.Network/natGateways",
+    "azure_network.NetworkSecurityGroup": "Microsoft.Network/networkSecurityGroups",
+    "azure_network.PrivateDnsZoneGroup": "Microsoft.Network/privateEndpoints/privateDnsZoneGroups",
+    "azure_network.PrivateEndpoint": "Microsoft.Network/privateEndpoints",
+    "azure_network.PublicIPAddress": "Microsoft.Network/publicIPAddresses",
+    "azure_network.Subnet": "Microsoft.Network/virtualNetworks/subnets",
+    "azure_network.VirtualNetwork": "Microsoft.Network/virtualNetworks",
+    "compute.DiskEncryptionSet": "Microsoft.Compute/diskEncryptionSets",
+    "containerregistry.Registry": "Microsoft.ContainerRegistry/registries",
+    "containerregistry.Replication": "Microsoft.ContainerRegistry/registries/replications",
+    "containerservice.AgentPool": "Microsoft.ContainerService/managedClusters/agentPools",
+    "containerservice.AutoUpgradeProfile": "Microsoft.ContainerService/fleets/autoUpgradeProfiles",
+    "containerservice.Fleet": "Microsoft.ContainerService/fleets",
+    "containerservice.FleetMember": "Microsoft.ContainerService/fleets/members",
+    "containerservice.FleetUpdateStrategy": "Microsoft.ContainerService/fleets/updateStrategies",
+    "containerservice.MaintenanceConfiguration": "Microsoft.ContainerService/managedClusters/maintenanceConfigurations",
+    "containerservice.ManagedCluster": "Microsoft.ContainerService/managedClusters",
+    "keyvault.Key": "Microsoft.KeyVault/vaults/keys",
+    "keyvault.Vault": "Microsoft.KeyVault/vaults",
+    "managedidentity.UserAssignedIdentity": "Microsoft.ManagedIdentity/userAssignedIdentities",
+    "monitor.AzureMonitorWorkspace": "Microsoft.Monitor/accounts",
+    "monitor.DataCollectionEndpoint": "Microsoft.Insights/dataCollectionEndpoints",
+    "monitor.DataCollectionRule": "Microsoft.Insights/dataCollectionRules",
+    "monitor.DataCollectionRuleAssociation": "Microsoft.Insights/dataCollectionRuleAssociations",
+    "monitor.DiagnosticSetting": "Microsoft.Insights/diagnosticSettings",
+    "operationalinsights.Workspace": "Microsoft.OperationalInsights/workspaces",
+    "privatedns.PrivateZone": "Microsoft.Network/privateDnsZones",
+    "privatedns.VirtualNetworkLink": "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
+    "resources.ResourceGroup": "Microsoft.Resources/resourceGroups",
+}
+AZURE_CLASS = re.compile(r"\b((?:alertsmanagement|authorization|azure_network|compute|containerregistry"
+                         r"|containerservice|keyvault|managedidentity|monitor|operationalinsights|privatedns"
+                         r"|resources)\.[A-Z]\w+)\(")
+
+
+def test_the_extract_covers_every_azure_resource_type_aksgpu_declares() -> None:
+    """A new kind of Azure resource in the components needs its PSRule rules reviewed: its type
+    must be among the extract's declared types (and the rules for it among the extract's rules)."""
+    found = {match for path in (REPO / "aksgpu" / "components").rglob("*.py")
+             for match in AZURE_CLASS.findall(path.read_text(encoding="utf-8"))}
+    assert found, "no azure-native resource found: the pattern no longer matches the components"
+    assert sorted(found - set(ARM_TYPES)) == [], "add the new class's ARM type to ARM_TYPES and the extract"
+    assert {ARM_TYPES[name] for name in found} == set(extract()["declaredTypes"])
