@@ -125,6 +125,7 @@ def test_a_status_detail_reads_as_one_line() -> None:
 ARM_TYPES = {
     "alertsmanagement.PrometheusRuleGroup": "Microsoft.AlertsManagement/prometheusRuleGroups",
     "authorization.RoleAssignment": "Microsoft.Authorization/roleAssignments",
+    "authorization.RoleDefinition": "Microsoft.Authorization/roleDefinitions",
     "azure_network.NatGateway": "Microsoft.Network/natGateways",
     "azure_network.NetworkSecurityGroup": "Microsoft.Network/networkSecurityGroups",
     "azure_network.PrivateDnsZoneGroup": "Microsoft.Network/privateEndpoints/privateDnsZoneGroups",
@@ -145,6 +146,8 @@ ARM_TYPES = {
     "keyvault.Key": "Microsoft.KeyVault/vaults/keys",
     "keyvault.Vault": "Microsoft.KeyVault/vaults",
     "managedidentity.UserAssignedIdentity": "Microsoft.ManagedIdentity/userAssignedIdentities",
+    "managedidentity.FederatedIdentityCredential":
+        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials",
     "monitor.AzureMonitorWorkspace": "Microsoft.Monitor/accounts",
     "monitor.DataCollectionEndpoint": "Microsoft.Insights/dataCollectionEndpoints",
     "monitor.DataCollectionRule": "Microsoft.Insights/dataCollectionRules",
