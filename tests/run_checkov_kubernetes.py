@@ -31,7 +31,7 @@ FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 
 def plans() -> dict[str, Plan]:
     """Name -> plan of every example environment (the fleet's stacks each), every preset, and the
-    objects of what is off by default (the repair loop)."""
+    objects of what is off by default (the repair loop, the bundled Prometheus)."""
     found = {f"example {env}": plan_stack(resolve_stack(env, cwd=EXAMPLE)) for env in EXAMPLES}
     for stack_file in sorted((FLEET_EXAMPLE / "stacks").glob("Pulumi.*.yaml")):
         stack = resolve_stack(str(stack_file))
@@ -41,6 +41,10 @@ def plans() -> dict[str, Plan]:
         found[f"preset {preset}"] = plan_spec(preset_spec(preset))
     # The repair loop is off by default: its objects (gpuHealth.repair mode act) as a variant.
     found["variant repair"] = plan_spec(edit(base_spec(), "gpuHealth.repair", {"enabled": True, "mode": "act"}))
+    # No example or preset runs the bundled Prometheus; its NetworkPolicies are judged here.
+    bundled = edit(preset_spec("dev"), "gpuHealth.metrics.scraper", "bundled")
+    bundled["nodePools"].append({"name": "cpu", "vmSize": "Standard_D8ds_v5", "count": 1})
+    found["variant dev with the bundled Prometheus"] = plan_spec(bundled)
     return found
 
 

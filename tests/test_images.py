@@ -88,4 +88,7 @@ def test_the_refresh_tool_parses_a_registry_challenge_and_rewrites_one_digest() 
     text = text.replace("digest: " + new, "digest: " + new + "\n    source: test")
     table = pinned_images_of(yaml.safe_load(text))
     assert table["dcgm"].digest == new
-    assert table["dcgmExporter"].digest is None
+    # One image's digest only: the exporter's and the PyTorch image's are as the table has them.
+    before = pinned_images_of(yaml.safe_load(TABLE.read_text(encoding="utf-8")))
+    assert table["dcgmExporter"].digest == before["dcgmExporter"].digest
+    assert table["ngcPytorch"].digest == before["ngcPytorch"].digest is None

@@ -160,8 +160,7 @@ def _check_network_policy_engine(spec: ClusterSpec, gpus: bool) -> Iterator[Issu
     nothing enforces without an engine: AKS's networkPolicy none means "Network policies will not be
     enforced" (the AKS API's NetworkPolicy enum; https://learn.microsoft.com/azure/aks/use-network-policies,
     checked 2026-11-27)."""
-    scraper = spec.gpu_health.effective_scraper(spec.monitoring.managed_prometheus)
-    if gpus and spec.network.policy == "none" and scraper != "bundled":
+    if gpus and spec.network.policy == "none":
         yield Issue("network.policy", "none", "aksgpu declares NetworkPolicies for its namespace (only the metrics "
                     "scraper may reach the DCGM exporter's port), and without a network policy engine AKS does not "
                     "enforce them: every pod can reach that port", "set network.policy: cilium (with dataplane: "

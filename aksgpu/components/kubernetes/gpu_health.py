@@ -49,7 +49,7 @@ from aksgpu.components.kubernetes.gpu_metrics import (
     pod_monitor,
 )
 from aksgpu.components.kubernetes.gpu_software import DCGM_METRICS_CONFIG, device_plugin_targets, operator_targets
-from aksgpu.components.kubernetes.network_policy import declares_policies, network_policies
+from aksgpu.components.kubernetes.network_policy import PROMETHEUS_RELEASE, declares_policies, network_policies
 from aksgpu.components.kubernetes.objects import metadata, program_files
 from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.spec import ClusterSpec
@@ -109,7 +109,7 @@ class GpuHealth(pulumi.ComponentResource):
         elif scraper == "bundled":
             chart = catalog.load("in_cluster")["prometheus"]
             k8s.helm.v3.Release(
-                f"{name}-prometheus", name="aksgpu-prometheus", chart=chart["chart"], version=chart["version"],
+                f"{name}-prometheus", name=PROMETHEUS_RELEASE, chart=chart["chart"], version=chart["version"],
                 repository_opts={"repo": chart["repository"]}, namespace=ns,
                 values=bundled_prometheus_values(spec, ns), opts=k8s_opts)
         for policy in network_policies(spec, ns):
