@@ -149,14 +149,13 @@ class AksGpuCluster(pulumi.ComponentResource):
         if repair.enabled and repair.mode == "act":
             self.repair_identity = RepairIdentity(f"{name}-gpu-repair", RepairIdentityArgs(
                 spec=spec, resource_group_name=group_name, subscription_id=self._subscription_id,
-                oidc_issuer_url=self.cluster.oidc_issuer_url, namespace=namespace, cluster=self.cluster.cluster,
-                cluster_id=self.cluster.cluster.id), child)
+                oidc_issuer_url=self.cluster.oidc_issuer_url, namespace=namespace, cluster=self.cluster.cluster), child)
         self.gpu_health = GpuHealth(f"{name}-gpu-health", GpuHealthArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource,
             resource_group_name=group_name, prometheus_workspace_id=self.monitoring.prometheus_workspace_id,
             gpu_operator=self.gpu_software.gpu_operator, tags=tags, prometheus_location=self.prometheus_location,
             repair_client_id=self.repair_identity.client_id if self.repair_identity else None,
-            repair_cluster_id=self.cluster.cluster.id if self.repair_identity else None),
+            repair_cluster_id=self.repair_identity.cluster_id if self.repair_identity else None),
             child)
         self.headroom = Headroom(f"{name}-headroom", HeadroomArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)

@@ -39,13 +39,14 @@ class RepairIdentityArgs:
     oidc_issuer_url: pulumi.Input[str]
     namespace: str
     cluster: pulumi.Resource  # the node resource group exists once the cluster does
-    cluster_id: pulumi.Input[str]  # the managed cluster's resource ID: where nodes are deleted
 
 
 class RepairIdentity(pulumi.ComponentResource):
     """The repair loop's managed identity, its federated credential and its two custom roles."""
 
     client_id: pulumi.Output[str]
+    cluster_id: pulumi.Output[str]
+    """The managed cluster's resource ID: where the loop deletes nodes (its CronJob's --cluster-id)."""
 
     def __init__(self, name: str, args: RepairIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("aksgpu:index:RepairIdentity", name, None, opts)
@@ -70,14 +71,19 @@ class RepairIdentity(pulumi.ComponentResource):
         assign_role(f"{name}-assignment", role="aksgpu GPU node repair (custom)", role_definition_id=role.id,
                     principal_id=identity.principal_id, principal_type="ServicePrincipal", scope=scope,
                     subscription_id=args.subscription_id, parent=self, depends_on=[role])
+        # The cluster's ID from its parts (the cluster's resource name is spec.name: components/cluster.py).
+        cluster_id = pulumi.Output.concat("/subscriptions/", args.subscription_id, "/resourceGroups/",
+                                          args.resource_group_name,
+                                          "/providers/Microsoft.ContainerService/managedClusters/", spec.name)
         delete_role = custom_role(
             f"{name}-delete-role",
             role_name=pulumi.Output.concat("aksgpu GPU node delete ", node_group, " ", args.subscription_id),
             description=f"aksgpu: delete failed GPU nodes of cluster {spec.name} through AKS (deleteMachines)",
-            actions=DELETE_ACTIONS, scope=args.cluster_id, parent=self, depends_on=[args.cluster])
+            actions=DELETE_ACTIONS, scope=cluster_id, parent=self, depends_on=[args.cluster])
         assign_role(f"{name}-delete-assignment", role="aksgpu GPU node delete (custom)",
                     role_definition_id=delete_role.id, principal_id=identity.principal_id,
-                    principal_type="ServicePrincipal", scope=args.cluster_id, subscription_id=args.subscription_id,
+                    principal_type="ServicePrincipal", scope=cluster_id, subscription_id=args.subscription_id,
                     parent=self, depends_on=[delete_role])
         self.client_id = identity.client_id
-        self.register_outputs({"clientId": identity.client_id})
+        self.cluster_id = cluster_id
+        self.register_outputs({"clientId": identity.client_id, "clusterId": cluster_id})
