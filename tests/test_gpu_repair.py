@@ -382,7 +382,8 @@ def test_the_azure_client_reimages_the_nodes_instance_and_deletes_it_with_a_work
     assert form["client_assertion"] == "federated-jwt" and form["scope"] == "https://management.azure.com/.default"
     assert reimage.get_method() == "POST" and reimage.full_url == (
         f"https://management.azure.com{instance.path}/reimage?api-version={repair_azure.COMPUTE_API_VERSION}")
-    assert delete.get_method() == "POST" and delete.full_url.endswith("/agentPools/h100/deleteMachines?api-version=2025-09-01")
+    assert delete.get_method() == "POST" and delete.full_url.endswith(
+        "/agentPools/h100/deleteMachines?api-version=2025-09-01")
     assert reimage.get_header("Authorization") == "Bearer arm-token", "one token for both calls"
 
 
