@@ -422,9 +422,10 @@ def test_the_role_list_matches_what_components_assign() -> None:
                 continue
             if node.func.id == "assign_role":
                 if any(keyword.arg == "role_definition_id" for keyword in node.keywords):
-                    # A custom role (the repair loop's): the condition names role IDs known beforehand,
-                    # which a custom role's is not; spec/gpu_repair.py warns that whoever runs the
-                    # program must be able to define and assign it.
+                    # A custom role (the repair loop's): not for the deploy identity to define or assign
+                    # (docs/guides/repair.md, "Deploying mode act": roleDefinitions/write would void the
+                    # condition, and the node resource group does not exist before the first deploy);
+                    # spec/gpu_repair.py warns that whoever runs the program must be able to.
                     continue
                 found |= {keyword.value.value for keyword in node.keywords
                           if keyword.arg == "role" and isinstance(keyword.value, ast.Constant)}

@@ -103,22 +103,24 @@ class FakeCluster(node_repair.Api):
 
 
 class FakeCompute:
-    """A fake of repair_azure.AzureCompute: records the calls, fails when told to."""
+    """A fake of repair_azure.AzureCompute: records the calls (a reimage by its VMSS instance, a
+    delete through AKS by pool/node), fails with an HTTP status when told to (every call, or per call)."""
 
-    def __init__(self, fail: int | None = None) -> None:
+    def __init__(self, fail: int | None = None, fail_reimage: int | None = None) -> None:
         self.calls: list[tuple[str, str]] = []
         self.fail = fail
+        self.fail_reimage = fail_reimage
 
-    def _call(self, action: str, instance: repair_azure.Instance) -> None:
-        if self.fail:
-            raise urllib.error.HTTPError("arm", self.fail, "AuthorizationFailed", None, None)  # type: ignore[arg-type]
-        self.calls.append((action, instance.path))
+    def _call(self, action: str, target: str, fail: int | None) -> None:
+        if fail:
+            raise urllib.error.HTTPError("arm", fail, "AuthorizationFailed", None, None)  # type: ignore[arg-type]
+        self.calls.append((action, target))
 
     def reimage(self, instance: repair_azure.Instance) -> None:
-        self._call("reimage", instance)
+        self._call("reimage", instance.path, self.fail or self.fail_reimage)
 
-    def delete(self, instance: repair_azure.Instance) -> None:
-        self._call("delete", instance)
+    def delete_machine(self, pool: str, machine: str) -> None:
+        self._call("delete", f"{pool}/{machine}", self.fail)
 
 
 def _states(cluster: FakeCluster, case: dict[str, Any]) -> list[repair_decision.NodeState]:
@@ -204,7 +206,9 @@ def test_a_node_that_fails_again_after_its_reimage_is_deleted() -> None:
     cluster.nodes[first]["metadata"]["annotations"][node_repair.REIMAGES_ANNOTATION] = "1"
     cluster.pods = [p for p in cluster.pods if p["spec"]["nodeName"] != first]
     _run(cluster, case, compute, now)
-    assert [call[0] for call in compute.calls] == ["delete"]
+    # Through AKS (its agent pool's deleteMachines, the node's name), not the scale set's instance.
+    pool = cluster.nodes[first]["metadata"]["labels"][node_api.AGENT_POOL_LABEL]
+    assert compute.calls == [("delete", f"{pool}/{first}")]
     assert cluster.nodes[first]["metadata"]["annotations"][node_repair.REPAIR_ANNOTATION] == "deleting"
     assert cluster.events[-1]["reason"] == "GpuRepairDelete" and cluster.events[-1]["type"] == "Warning"
     # Asked once: the next passes wait for the node to leave rather than delete it again.
@@ -230,6 +234,34 @@ def test_an_azure_error_is_recorded_and_the_node_stays_as_it_was() -> None:
     assert cluster.nodes[first]["metadata"]["labels"][node_api.HEALTH_LABEL] == "failed"
     assert cluster.events[-1]["reason"] == "GpuRepairFailed" and "403" in cluster.events[-1]["message"]
     assert lines[-1] == f"error: {first}"
+
+
+def test_a_reimage_denied_by_node_resource_group_lockdown_falls_back_to_a_delete_through_aks() -> None:
+    """ReadOnly lockdown denies the scale set's reimage (403); AKS's deleteMachines is allowed."""
+    case = _case("one-failed-past-window")
+    cluster, compute, now = FakeCluster(case), FakeCompute(fail_reimage=403), _now(case)
+    first = sorted(cluster.nodes)[0]
+    cluster.pods = [p for p in cluster.pods if p["spec"]["nodeName"] != first]
+    lines = _run(cluster, case, compute, now)
+    pool = cluster.nodes[first]["metadata"]["labels"][node_api.AGENT_POOL_LABEL]
+    assert compute.calls == [("delete", f"{pool}/{first}")]
+    annotations = cluster.nodes[first]["metadata"]["annotations"]
+    assert annotations[node_repair.REPAIR_ANNOTATION] == "deleting"
+    assert "reimage was denied (403" in annotations[node_repair.REPAIR_REASON_ANNOTATION]
+    assert node_repair.REIMAGES_ANNOTATION not in annotations, "not reimaged"
+    assert cluster.events[-1]["reason"] == "GpuRepairDelete" and "lockdown" in cluster.events[-1]["message"]
+    assert (cluster.entries()[-1]["verdict"], lines[-1]) == ("delete", f"delete: {first}")
+    # Asked once: the next pass waits for the node to leave.
+    _run(cluster, case, compute, now + datetime.timedelta(minutes=5))
+    assert len(compute.calls) == 1
+
+
+def test_a_reimage_that_fails_otherwise_is_recorded_not_turned_into_a_delete() -> None:
+    case = _case("one-failed-past-window")
+    cluster, compute, now = FakeCluster(case), FakeCompute(fail_reimage=409), _now(case)
+    first = sorted(cluster.nodes)[0]
+    cluster.pods = [p for p in cluster.pods if p["spec"]["nodeName"] != first]
+    assert _run(cluster, case, compute, now)[-1] == f"error: {first}" and compute.calls == []
 
 
 def test_a_budget_that_allows_no_disruption_keeps_its_pod() -> None:
@@ -331,7 +363,7 @@ def _captured(client: repair_azure.AzureCompute, answers: list[Any]) -> list[url
     return seen
 
 
-def test_the_azure_client_reimages_and_deletes_the_nodes_instance_with_a_workload_identity_token(
+def test_the_azure_client_reimages_the_nodes_instance_and_deletes_it_with_a_workload_identity_token(
         tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("federated-jwt\n", encoding="utf-8")
@@ -339,18 +371,58 @@ def test_the_azure_client_reimages_and_deletes_the_nodes_instance_with_a_workloa
                                         "AZURE_FEDERATED_TOKEN_FILE": str(token_file),
                                         "AZURE_AUTHORITY_HOST": "https://login.microsoftonline.com/"})
     seen = _captured(client, [{"access_token": "arm-token", "expires_in": 3600}, {}, {}])
+    client.cluster_id = CLUSTER_ID
     instance = repair_azure.instance_of(_case("healthy")["nodes"][0]["spec"]["providerID"])
     assert instance is not None and instance.instance == "0" and instance.vmss == "aks-h100-12345678-vmss"
     client.reimage(instance)
-    client.delete(instance)
+    client.delete_machine("h100", "aks-h100-12345678-vmss000000")
     login, reimage, delete = seen
     assert login.full_url == "https://login.microsoftonline.com/tid/oauth2/v2.0/token"
     form = dict(urllib.parse.parse_qsl((login.data or b"").decode()))
     assert form["client_assertion"] == "federated-jwt" and form["scope"] == "https://management.azure.com/.default"
     assert reimage.get_method() == "POST" and reimage.full_url == (
         f"https://management.azure.com{instance.path}/reimage?api-version={repair_azure.COMPUTE_API_VERSION}")
-    assert delete.get_method() == "DELETE" and delete.full_url.endswith(f"{instance.path}?api-version=2024-07-01")
+    assert delete.get_method() == "POST" and delete.full_url.endswith(
+        "/agentPools/h100/deleteMachines?api-version=2025-09-01")
     assert reimage.get_header("Authorization") == "Bearer arm-token", "one token for both calls"
+
+
+CLUSTER_ID = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-gpu/providers/"
+              "Microsoft.ContainerService/managedClusters/gpu")
+
+
+def test_the_azure_client_deletes_a_node_through_aks_delete_machines_as_the_spec_says(tmp_path: Path) -> None:
+    """POST <cluster>/agentPools/<pool>/deleteMachines?api-version=2025-09-01 with the node's name;
+    the path and body checked against Azure's own OpenAPI spec (Microsoft.ContainerService 2025-09-01)."""
+    from tests.oracles.azure_openapi import AksOpenApi
+
+    client = repair_azure.AzureCompute({}, cluster_id=CLUSTER_ID)
+    seen = _captured(client, [{"access_token": "t", "expires_in": 3600}, {}])
+    client.delete_machine("h100", "aks-h100-12345678-vmss000000")
+    _, delete = seen
+    assert delete.get_method() == "POST" and delete.full_url == (
+        f"https://management.azure.com{CLUSTER_ID}/agentPools/h100/deleteMachines?api-version=2025-09-01")
+    assert "Microsoft.Compute" not in delete.full_url, "never the scale set directly"
+    body = json.loads(delete.data or b"")
+    assert body == {"machineNames": ["aks-h100-12345678-vmss000000"]}
+    spec = Path(__file__).resolve().parents[2] / "shared"
+    if not (spec / "specs").is_dir():
+        pytest.skip(f"Azure OpenAPI specs not found under {spec}")
+    oracle = AksOpenApi.load(spec)
+    path = urllib.parse.urlsplit(delete.full_url).path.split("/")
+    parameters = {"resourceGroupName": path[4], "resourceName": path[8], "agentPoolName": path[10]}
+    assert path[9:] == ["agentPools", "h100", "deleteMachines"] and path[5:8] == [
+        "providers", "Microsoft.ContainerService", "managedClusters"]
+    assert oracle.validate_request("AgentPools_DeleteMachines", parameters, body) == []
+    assert oracle.validate_request("AgentPools_DeleteMachines", parameters, {"machines": ["x"]}), \
+        "the oracle would catch a wrong body"
+
+
+def test_the_azure_client_refuses_a_delete_it_cannot_address() -> None:
+    with pytest.raises(ValueError, match="--cluster-id"):
+        repair_azure.AzureCompute({}).delete_machine("h100", "aks-h100-1")
+    with pytest.raises(ValueError, match="no agent pool"):
+        repair_azure.AzureCompute({}, cluster_id=CLUSTER_ID).delete_machine("", "aks-h100-1")
 
 
 def test_the_azure_client_falls_back_to_imds_and_reads_scheduled_events() -> None:

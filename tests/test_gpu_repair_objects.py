@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aksgpu.components.kubernetes import gpu_repair
-from aksgpu.components.repair_identity import REPAIR_ACTIONS
+from aksgpu.components.repair_identity import DELETE_ACTIONS, REIMAGE_ACTIONS
 from aksgpu.node import node_api, node_repair
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec.names import node_resource_group
@@ -70,12 +70,13 @@ def test_dry_run_reads_only_and_has_no_azure_identity(plans: dict[str, Any]) -> 
     job = objects[("CronJob", gpu_repair.REPAIR)]
     pod = job["spec"]["jobTemplate"]["spec"]["template"]
     assert "--dry-run" in pod["spec"]["containers"][0]["command"]
+    assert "--cluster-id" not in pod["spec"]["containers"][0]["command"], "a dry run deletes nothing"
     assert gpu_repair.USE_LABEL not in pod["metadata"]["labels"]
     assert not plan.by_type("azure-native:authorization:RoleDefinition")
     assert "annotations" not in objects[("ServiceAccount", gpu_repair.REPAIR)]["metadata"]
 
 
-def test_act_has_least_rights_and_its_own_identity_with_exactly_three_actions(plans: dict[str, Any]) -> None:
+def test_act_has_least_rights_and_its_own_identity_with_exactly_the_actions_it_calls(plans: dict[str, Any]) -> None:
     plan = plans["act"]
     objects = _objects(plan)
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"])
@@ -93,13 +94,22 @@ def test_act_has_least_rights_and_its_own_identity_with_exactly_three_actions(pl
     assert objects[("ServiceAccount", gpu_repair.REPAIR)]["metadata"]["annotations"][gpu_repair.CLIENT_ID_ANNOTATION]
     egress = objects[("NetworkPolicy", f"{gpu_repair.REPAIR}-egress")]["spec"]
     assert egress["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in egress
-    [role] = plan.by_type("azure-native:authorization:RoleDefinition")
-    node_group = node_resource_group("rg-gpu-test", "gpu-test")
-    scope = f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/{node_group}"
-    assert role.inputs["permissions"] == [{"actions": REPAIR_ACTIONS, "notActions": []}]
-    assert role.inputs["assignableScopes"] == [scope] and role.inputs["scope"] == scope
+    # The reimage on the node resource group (AKS has none of one node); the delete through AKS on
+    # the cluster, never Microsoft.Compute's delete in the node resource group (unsupported by AKS).
+    subscription = "/subscriptions/00000000-0000-0000-0000-000000000000"
+    node_group = f"{subscription}/resourceGroups/{node_resource_group('rg-gpu-test', 'gpu-test')}"
+    cluster = f"{subscription}/resourceGroups/rg-gpu-test/providers/Microsoft.ContainerService/managedClusters/gpu-test"
+    roles = {role.inputs["scope"]: role for role in plan.by_type("azure-native:authorization:RoleDefinition")}
+    assert set(roles) == {node_group, cluster}
+    assert roles[node_group].inputs["permissions"] == [{"actions": REIMAGE_ACTIONS, "notActions": []}]
+    assert roles[cluster].inputs["permissions"] == [{"actions": DELETE_ACTIONS, "notActions": []}]
+    assert DELETE_ACTIONS == ["Microsoft.ContainerService/managedClusters/agentPools/deleteMachines/action"]
+    assert not any("delete" in action.lower() for action in REIMAGE_ACTIONS)
+    assert all(role.inputs["assignableScopes"] == [scope] for scope, role in roles.items())
     assignments = [a for a in plan.by_type("azure-native:authorization:RoleAssignment") if "repair" in a.name]
-    assert [a.inputs["scope"] for a in assignments] == [scope]
+    assert sorted(a.inputs["scope"] for a in assignments) == sorted([node_group, cluster])
+    command = container["command"]
+    assert command[command.index("--cluster-id") + 1] == cluster, "the program deletes through this cluster"
     [federation] = plan.by_type("azure-native:managedidentity:FederatedIdentityCredential")
     assert federation.inputs["subject"] == USER
     assert federation.inputs["audiences"] == ["api://AzureADTokenExchange"]

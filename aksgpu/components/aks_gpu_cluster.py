@@ -155,7 +155,8 @@ class AksGpuCluster(pulumi.ComponentResource):
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource,
             resource_group_name=group_name, prometheus_workspace_id=self.monitoring.prometheus_workspace_id,
             gpu_operator=self.gpu_software.gpu_operator, tags=tags, prometheus_location=self.prometheus_location,
-            repair_client_id=self.repair_identity.client_id if self.repair_identity else None),
+            repair_client_id=self.repair_identity.client_id if self.repair_identity else None,
+            repair_cluster_id=self.repair_identity.cluster_id if self.repair_identity else None),
             child)
         self.headroom = Headroom(f"{name}-headroom", HeadroomArgs(
             spec=spec, provider=provider, system_namespace=namespace, namespace_resource=namespace_resource), child)

@@ -2,9 +2,12 @@
 
 A user-assigned managed identity of its own, federated with the loop's Kubernetes service account
 (Entra Workload ID: the cluster's OIDC issuer, subject system:serviceaccount:<namespace>:aksgpu-gpu-repair),
-and a custom role with exactly the three actions the loop calls, defined and assigned on the cluster's
-node resource group, where AKS puts the node pools' scale sets. Nothing else: not the cluster's
-identities, which every node or the control plane holds."""
+and two custom roles with exactly the actions the loop calls: the reimage of a VMSS instance, on the
+cluster's node resource group (where AKS puts the node pools' scale sets; AKS has no reimage of one
+node), and the delete of a node through AKS (agentPools/deleteMachines), on the cluster. Nothing else:
+not the cluster's identities, which every node or the control plane holds, and no delete through
+Microsoft.Compute, a direct change of the node resource group that AKS does not support
+(docs/guides/repair.md)."""
 
 from __future__ import annotations
 
@@ -17,13 +20,12 @@ from aksgpu.components.roles import assign_role, custom_role
 from aksgpu.spec import ClusterSpec, names
 
 # The loop's calls (aksgpu/node/repair_azure.py) and the operation each needs (Azure resource
-# provider operations, Microsoft.Compute: https://learn.microsoft.com/azure/role-based-access-control/permissions/compute,
-# checked 2026-11-27).
-REPAIR_ACTIONS = [
-    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
-    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/reimage/action",
-    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete",
-]
+# provider operations: https://learn.microsoft.com/azure/role-based-access-control/permissions/compute
+# and .../permissions/containers, "Deletes machines"; checked 2026-11-27). Only the operations the loop
+# calls: Azure Resource Manager authorizes a POST by its action alone, and the loop reads nothing first.
+REIMAGE_ACTIONS = ["Microsoft.Compute/virtualMachineScaleSets/virtualMachines/reimage/action"]  # node resource group
+DELETE_ACTIONS = ["Microsoft.ContainerService/managedClusters/agentPools/deleteMachines/action"]  # the cluster
+REPAIR_ACTIONS = [*REIMAGE_ACTIONS, *DELETE_ACTIONS]
 SERVICE_ACCOUNT = "aksgpu-gpu-repair"  # components/kubernetes/gpu_repair.py REPAIR
 # The audience Entra Workload ID tokens carry (https://learn.microsoft.com/en-us/azure/aks/workload-identity-overview).
 TOKEN_AUDIENCE = "api://AzureADTokenExchange"
@@ -40,9 +42,11 @@ class RepairIdentityArgs:
 
 
 class RepairIdentity(pulumi.ComponentResource):
-    """The repair loop's managed identity, its federated credential and its custom role."""
+    """The repair loop's managed identity, its federated credential and its two custom roles."""
 
     client_id: pulumi.Output[str]
+    cluster_id: pulumi.Output[str]
+    """The managed cluster's resource ID: where the loop deletes nodes (its CronJob's --cluster-id)."""
 
     def __init__(self, name: str, args: RepairIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("aksgpu:index:RepairIdentity", name, None, opts)
@@ -62,10 +66,24 @@ class RepairIdentity(pulumi.ComponentResource):
             f"{name}-role",
             # Role names are unique in a tenant: the subscription and node resource group make it so.
             role_name=pulumi.Output.concat("aksgpu GPU node repair ", node_group, " ", args.subscription_id),
-            description=f"aksgpu: reimage or delete the VMSS instances of failed GPU nodes of cluster {spec.name}",
-            actions=REPAIR_ACTIONS, scope=scope, parent=self, depends_on=[args.cluster])
+            description=f"aksgpu: reimage the VMSS instances of failed GPU nodes of cluster {spec.name}",
+            actions=REIMAGE_ACTIONS, scope=scope, parent=self, depends_on=[args.cluster])
         assign_role(f"{name}-assignment", role="aksgpu GPU node repair (custom)", role_definition_id=role.id,
                     principal_id=identity.principal_id, principal_type="ServicePrincipal", scope=scope,
                     subscription_id=args.subscription_id, parent=self, depends_on=[role])
+        # The cluster's ID from its parts (the cluster's resource name is spec.name: components/cluster.py).
+        cluster_id = pulumi.Output.concat("/subscriptions/", args.subscription_id, "/resourceGroups/",
+                                          args.resource_group_name,
+                                          "/providers/Microsoft.ContainerService/managedClusters/", spec.name)
+        delete_role = custom_role(
+            f"{name}-delete-role",
+            role_name=pulumi.Output.concat("aksgpu GPU node delete ", node_group, " ", args.subscription_id),
+            description=f"aksgpu: delete failed GPU nodes of cluster {spec.name} through AKS (deleteMachines)",
+            actions=DELETE_ACTIONS, scope=cluster_id, parent=self, depends_on=[args.cluster])
+        assign_role(f"{name}-delete-assignment", role="aksgpu GPU node delete (custom)",
+                    role_definition_id=delete_role.id, principal_id=identity.principal_id,
+                    principal_type="ServicePrincipal", scope=cluster_id, subscription_id=args.subscription_id,
+                    parent=self, depends_on=[delete_role])
         self.client_id = identity.client_id
-        self.register_outputs({"clientId": identity.client_id})
+        self.cluster_id = cluster_id
+        self.register_outputs({"clientId": identity.client_id, "clusterId": cluster_id})

@@ -11,8 +11,10 @@ ConfigMap beside node_api.py, node_verdicts.py, repair_decision.py and repair_az
   act      drain: cordon and evict through the Eviction API (a budget that allows no disruption
            answers 429 and the pod stays); reimage: the VMSS instance through Azure Resource
            Manager, then the node goes back under the gate (label pending, the gate's taint,
-           uncordoned: the gate checks it again); delete: the VMSS instance; release: a node drained
-           for a Scheduled Event that is over is uncordoned;
+           uncordoned: the gate checks it again), or, where Azure denies that (403: node resource
+           group lockdown), a delete instead; delete: the node through AKS (agentPools/deleteMachines,
+           never the scale set directly); release: a node drained for a Scheduled Event that is over
+           is uncordoned;
   record   every action: a Kubernetes Event on the Node, the node's aksgpu.io/gpu-repair
            annotations, a JSON log line, and an entry (source "repair") in the record ConfigMap.
 With --dry-run it changes nothing and calls nothing of Azure: it prints what it would do."""
@@ -53,7 +55,7 @@ class Compute(Protocol):
 
     def reimage(self, instance: repair_azure.Instance) -> None: ...
 
-    def delete(self, instance: repair_azure.Instance) -> None: ...
+    def delete_machine(self, pool: str, machine: str) -> None: ...
 
 
 class Api(node_api.Api):
@@ -207,6 +209,14 @@ def back_under_gate(node: dict[str, Any], reason: str, now: datetime.datetime) -
                  "taints": node_api._taints_without_gate(node) + [node_api._gate_taint("pending")]}}
 
 
+def _delete(api: Api, compute: Compute, node: dict[str, Any], reason: str, now: datetime.datetime) -> None:
+    """Delete the node through AKS (its agent pool's deleteMachines; the machine name is the node
+    name) and mark it deleting."""
+    name = node["metadata"]["name"]
+    compute.delete_machine(node_api._labels(node).get(node_api.AGENT_POOL_LABEL) or "", name)
+    node_api.update_node(api, name, lambda _current: {"metadata": {"annotations": _mark("deleting", reason, now)}})
+
+
 def apply(api: Api, compute: Compute, namespace: str, nodes: dict[str, dict[str, Any]],
           pods: dict[str, list[dict[str, Any]]], decisions: list[repair_decision.Decision],
           now: datetime.datetime) -> dict[str, list[str]]:
@@ -216,54 +226,64 @@ def apply(api: Api, compute: Compute, namespace: str, nodes: dict[str, dict[str,
     for decision in decisions:
         node = nodes[decision.node]
         try:
-            action = _act(api, compute, node, pods.get(decision.node, []), decision, now)
+            acted = _act(api, compute, node, pods.get(decision.node, []), decision, now)
         except (OSError, ValueError) as error:  # urllib's HTTPError and URLError are OSErrors
             failed = repair_decision.Decision(decision.node, decision.pool, decision.action,
                                               f"{decision.action} failed: {error}; tried again next pass")
             _record(api, namespace, node, failed, "error", now, warning=True)
             done["error"].append(decision.node)
             continue
-        if action:
+        if acted:
+            # The reason recorded: what was decided, what is over (AFTERWARDS), or why it went otherwise.
+            action, reason = acted
             done[action].append(decision.node)
-            if action in AFTERWARDS:  # not what was decided this pass, but what is over
-                decision = repair_decision.Decision(decision.node, decision.pool, decision.action, AFTERWARDS[action])
-            _record(api, namespace, node, decision, action, now)
+            _record(api, namespace, node, repair_decision.Decision(decision.node, decision.pool, decision.action,
+                                                                   reason), action, now)
     return done
 
 
 def _act(api: Api, compute: Compute, node: dict[str, Any], pods: list[dict[str, Any]],
-         decision: repair_decision.Decision, now: datetime.datetime) -> str | None:
-    """One decision; the action to record, or None (nothing new to record)."""
+         decision: repair_decision.Decision, now: datetime.datetime) -> tuple[str, str] | None:
+    """One decision; the action to record and why, or None (nothing new to record)."""
     name = node["metadata"]["name"]
     annotations = node_api._annotations(node)
     health = node_api._labels(node).get(node_api.HEALTH_LABEL)
     if decision.action == "drain":
         evicted, refused = drain(api, node, pods, decision, now)
         print(f"aksgpu: {name}: {evicted} pod(s) evicted, {refused} kept by their budgets", flush=True)
-        return "drain" if annotations.get(REPAIR_ANNOTATION) not in ("draining", EVENT_DRAINED) else None
+        return ("drain", decision.reason) if annotations.get(REPAIR_ANNOTATION) not in ("draining", EVENT_DRAINED) \
+            else None
     if decision.action in ("reimage", "delete"):
         instance = repair_azure.instance_of(node.get("spec", {}).get("providerID"))
         if instance is None:
             raise ValueError(f"providerID {node.get('spec', {}).get('providerID')!r} names no VMSS instance")
         if decision.action == "reimage":
-            compute.reimage(instance)
+            try:
+                compute.reimage(instance)
+            except urllib.error.HTTPError as error:
+                if error.code != 403:
+                    raise
+                # Denied: node resource group lockdown (ReadOnly) forbids the scale set's reimage,
+                # and AKS has no reimage of one node; its delete through AKS is allowed.
+                reason = (f"{decision.reason}; the reimage was denied (403 {error.reason}: node resource group "
+                          "lockdown?), so the node is deleted through AKS instead")
+                _delete(api, compute, node, reason, now)
+                return "delete", reason
             node_api.update_node(api, name, lambda current: back_under_gate(current, decision.reason, now))
         else:
-            compute.delete(instance)
-            node_api.update_node(api, name, lambda _current: {"metadata": {"annotations": _mark(
-                "deleting", decision.reason, now)}})
-        return decision.action
+            _delete(api, compute, node, decision.reason, now)
+        return decision.action, decision.reason
     if annotations.get(REPAIR_ANNOTATION) == EVENT_DRAINED and decision.event is None:
         # The Scheduled Event is over: a node the gate admitted takes work again.
         uncordon = health in ("passed", "unchecked", None)
         node_api.update_node(api, name, lambda _current: {"metadata": {"annotations": _mark(
             "released", AFTERWARDS["release"], now)},
             **({"spec": {"unschedulable": False}} if uncordon else {})})
-        return "release"
+        return "release", AFTERWARDS["release"]
     if annotations.get(REPAIR_ANNOTATION) == "reimaging" and health in ("passed", "unchecked"):
         node_api.update_node(api, name, lambda _current: {"metadata": {"annotations": _mark(
             "repaired", AFTERWARDS["repaired"], now)}})
-        return "repaired"
+        return "repaired", AFTERWARDS["repaired"]
     return None
 
 
@@ -307,12 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--breaker-window-minutes", type=float, default=60.0)
     parser.add_argument("--breaker-min-failures", type=int, default=3)
     parser.add_argument("--drain-event-types", default=",".join(repair_decision.DEFAULT_DRAIN_EVENTS))
+    parser.add_argument("--cluster-id", default="",
+                        help="the cluster's resource ID: nodes are deleted through its agent pools' deleteMachines")
     args = parser.parse_args(argv)
     policy = repair_decision.RepairPolicy(
         args.diagnosis_window_minutes, args.max_unavailable_percent, args.reimage_attempts,
         args.breaker_pool_percent, args.breaker_cluster_percent, args.breaker_window_minutes,
         args.breaker_min_failures, drain_event_types=tuple(t for t in args.drain_event_types.split(",") if t))
-    azure = repair_azure.AzureCompute()
+    azure = repair_azure.AzureCompute(cluster_id=args.cluster_id)
     events: list[dict[str, Any]] = []
     if args.imds_events:
         try:

@@ -9,7 +9,7 @@ program (node_repair.py) reads the cluster, calls `decide`, and applies what it 
 The rules (docs/guides/repair.md gives their sources):
   * A node the gate failed is kept for diagnosis `diagnosis_window_minutes` after its failure:
     "wait". Then it is drained (evictions through the Eviction API, so PodDisruptionBudgets hold;
-    "wait" while a budget allows no disruption), then its VMSS instance is reimaged, or deleted
+    "wait" while a budget allows no disruption), then its VMSS instance is reimaged, or it is deleted
     once it has already been reimaged `reimage_attempts` times (a fault a fresh OS disk did not fix
     is the hardware's).
   * At most max(1, floor(pool size x max_unavailable_percent / 100)) nodes of a pool are under
@@ -250,7 +250,7 @@ def _failed(node: NodeState, policy: RepairPolicy, pool: _Pool, open_breaker: st
                         f"cordoned, its {node.pods_left} pod(s) evicted (their budgets respected)")
     if node.reimages >= policy.reimage_attempts:
         return Decision(node.name, node.pool, "delete",
-                        f"failed{check} again after {node.reimages} reimage(s): its VMSS instance is deleted")
+                        f"failed{check} again after {node.reimages} reimage(s): it is deleted through AKS")
     return Decision(node.name, node.pool, "reimage",
                     f"failed{check}, drained: its VMSS instance is reimaged (attempt {node.reimages + 1} of "
                     f"{policy.reimage_attempts}), then checked again by the gate")

@@ -39,7 +39,7 @@ class Repair(SpecModel):
     enabled: bool = False
     """Run the repair loop (the aksgpu-gpu-repair CronJob on the system pool, every 5 minutes). Off by default; on, it starts in mode dry-run."""
     mode: Literal["dry-run", "act"] = "dry-run"
-    """dry-run: the loop only prints what it would do (its Job's log), with read-only rights. act: it cordons, evicts and reimages or deletes through Azure Resource Manager with its own managed identity (Entra Workload ID; needs access.workloadIdentity), given a custom role with exactly the VMSS instance read, reimage and delete actions on the node resource group."""
+    """dry-run: the loop only prints what it would do (its Job's log), with read-only rights. act: it cordons, evicts and reimages or deletes through Azure Resource Manager with its own managed identity (Entra Workload ID; needs access.workloadIdentity), given two custom roles of exactly what it calls: the VMSS instance reimage on the node resource group, and AKS's agentPools/deleteMachines on the cluster (a node is deleted through AKS, never the scale set directly)."""
     diagnosis_window_minutes: int = Field(default=60, ge=0, le=10080)
     """Minutes (0-10080) a failed node stays as the gate left it (cordoned, labelled, its GPUs and logs there to look at) before it is repaired."""
     max_unavailable_percent: int = Field(default=10, ge=1, le=100)
@@ -62,10 +62,10 @@ def check_repair(spec: ClusterSpec) -> Iterator[Issue]:
                     "through Entra Workload ID, which is off for this cluster",
                     "set access.workloadIdentity: true and access.oidcIssuer: true, or mode: dry-run")
     if repair.mode == "act":
-        yield Issue("gpuHealth.repair.mode", "act", "the program defines a custom role and assigns it to the repair "
-                    "loop's identity on the node resource group, which needs Microsoft.Authorization/roleDefinitions/"
-                    "write and roleAssignments/write there: the deploy identity of `aksgpu ci oidc` has neither for "
-                    "a custom role", "run `pulumi up` for this change as an Owner or User Access Administrator of the "
+        yield Issue("gpuHealth.repair.mode", "act", "the program defines two custom roles and assigns them to the "
+                    "repair loop's identity on the node resource group and the cluster, which needs Microsoft."
+                    "Authorization/roleDefinitions/write and roleAssignments/write there: the deploy identity of "
+                    "`aksgpu ci oidc` has neither for a custom role (docs/guides/repair.md, 'Deploying mode act')", "run `pulumi up` for this change as an Owner or User Access Administrator of the "
                     "node resource group's subscription, or keep mode: dry-run", "warning")
     if not health.gate.enabled:
         yield Issue("gpuHealth.repair.enabled", True, "the repair loop repairs the nodes the gate failed, and the "

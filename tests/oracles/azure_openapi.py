@@ -182,6 +182,12 @@ class AksOpenApi:
         body_schema, params = self._operation(self._doc(self._spec_file), operation_id)
         return self._validate_put(inputs, body_schema, params, top_level)
 
+    def validate_request(self, operation_id: str, path_parameters: dict, body: Any) -> list[str]:
+        """Problems with one request of any operation of this spec that has a body (a POST action's
+        too): its path parameters (subscriptionId aside) and its body as sent, not Pulumi inputs."""
+        body_schema, params = self._operation(self._doc(self._spec_file), operation_id)
+        return self._validate(path_parameters, params, body, body_schema)
+
     def _validate_put(self, inputs: dict, body_schema: _Node, params: dict[str, _Node],
                       top_level: frozenset[str]) -> list[str]:
         body: dict[str, Any] = {}

@@ -71,6 +71,8 @@ class GpuHealthArgs:
     prometheus_location: pulumi.Input[str] | None = None
     # The repair loop's managed identity (gpuHealth.repair mode act), named on its service account.
     repair_client_id: pulumi.Input[str] | None = None
+    # The cluster's resource ID, where the loop deletes nodes (agentPools/deleteMachines; mode act).
+    repair_cluster_id: pulumi.Input[str] | None = None
 
 
 class GpuHealth(pulumi.ComponentResource):
@@ -256,7 +258,7 @@ def _repair_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, args
         created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
             f"{name}-repair-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
             opts=pulumi.ResourceOptions(parent=owner, provider=args.provider, depends_on=[admission])))
-    cronjob = gpu_repair.repair_cronjob(spec, ns)
+    cronjob = gpu_repair.repair_cronjob(spec, ns, args.repair_cluster_id)
     k8s.batch.v1.CronJob(f"{name}-repair", metadata=cronjob["metadata"], spec=cronjob["spec"],
                          opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=created)))
 

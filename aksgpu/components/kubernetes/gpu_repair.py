@@ -44,7 +44,9 @@ def acts(spec: ClusterSpec) -> bool:
     return repair.enabled and repair.mode == "act"
 
 
-def repair_args(spec: ClusterSpec, namespace: str) -> list[str]:
+def repair_args(spec: ClusterSpec, namespace: str, cluster_id: Any = None) -> list[Any]:
+    """The program's arguments; in mode act, the cluster's resource ID (an Output in the program):
+    nodes are deleted through its agent pools' deleteMachines."""
     repair = spec.gpu_health.repair
     breaker = repair.breaker
     return ["--pools", ",".join(repair_pools(spec)), "--namespace", namespace,
@@ -56,7 +58,7 @@ def repair_args(spec: ClusterSpec, namespace: str) -> list[str]:
             "--breaker-window-minutes", str(breaker.window_minutes),
             "--breaker-min-failures", str(breaker.min_failures),
             "--drain-event-types", ",".join(repair.drain_on_events),
-            *([] if acts(spec) else ["--dry-run"])]
+            *((["--cluster-id", cluster_id] if cluster_id is not None else []) if acts(spec) else ["--dry-run"])]
 
 
 def repair_rbac(spec: ClusterSpec, namespace: str, client_id: Any = None) -> list[dict[str, Any]]:
@@ -97,13 +99,13 @@ def program_config_map(namespace: str) -> dict[str, Any]:
     return {"metadata": metadata(PROGRAM_CONFIG, namespace), "data": program_files(*PROGRAM)}
 
 
-def repair_cronjob(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
+def repair_cronjob(spec: ClusterSpec, namespace: str, cluster_id: Any = None) -> dict[str, Any]:
     """The loop's pass every 5 minutes on the system pool, one at a time, under the gate's helper image."""
     placement = system_pool_placement()
     container = {
         "name": "repair",
         "image": spec.gpu_health.gate.helper_image,
-        "command": ["python3", f"{PROGRAM_DIR}/node_repair.py", *repair_args(spec, namespace)],
+        "command": ["python3", f"{PROGRAM_DIR}/node_repair.py", *repair_args(spec, namespace, cluster_id)],
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
                             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
