@@ -97,22 +97,38 @@ def expected(name: str, template: dict) -> dict[str, str]:
 def run(checkov: str) -> int:
     problems: list[str] = []
     with tempfile.TemporaryDirectory() as folder:
+        paths = {}
         for name, template in targets().items():
-            path = Path(folder) / (name.replace(" ", "-") + ".json")
-            path.write_text(json.dumps(template, indent=1), encoding="utf-8")
-            result = subprocess.run([checkov, "-f", str(path), "--framework", "arm", "-o", "json", "--quiet",
-                                     "--skip-download"], capture_output=True, text=True, check=False)
-            report = json.loads(result.stdout)
-            summary = report["summary"]
-            failed = sorted({check["check_id"] for check in report["results"]["failed_checks"]})
+            paths[name] = Path(folder) / (name.replace(" ", "-") + ".json")
+            paths[name].write_text(json.dumps(template, indent=1), encoding="utf-8")
+        # One checkov run over every target's template (one start-up, not ten); without --quiet, the
+        # report lists the passed checks too, each with its file.
+        result = subprocess.run([checkov, "-d", folder, "--framework", "arm", "-o", "json", "--skip-download"],
+                                capture_output=True, text=True, check=False)
+        if not result.stdout.strip():
+            print(f"FAIL checkov printed no report: {result.stderr[-2000:]}", file=sys.stderr)
+            return 1
+        report = json.loads(result.stdout)
+        results = report["results"]
+        counted = 0
+        for name, path in paths.items():
+            template = json.loads(path.read_text(encoding="utf-8"))
+            mine = "/" + path.name
+            passed = [check for check in results.get("passed_checks", []) if check["file_path"] == mine]
+            failed = sorted({check["check_id"] for check in results["failed_checks"] if check["file_path"] == mine})
+            failures = sum(check["file_path"] == mine for check in results["failed_checks"])
+            counted += len(template["resources"])
             allowed = expected(name, template)
-            print(f"{name}: {summary['resource_count']} resources, {summary['passed']} passed, "
-                  f"{summary['failed']} failed ({', '.join(failed) or 'none'})")
+            print(f"{name}: {len(template['resources'])} resources, {len(passed)} passed, "
+                  f"{failures} failed ({', '.join(failed) or 'none'})")
             problems += [f"{name}: {check} is not an expected finding" for check in failed if check not in allowed]
             problems += [f"{name}: {check} no longer fails; remove it from the expected findings"
                          for check in allowed if check not in failed]
-            if summary["parsing_errors"]:
-                problems.append(f"{name}: checkov could not parse the template")
+        summary = report["summary"]
+        if summary["parsing_errors"] or results.get("parsing_errors"):
+            problems.append(f"checkov could not parse {results.get('parsing_errors')}")
+        if summary["resource_count"] != counted:
+            problems.append(f"checkov read {summary['resource_count']} resources where the templates hold {counted}")
     print()
     print("Expected findings and why:")
     for check, reason in {**EVERYWHERE, **DEV_REGISTRY, **FLEET_MEMBER}.items():

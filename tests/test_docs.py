@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 QUICK_START = [
     "python3.11 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/aksgpu plan "
     "examples/gpu-clusters/stacks/Pulumi.prod.yaml",
-    ".venv/bin/python -m pytest",
+    '.venv/bin/python -m pytest -m "not slow"',
 ]
 
 
@@ -49,6 +49,13 @@ def test_the_readme_quick_start_is_its_two_commands() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     [block] = re.findall(r"```sh\n(.*?)```", section(readme, "Quick start"), re.S)
     assert block.splitlines() == QUICK_START
+
+
+def test_ci_runs_every_test_the_quick_start_leaves_out() -> None:
+    """The README's test command leaves out the slow tests; CI's runs them all (no -m, no -k)."""
+    assert "-m \"not slow\"" in QUICK_START[1]
+    lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert [line.strip() for line in lines if "-m pytest" in line] == [".venv/bin/python -m pytest"]
 
 
 def test_only_docs_reference_imports_aksgpu_internals() -> None:

@@ -346,6 +346,7 @@ def test_the_standard_levels_phase_limits_fit_its_60_second_budget() -> None:
     assert thresholds.phase_limits("full").gemm >= standard.gemm
 
 
+@pytest.mark.slow  # the all-reduce phase spawns two processes that import PyTorch: seconds
 def test_a_hung_phase_fails_within_the_levels_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The check gives up on a phase at its limit and does not wait for the hung GPU: it returns
     while the hung call is still blocked (no wall-clock bound, which a loaded machine would break)."""
@@ -506,6 +507,7 @@ def test_out_of_memory_while_reading_back_is_a_warning_but_a_wrong_word_still_fa
     assert failed.verdict == "fail" and "words read back wrong" in failed.reason
 
 
+@pytest.mark.slow  # the all-reduce phase spawns two processes that import PyTorch: seconds
 def test_a_busy_gpu_passes_the_gate_with_a_warning(api_server: tuple[str, FakeApi],  # noqa: F811
                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The review's case end to end: the node report warns, the gate's exit code is 0 and the node is admitted."""
@@ -531,6 +533,7 @@ def test_a_busy_gpu_passes_the_gate_with_a_warning(api_server: tuple[str, FakeAp
     assert state.node["spec"]["taints"] == [GPU_TAINT]
 
 
+@pytest.mark.slow  # spawns two processes that import PyTorch: seconds
 def test_the_all_reduce_bus_bandwidth_runs_across_processes() -> None:
     assert interconnect.bus_bandwidth(100.0, 8) == pytest.approx(175.0)  # nccl-tests: algbw * 2(n-1)/n
     assert interconnect.allreduce_bus_bandwidth_gbs(2, 1 << 16, iters=3, warmup=1, backend="gloo") > 0
@@ -585,6 +588,7 @@ def _cpu_node(states: list[GpuState], tmp_path: Path, **extra: Any) -> run.Node:
                     **extra)
 
 
+@pytest.mark.slow  # the all-reduce phase spawns two processes that import PyTorch: seconds
 def test_a_standard_run_on_cpu_devices_passes_and_reports(tmp_path: Path) -> None:
     # A GPU model aksgpu has no floors for: only the relative checks judge the (tiny, CPU) measurements.
     states = [healthy(0, "Example GPU X1"), healthy(1, "Example GPU X1")]
@@ -599,6 +603,7 @@ def test_a_standard_run_on_cpu_devices_passes_and_reports(tmp_path: Path) -> Non
     assert document["node"]["gpuModel"] is None
 
 
+@pytest.mark.slow  # the all-reduce phase spawns two processes that import PyTorch: seconds
 def test_an_h100_floor_fails_cpu_speed_measurements(tmp_path: Path) -> None:
     node_report = run.check_node(_cpu_node([healthy(0), healthy(1)], tmp_path, expected_gpus=2), "standard", TINY)
     failed = {r.check for r in node_report.failures}

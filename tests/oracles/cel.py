@@ -10,15 +10,22 @@ policies here use none.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import celpy
 
 
-def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
+@functools.cache
+def _program(expression: str) -> Any:
+    """An expression's compiled program, made once per process (parsing is most of an evaluation's
+    time; a program keeps no state between evaluations, each gets its own activation)."""
     environment = celpy.Environment()
-    program = environment.program(environment.compile(expression))
-    return program.evaluate(activation)
+    return environment.program(environment.compile(expression))
+
+
+def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
+    return _program(expression).evaluate(activation)
 
 
 def denials(policy: dict[str, Any], *, obj: dict[str, Any], old: dict[str, Any] | None = None,
