@@ -97,6 +97,19 @@ def as_named_on_disk(cluster: Any) -> Any:
     return cluster
 
 
+def as_fleet_named_on_disk(fleet: Any) -> Any:
+    """The `aksgpu:fleet` value on disk with the registry name it left to the suffix-less derivation
+    written in, as as_named_on_disk does for a cluster."""
+    if not isinstance(fleet, dict) or not isinstance(fleet.get("name"), str):
+        return fleet
+    fleet = copy.deepcopy(fleet)
+    registry = fleet.get("registry")
+    if isinstance(registry, dict) and registry.get("name") is None and _created_before(fleet, ("registry",),
+                                                                                      "create"):
+        registry["name"] = fleet_registry_name(fleet["name"])
+    return fleet
+
+
 class GlobalName(NamedTuple):
     """A name a spec asks Azure for that is unique across Azure, and the field that sets it."""
 

@@ -31,11 +31,12 @@ from aksgpu.environments.fleet import (
 )
 from aksgpu.environments.global_names import (
     UNREADABLE,
+    as_fleet_named_on_disk,
     as_named_on_disk,
     with_fleet_global_names,
     with_global_names,
 )
-from aksgpu.environments.replacement import RenderImpact, cluster_of, refusal, render_impact
+from aksgpu.environments.replacement import RenderImpact, cluster_of, config_value, refusal, render_impact
 from aksgpu.environments.stack_text import aksgpu_text, value_digest
 from aksgpu.errors import UserError
 from aksgpu.project.files import read_text_if_exists, write_text_atomically
@@ -188,11 +189,15 @@ def _compare(environments: EnvironmentsFile, name: str, render: Any) -> Rendered
 
 
 def with_named_cluster(document: Any) -> Any:
-    """The stack document with the names its spec left to the suffix-less derivation written in."""
+    """The stack document with the names its spec (a cluster's, or a fleet's shared stack's) left to
+    the suffix-less derivation written in."""
     cluster = cluster_of(document)
-    if not isinstance(cluster, dict):
-        return document
-    return {**document, "config": {**document["config"], CLUSTER_KEY: as_named_on_disk(cluster)}}
+    if isinstance(cluster, dict):
+        return {**document, "config": {**document["config"], CLUSTER_KEY: as_named_on_disk(cluster)}}
+    fleet = config_value(document, FLEET_KEY)
+    if isinstance(fleet, dict):
+        return {**document, "config": {**document["config"], FLEET_KEY: as_fleet_named_on_disk(fleet)}}
+    return document
 
 
 def _parse_existing(path: Path) -> tuple[Any, str]:

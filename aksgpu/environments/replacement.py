@@ -18,7 +18,7 @@ import yaml
 
 from aksgpu import catalog
 from aksgpu.environments.overrides import list_item_key
-from aksgpu.stack_config import CLUSTER_KEY
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY
 
 MISSING = object()
 
@@ -32,6 +32,7 @@ class FieldChange:
     new: Any
     resource: str = ""
     azure_field: str = ""
+    section: str = "overrides"  # where environments.yaml sets the field: an environment's overrides, or its fleet
 
     @property
     def dotted(self) -> str:
@@ -57,16 +58,26 @@ def _show(value: Any) -> str:
 
 
 def cluster_of(document: Any) -> Any:
+    return config_value(document, CLUSTER_KEY)
+
+
+def config_value(document: Any, key: str) -> Any:
     config = document.get("config") if isinstance(document, dict) else None
-    return config.get(CLUSTER_KEY) if isinstance(config, dict) else None
+    return config.get(key) if isinstance(config, dict) else None
 
 
 def render_impact(old_document: Any, new_document: Any) -> RenderImpact:
-    """Compare two stack file documents' `aksgpu:cluster` specs on the fields of the table."""
+    """Compare two stack file documents' `aksgpu:cluster` specs on the fields of the table (or, for a
+    fleet's shared stack, their `aksgpu:fleet` specs on the table's fleet rows)."""
+    table = catalog.load("replacement")
+    old_fleet, new_fleet = config_value(old_document, FLEET_KEY), config_value(new_document, FLEET_KEY)
+    if isinstance(old_fleet, dict) and isinstance(new_fleet, dict):
+        return RenderImpact(tuple(FieldChange(path, before, after, *_row(table["fleetReplaced"][pattern]), "fleet")
+                                  for pattern in table["fleetReplaced"]
+                                  for path, before, after in _changes(pattern, old_fleet, new_fleet)))
     old, new = cluster_of(old_document), cluster_of(new_document)
     if not isinstance(old, dict) or not isinstance(new, dict):
         return RenderImpact()
-    table = catalog.load("replacement")
     in_place = table.get("inPlaceWhen", {})
     replaced = [FieldChange(path, before, after, *_row(table["replaced"][pattern]))
                 for pattern in table["replaced"] if not _holds_in_both(in_place.get(pattern), old, new)
@@ -134,12 +145,13 @@ def _leaf_changes(path: tuple[str, ...], a: Any, b: Any) -> Iterator[tuple[tuple
 
 def keep_override(environment: str, changes: tuple[FieldChange, ...]) -> str:
     """The environments.yaml snippet that keeps each field's value on disk (list items by name,
-    which is how overrides merge them: environments/overrides.py merge)."""
-    overrides: dict[str, Any] = {}
+    which is how overrides merge them: environments/overrides.py merge); a fleet's fields under the
+    environment's `fleet:`."""
+    sections: dict[str, dict[str, Any]] = {}
     for change in changes:
-        _set(overrides, list(change.path), None if change.old is MISSING else change.old)
-    return yaml.safe_dump({"environments": {environment: {"overrides": _as_yaml(overrides)}}},
-                          sort_keys=False, default_flow_style=False, width=100)
+        _set(sections.setdefault(change.section, {}), list(change.path), None if change.old is MISSING else change.old)
+    snippet = {"environments": {environment: {name: _as_yaml(values) for name, values in sections.items()}}}
+    return yaml.safe_dump(snippet, sort_keys=False, default_flow_style=False, width=100)
 
 
 def _set(target: dict[str, Any], path: list[str], value: Any) -> None:
@@ -164,7 +176,7 @@ def _as_yaml(overrides: dict[str, Any]) -> dict[str, Any]:
 
 # What a replacement of each kind of resource loses, for the refusal's message.
 _LOST = {"Registry": "a new registry holds none of the images", "Vault": "a new vault holds none of the keys KMS and "
-         "the disk encryption set use"}
+         "the disk encryption set use", "Fleet": "a new fleet: every member joins it again, its update runs start over"}
 
 
 def _what_goes(changes: tuple[FieldChange, ...]) -> str:
@@ -180,7 +192,8 @@ def refusal(environment: str, file_name: str, changes: tuple[FieldChange, ...]) 
     return (f"{file_name}: re-rendering would change {len(changes)} field(s) Azure cannot change in place, so the "
             f"next `aksgpu up {environment}` replaces these resources ({_what_goes(changes)}):\n{lines}\n"
             f"Fix: to keep today's values, add to stacks/environments.yaml (merge it into "
-            f"environment {environment}'s overrides) and render again:\n{snippet}\n"
+            f"environment {environment}'s {' and '.join(dict.fromkeys(change.section for change in changes))}) "
+            f"and render again:\n{snippet}\n"
             f"or, to replace them on purpose, run `aksgpu render {environment} --allow-replace`.")
 
 
