@@ -23,6 +23,7 @@ from typing import Any
 from aksgpu import catalog
 from aksgpu.node import fabric_acceptance, fabric_decision, node_api, node_verdicts
 from aksgpu.components.kubernetes.objects import (
+    NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
     driver_mode,
     labels,
@@ -311,8 +312,7 @@ def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str
         "command": ["python3", f"{SCRIPT_DIR}/fabric_acceptance.py", "--settings", f"{SCRIPT_DIR}/{SETTINGS_KEY}",
                     *breaker_args],
         "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "volumeMounts": [{"name": "programs", "mountPath": SCRIPT_DIR, "readOnly": True},
                          {"name": "api-token", "mountPath": token_dir, "readOnly": True}],

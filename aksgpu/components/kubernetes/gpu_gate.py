@@ -14,7 +14,14 @@ import math
 from aksgpu import catalog
 from aksgpu.components.kubernetes import fabric_acceptance_objects as acceptance
 from aksgpu.components.kubernetes.gpu_software import device_plugin_targets, operator_targets
-from aksgpu.components.kubernetes.objects import HEALTH_LABEL, PoolTarget, daemonset, pool_affinity, pool_tolerations
+from aksgpu.components.kubernetes.objects import (
+    HEALTH_LABEL,
+    NODE_PROGRAM_SECURITY_CONTEXT,
+    PoolTarget,
+    daemonset,
+    pool_affinity,
+    pool_tolerations,
+)
 from aksgpu.node import node_api, node_gate, node_passive, node_verdicts, node_watchdog
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.fabric import fabric_profile
@@ -125,8 +132,7 @@ def _gate_container(spec: ClusterSpec, name: str, step_args: list[str], token: b
         "image": spec.gpu_health.gate.helper_image,
         "command": ["python3", f"{SCRIPT_DIR}/node_gate.py", *step_args],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         "volumeMounts": mounts,
     }

@@ -11,11 +11,13 @@ from aksgpu.components.kubernetes import fabric_acceptance_objects as acceptance
 from aksgpu.components.kubernetes.gpu_gate import SERVICE_ACCOUNT
 from aksgpu.components.kubernetes.gpu_gate_jobs import WATCHDOG
 from aksgpu.components.kubernetes.objects import (
+    GATE_TAINT_VARIABLES,
     HEALTH_LABEL,
     NODE_METADATA_VARIABLES,
     NODE_NAME_CLAIM,
     metadata,
     node_update_policy,
+    unchanged_but,
 )
 from aksgpu.node import node_api, node_verdicts
 
@@ -83,16 +85,8 @@ def node_change_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
     gate_annotations = f"k.startsWith('{HEALTH_LABEL}') || k == '{node_api.SCALE_DOWN_DISABLED_ANNOTATION}'"
     variables = [
         *NODE_METADATA_VARIABLES,
-        {"name": "oldTaints", "expression": "has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, t.key != "
-                                            f"'{node_api.GATE_TAINT_KEY}') : []"},
-        {"name": "newTaints", "expression": "has(object.spec.taints) ? object.spec.taints.filter(t, t.key != "
-                                            f"'{node_api.GATE_TAINT_KEY}') : []"},
+        *GATE_TAINT_VARIABLES,
     ]
-
-    def unchanged_but(field: str, allowed: str) -> str:
-        new, old = f"variables.new{field}", f"variables.old{field}"
-        return (f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) "
-                f"&& {old}.all(k, {allowed} || k in {new})")
 
     return node_update_policy(
         NODE_POLICY, {"name": "gate-service-accounts",

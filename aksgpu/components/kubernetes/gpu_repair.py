@@ -9,13 +9,16 @@ from typing import Any
 
 from aksgpu.components.kubernetes.gpu_software import device_plugin_targets, operator_targets
 from aksgpu.components.kubernetes.objects import (
+    GATE_TAINT_VARIABLES,
+    NODE_METADATA_VARIABLES,
+    NODE_PROGRAM_SECURITY_CONTEXT,
     labels,
     metadata,
     node_update_policy,
-    NODE_METADATA_VARIABLES,
     program_files,
     secured_pod,
     system_pool_placement,
+    unchanged_but,
 )
 from aksgpu.node import node_api, node_repair, node_verdicts, repair_azure, repair_decision
 from aksgpu.spec import ClusterSpec
@@ -106,8 +109,7 @@ def repair_cronjob(spec: ClusterSpec, namespace: str, cluster_id: Any = None) ->
         "name": "repair",
         "image": spec.gpu_health.gate.helper_image,
         "command": ["python3", f"{PROGRAM_DIR}/node_repair.py", *repair_args(spec, namespace, cluster_id)],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "volumeMounts": [{"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True},
                          {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}],
@@ -164,16 +166,8 @@ def repair_node_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
                            f" || k == '{node_api.SCALE_DOWN_DISABLED_ANNOTATION}'")
     variables = [
         *NODE_METADATA_VARIABLES,
-        {"name": "oldTaints", "expression": "has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, t.key != "
-                                            f"'{node_api.GATE_TAINT_KEY}') : []"},
-        {"name": "newTaints", "expression": "has(object.spec.taints) ? object.spec.taints.filter(t, t.key != "
-                                            f"'{node_api.GATE_TAINT_KEY}') : []"},
+        *GATE_TAINT_VARIABLES,
     ]
-
-    def unchanged_but(field: str, allowed: str) -> str:
-        new, old = f"variables.new{field}", f"variables.old{field}"
-        return (f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) "
-                f"&& {old}.all(k, {allowed} || k in {new})")
 
     return node_update_policy(
         NODE_POLICY_NAME, {"name": "repair-service-account", "expression": f"request.userInfo.username == '{user}'"},

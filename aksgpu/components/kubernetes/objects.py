@@ -206,6 +206,28 @@ NODE_METADATA_VARIABLES = [
 ]
 
 
+# The node's taints before and after an update, the gate's own taint left out.
+GATE_TAINT_VARIABLES = [
+    {"name": "oldTaints", "expression": "has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, t.key != "
+                                        f"'{GATE_TAINT_KEY}') : []"},
+    {"name": "newTaints", "expression": "has(object.spec.taints) ? object.spec.taints.filter(t, t.key != "
+                                        f"'{GATE_TAINT_KEY}') : []"},
+]
+
+# The security context of every node program's container (standard library Python, nothing written
+# but through the API): not root, no privilege escalation, read-only root, no capabilities.
+NODE_PROGRAM_SECURITY_CONTEXT = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
+                                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+
+
+def unchanged_but(field: str, allowed: str) -> str:
+    """CEL: the map variables.new<field> differs from variables.old<field> only in keys `allowed` (a
+    CEL condition on k) admits."""
+    new, old = f"variables.new{field}", f"variables.old{field}"
+    return (f"{new}.all(k, {allowed} || (k in {old} && {old}[k] == {new}[k])) "
+            f"&& {old}.all(k, {allowed} || k in {new})")
+
+
 def node_update_policy(name: str, condition: dict[str, str], variables: list[dict[str, str]],
                        validations: list[dict[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A ValidatingAdmissionPolicy (failing closed) and its Deny binding over node UPDATEs by the

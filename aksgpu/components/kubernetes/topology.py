@@ -28,6 +28,7 @@ from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.objects import (
     NODE_METADATA_VARIABLES,
     NODE_NAME_CLAIM,
+    NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
     daemonset,
     metadata,
@@ -84,8 +85,7 @@ def labeller_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
             "image": spec.gpu_health.gate.helper_image,
             "command": ["python3", f"{SCRIPT_DIR}/node_topology.py"],
             "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
-                                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+            "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
             "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
             "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
                              {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}],
