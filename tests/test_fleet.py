@@ -295,7 +295,9 @@ def test_a_hub_body_validates_and_a_bad_stage_is_caught(fleet_plan: FleetPlan, f
     document = _environments_document(fleet_project)
     document["environments"]["training"]["fleet"]["hub"] = {"enabled": True, "vmSize": "Standard_D4s_v5"}
     _write_environments(fleet_project, document)
-    assert runner.invoke(app, ["render", "training"]).exit_code == 0
+    # A hub is set at create only: the re-render of the rendered hubless fleet is a replacement.
+    assert runner.invoke(app, ["render", "training"]).exit_code == 2
+    assert runner.invoke(app, ["render", "training", "--allow-replace"]).exit_code == 0
     from aksgpu.plan.planner import plan_stack
 
     [fleet] = plan_stack(resolve_stack("training", cwd=fleet_project)).by_type("azure-native:containerservice:Fleet")
