@@ -47,8 +47,9 @@ MAX_MODULE_LINES = 420  # "about 400": a module a newcomer reads in one sitting
 OVERSIZED: dict[str, int] = {}
 # cli/ modules that are not commands: what every command shares.
 # console.py: what commands share to print; entry.py: the console script, standard library only so that
-# Ctrl-C while Typer and the commands load is caught (it imports app.py inside its guard).
-CLI_HELPERS = {"console.py", "entry.py"}
+# Ctrl-C while Typer and the commands load is caught (it imports app.py inside its guard);
+# short_help.py: the text of `aksgpu --help` that entry.py prints without Typer.
+CLI_HELPERS = {"console.py", "entry.py", "short_help.py"}
 
 
 def _modules(folder: Path) -> list[Path]:
