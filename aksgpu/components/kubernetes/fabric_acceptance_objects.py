@@ -25,6 +25,7 @@ from aksgpu.node import fabric_acceptance, fabric_decision, node_api, node_verdi
 from aksgpu.components.kubernetes.objects import (
     NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
+    api_token_volume,
     driver_mode,
     labels,
     metadata,
@@ -330,11 +331,7 @@ def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str
                 {"configMap": {"name": ACCEPTANCE, "items": [
                     *({"key": key, "path": key} for key in ("fabric_acceptance.py", "fabric_decision.py")),
                     {"key": SETTINGS_KEY, "path": SETTINGS_KEY}]}}]}},
-            {"name": "api-token", "projected": {"sources": [
-                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-            ]}},
+            api_token_volume(),
         ],
     }
     return {"metadata": metadata(ACCEPTANCE, namespace), "spec": {

@@ -18,6 +18,7 @@ from aksgpu.components.kubernetes.objects import (
     HEALTH_LABEL,
     NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
+    api_token_volume,
     daemonset,
     pool_affinity,
     pool_tolerations,
@@ -217,11 +218,7 @@ def _pod_volumes(extra: list[dict[str, Any]] | None = None, check: bool = False)
         {"name": "node-gate", "configMap": {"name": SCRIPT_CONFIG}},
         {"name": "results", "emptyDir": {"sizeLimit": "64Mi"}},
         # The service account token, CA and namespace, mounted only where node_gate.py runs.
-        {"name": "api-token", "projected": {"sources": [
-            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-        ]}},
+        api_token_volume(),
         *([_shared_memory_volume(), _host_log_volume()] if check else []),
         *(extra or []),
     ]

@@ -12,6 +12,7 @@ from aksgpu.components.kubernetes.objects import (
     GATE_TAINT_VARIABLES,
     NODE_METADATA_VARIABLES,
     NODE_PROGRAM_SECURITY_CONTEXT,
+    api_token_volume,
     labels,
     metadata,
     node_update_policy,
@@ -123,11 +124,7 @@ def repair_cronjob(spec: ClusterSpec, namespace: str, cluster_id: Any = None) ->
         "containers": [container],
         "volumes": [
             {"name": "program", "configMap": {"name": PROGRAM_CONFIG}},
-            {"name": "api-token", "projected": {"sources": [
-                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-            ]}},
+            api_token_volume(),
         ],
     }
     pod_labels = {**labels(REPAIR), **({USE_LABEL: "true"} if acts(spec) else {})}

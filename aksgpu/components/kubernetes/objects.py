@@ -220,6 +220,19 @@ NODE_PROGRAM_SECURITY_CONTEXT = {"runAsNonRoot": True, "runAsUser": 65534, "allo
                                  "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 
 
+# A node program's own API credentials, as a volume: the service account's token (an hour, renewed
+# by the kubelet), the cluster's CA and the namespace, in the layout of the default token mount;
+# the pods set automountServiceAccountToken: false and mount this only where a program talks to
+# the API server.
+def api_token_volume() -> dict[str, Any]:
+    """The volume (a new dict each time: pod specs do not share mutable parts)."""
+    return {"name": "api-token", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+    ]}}
+
+
 def unchanged_but(field: str, allowed: str) -> str:
     """CEL: the map variables.new<field> differs from variables.old<field> only in keys `allowed` (a
     CEL condition on k) admits."""

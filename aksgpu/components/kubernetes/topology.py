@@ -30,6 +30,7 @@ from aksgpu.components.kubernetes.objects import (
     NODE_NAME_CLAIM,
     NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
+    api_token_volume,
     daemonset,
     metadata,
     node_update_policy,
@@ -92,11 +93,7 @@ def labeller_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
         }],
         "volumes": [
             {"name": "script", "configMap": {"name": SCRIPT_CONFIG}},
-            {"name": "api-token", "projected": {"sources": [
-                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-            ]}},
+            api_token_volume(),
         ],
     }
     found = daemonset(LABELLER, namespace, pod, exceptions=HOST_NETWORK_EXCEPTION)
