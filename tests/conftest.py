@@ -9,7 +9,7 @@ import pytest
 
 from aksgpu.plan.planner import Plan, plan_stack
 from aksgpu.project.stackfile import resolve_stack
-from tests.helpers import EXAMPLE, EXAMPLES, copy_project
+from tests.helpers import EXAMPLE, EXAMPLES, FLEET_EXAMPLE, copy_project
 
 
 # The files that take longest (docs/verification/figures.md): mypy without its cache, the fuzz tests,
@@ -40,6 +40,13 @@ def example_plans() -> dict[str, Plan]:
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the project (program, environments and stacks) to run commands in; the current folder."""
     monkeypatch.chdir(copy_project(EXAMPLE, tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def fleet_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the fleet example to run commands in; the current folder."""
+    monkeypatch.chdir(copy_project(FLEET_EXAMPLE, tmp_path))
     return tmp_path
 
 

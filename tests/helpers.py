@@ -19,6 +19,7 @@ SHARED = REPO.parent / "shared"
 SUBSCRIPTION = "/subscriptions/6b1d8f2e-3c4a-4e5f-9a7b-1c2d3e4f5a6b"
 # The example project: what `aksgpu new` writes, with a dev and a prod environment.
 EXAMPLE = REPO / "examples" / "gpu-clusters"
+FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (EXAMPLE / "stacks").glob("Pulumi.*.yaml"))
 
 

@@ -25,10 +25,9 @@ from aksgpu.plan.fleet import FleetPlan, fleet_facts, plan_fleet
 from aksgpu.project.stackfile import resolve_stack
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
-from tests.helpers import REPO, base_spec, copy_project, edit
+from tests.helpers import FLEET_EXAMPLE, REPO, base_spec, edit
 from tests.oracles.azure_openapi import AksOpenApi
 
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 SPEC_DATA = REPO / "tests" / "data" / "azure-rest-api"
 FLEET_API = SPEC_DATA / ("containerservice/resource-manager/Microsoft.ContainerService/fleet/preview/"
                          "2024-05-02-preview/fleets.json")
@@ -49,13 +48,6 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def fleet_plan() -> FleetPlan:
     return plan_fleet(resolve_stack("training", cwd=FLEET_EXAMPLE))
-
-
-@pytest.fixture
-def fleet_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the fleet example to run commands in; the current folder."""
-    monkeypatch.chdir(copy_project(FLEET_EXAMPLE, tmp_path))
-    return tmp_path
 
 
 def _environments_document(project: Path) -> dict[str, Any]:

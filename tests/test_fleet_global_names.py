@@ -8,7 +8,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -21,17 +20,10 @@ from aksgpu.project.stackfile import resolve_stack
 from aksgpu.spec import names
 from aksgpu.spec.fleet import fleet_global_suffix, parse_fleet_spec
 from aksgpu.stack_config import DIGEST_KEY, FLEET_KEY
-from tests.helpers import REPO, copy_project
+from tests.helpers import FLEET_EXAMPLE
 
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 REGISTRY = "Microsoft.ContainerRegistry/registries"
 runner = CliRunner()
-
-
-@pytest.fixture
-def fleet_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(copy_project(FLEET_EXAMPLE, tmp_path))
-    return tmp_path
 
 
 def _document(project: Path) -> dict[str, Any]:

@@ -17,17 +17,9 @@ from aksgpu.environments.file import load_environments
 from aksgpu.environments.render import plan_renders
 from aksgpu.spec.fleet import FleetSpec
 from aksgpu.stack_config import FLEET_KEY
-from tests.helpers import REPO, copy_project
 
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 SHARED = "Pulumi.training.yaml"
 runner = CliRunner()
-
-
-@pytest.fixture
-def fleet_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(copy_project(FLEET_EXAMPLE, tmp_path))
-    return tmp_path
 
 
 def _edit_fleet(project: Path, **fleet: Any) -> None:

@@ -86,10 +86,7 @@ def as_named_on_disk(cluster: Any) -> Any:
     if not isinstance(cluster, dict) or not isinstance(cluster.get("name"), str):
         return cluster
     cluster = copy.deepcopy(cluster)
-    registry = cluster.get("registry")
-    if isinstance(registry, dict) and registry.get("name") is None and _created_before(cluster, ("registry",),
-                                                                                        "create"):
-        registry["name"] = default_registry_name(cluster["name"])
+    _name_legacy_registry(cluster, default_registry_name(cluster["name"]))
     kms = _at(cluster, ("security", "kms"))
     if isinstance(kms, dict) and kms.get("keyVaultName") is None and _created_before(cluster, ("security", "kms"),
                                                                                       "none"):
@@ -103,11 +100,15 @@ def as_fleet_named_on_disk(fleet: Any) -> Any:
     if not isinstance(fleet, dict) or not isinstance(fleet.get("name"), str):
         return fleet
     fleet = copy.deepcopy(fleet)
-    registry = fleet.get("registry")
-    if isinstance(registry, dict) and registry.get("name") is None and _created_before(fleet, ("registry",),
-                                                                                      "create"):
-        registry["name"] = fleet_registry_name(fleet["name"])
+    _name_legacy_registry(fleet, fleet_registry_name(fleet["name"]))
     return fleet
+
+
+def _name_legacy_registry(spec: dict[str, Any], legacy: str) -> None:
+    """Write `legacy` into a spec on disk whose registry aksgpu creates under a name it left null."""
+    registry = spec.get("registry")
+    if isinstance(registry, dict) and registry.get("name") is None and _created_before(spec, ("registry",), "create"):
+        registry["name"] = legacy
 
 
 class GlobalName(NamedTuple):
