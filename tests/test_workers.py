@@ -86,8 +86,8 @@ def test_workers_one_per_core_at_most_one_per_plan(monkeypatch: pytest.MonkeyPat
     assert worker_count(20) == 3 and worker_count(2) == 2 and worker_count(1) == 0
     monkeypatch.delenv(WORKERS_VARIABLE)
     monkeypatch.setattr(workers_module, "cores", lambda: 2)
-    assert worker_count(1) == 0  # one plan: in the command's process
-    assert worker_count(2) == 2 and worker_count(1000) == 2  # workers start with the SDK modules imported
+    assert worker_count(2) == 0 and worker_count(5) == 0  # forking and a forked plan cost more than a plan
+    assert worker_count(6) == 2 and worker_count(1000) == 2
     monkeypatch.setattr(workers_module, "cores", lambda: 1)
     assert worker_count(1000) == 0
 

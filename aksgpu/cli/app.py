@@ -222,21 +222,21 @@ def __getattr__(name: str) -> typer.Typer:
 
 def main() -> None:
     """Console-script entry point."""
+    import gc
+
     concern = _concern_of(sys.argv[1:])
     if concern == "environments":
         # Short offline commands: what they allocate (modules, the spec's models, the rendered
         # stacks) lives until they end, and the collector's passes over it cost about a tenth of
         # `validate --spec-only` while freeing almost nothing (the planner pauses it likewise).
-        import gc
-
         gc.disable()
+    else:  # on again if the console script paused it while the app loaded (cli/entry.py)
+        gc.enable()
     try:
         sys.exit(app_with([concern] if concern else CONCERNS)())
     finally:
         # The command is done and its objects are about to go: at shutdown, Python's collector
         # would still sweep every one of them (about 1 s after a plan). Frozen, it skips them.
-        import gc
-
         gc.freeze()
 
 

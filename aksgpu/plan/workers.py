@@ -40,11 +40,13 @@ WORKERS_VARIABLE = "AKSGPU_WORKERS"
 # forked from it starts with them.
 PRELOAD = ["aksgpu.plan.planner", "aksgpu.program", "aksgpu.plan.preload"]
 
-# A worker starts with the provider SDK modules imported (PRELOAD), so it pays off from its first
-# plan: two plans on two cores plan side by side (the two-environment example's `ci summary`,
-# tests/benchmark_validate.py). Before the preload a worker's first plan imported them itself
-# (about a second here), and a worker needed three plans to pay off.
-PLANS_PER_WORKER = 1
+# Workers start with the provider SDK modules imported (PRELOAD, about a second here, which the
+# command's own process would pay once too), but forking them, and their first plan in a forked
+# process, still cost more than a plan of the example (0.15 to 0.3 s): with fewer plans than this per
+# worker, one after another in the command's process is faster (the two-environment example's
+# `ci summary` on 2 workers took 1.4x as long, a 2-member fleet's `validate` 1.1x, measured
+# interleaved on 2026-11-27 on this busy 2-core machine; tests/benchmark_validate.py, benchmark_fleet.py).
+PLANS_PER_WORKER = 3
 
 Job = tuple["StackFile", "str | None", "Mapping[str, Mapping[str, Any]]"]
 Progress = Callable[[int, int], None]  # (plans done, plans in all)
