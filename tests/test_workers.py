@@ -167,3 +167,18 @@ def test_the_plan_server_path_reads_the_same(fleet: Path, monkeypatch: pytest.Mo
     *parallel, in_process = _run(["ci", "summary"], 2, monkeypatch)
     assert parallel == sequential and sequential[0] == 0
     assert in_process == 0
+
+
+@pytest.mark.parametrize(("terminal", "forks_here", "started"), [(False, True, False), (True, True, True),
+                                                                (False, False, True)])
+def test_the_plan_server_starts_early_where_the_workers_will_come_from_it(
+        terminal: bool, forks_here: bool, started: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the spinner's thread rules out forking from the command when it plans: the plan
+    server starts at once, to import while the command validates; elsewhere the command forks them."""
+    calls: list[str] = []
+    monkeypatch.setattr(workers_module, "_context", lambda: calls.append("server"))
+    monkeypatch.setattr(workers_module, "_forks_here", lambda: forks_here)
+    monkeypatch.setattr(workers_module, "worker_count", lambda jobs: 2)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    workers_module.warm_up(10)
+    assert calls == (["server"] if started else [])

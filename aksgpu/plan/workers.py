@@ -8,8 +8,9 @@ out: the command plans that stack itself when it gets to it and reports the erro
 (one message, never a traceback). Workers start with the planner, the program and the provider SDK
 modules a plan declares (plan/preload.py) imported once for all of them: on Linux they are forked from
 the command itself once it imported them, while it has no thread but its main one (nothing of gRPC,
-asyncio or a thread pool runs before the fork; _forks_here); else from a server process that imported
-them (multiprocessing's forkserver; spawn where there is none). They sit in a process group of their
+asyncio or a thread pool runs before the fork; _forks_here); else (beside a thread: a terminal's
+spinner, pytest-xdist) from a server process that imported them (multiprocessing's forkserver;
+spawn where there is none). They sit in a process group of their
 own, deaf to SIGINT: Ctrl-C at the terminal reaches only the command, which stops them and ends as it
 always does (one line, exit 130).
 
@@ -105,11 +106,12 @@ def _plan(stack_file: StackFile, project: str | None, stack_outputs: Mapping[str
 
 
 def warm_up(jobs: int) -> None:
-    """Start the server the workers are forked from, so that it imports the planner and the program
-    while the command does its own work first (validating, rendering); nothing where `jobs`, the
-    plans the command expects to make, stay in this process, or where the workers will be forked
-    from this process (_forks_here) or there is no forkserver."""
-    if worker_count(jobs) and not _forks_here():
+    """Start the server the workers are forked from, so that it imports the planner, the program and
+    the SDK modules while the command does its own work first (validating, rendering); nothing where
+    `jobs`, the plans the command expects to make, stay in this process, or where the workers will be
+    forked from this process (_forks_here) or there is no forkserver. On a terminal the command shows
+    a spinner while it plans (cli/console.py progress), whose thread rules out forking from it then."""
+    if worker_count(jobs) and (not _forks_here() or sys.stderr.isatty()):
         _context()
 
 
