@@ -101,8 +101,9 @@ def stack_config_dir(project_dir: Path) -> str:
     """The folder of the project's stack files, relative to it (Pulumi.yaml's stackConfigDir)."""
     project = load_yaml(project_dir / "Pulumi.yaml")
     if not isinstance(project, dict):
-        raise UserError(f"{project_dir / 'Pulumi.yaml'} must be a YAML mapping (name:, runtime:, ...). "
-                        "Fix: see the Pulumi.yaml of aksgpu's repository.")
+        raise UserError(problems=[Problem("(top level)", project, "Pulumi.yaml must be a YAML mapping (name:, "
+                                          "runtime:, ...)", "see the Pulumi.yaml of aksgpu's repository",
+                                          source=str(project_dir / "Pulumi.yaml"))])
     folder = project.get("stackConfigDir", ".")
     fix = "write stackConfigDir: stacks (or remove it to keep stack files beside Pulumi.yaml)"
     if not isinstance(folder, str) or not folder.strip() or "\0" in folder:

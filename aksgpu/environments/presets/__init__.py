@@ -26,13 +26,13 @@ def preset_names() -> list[str]:
     return sorted(path.stem for path in PRESETS_DIR.glob("*.yaml"))
 
 
-def load_preset(name: str, path: str = "preset", source: str | None = None) -> Preset:
-    """The preset `name`; an unknown name is a UserError that lists the known ones (`path` and
+def load_preset(name: str, where: str = "preset", source: str | None = None) -> Preset:
+    """The preset `name`; an unknown name is a UserError that lists the known ones (`where` and
     `source`: where the name was written, for the error)."""
     path = PRESETS_DIR / f"{name}.yaml"
     names = preset_names()
     if name not in names:
-        raise UserError(problems=[Problem(path, name, "no preset of that name",
+        raise UserError(problems=[Problem(where, name, "no preset of that name",
                                           f'{did_you_mean(name, names)}use one of: {", ".join(names)} '
                                           "(aksgpu presets list)", source=source)])
     document = parse_yaml(path.read_text(encoding="utf-8"))
