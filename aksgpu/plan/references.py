@@ -37,8 +37,8 @@ def referenced_stack_outputs(stack_file: StackFile, project: str | None,
         inner = error.problems[0] if len(error.problems) == 1 else None
         raise UserError(problems=[Problem(
             key, stack, "the fleet stack whose outputs this stack reads through a stack reference: "
-            f"{inner.rule if inner else error}", inner.fix if inner else "render the fleet environment "
-            "(`aksgpu render`)", source=stack_file.path.name)]) from None
+            f"{inner.rule if inner else error}", "render the fleet environment (`aksgpu render`), or correct "
+            f"{key}", source=stack_file.path.name)]) from None
     if not shared.is_fleet:
         raise UserError(problems=[Problem(key, stack, f"the fleet stack this stack belongs to, but {shared.path.name} "
                                           f"holds no {FLEET_KEY}", "render the fleet environment (`aksgpu render`)",

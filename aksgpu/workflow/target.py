@@ -184,7 +184,7 @@ def target_for(stack_file: StackFile, *, backend_flag: str | None, secrets_provi
     config_dir = (stack_file.project_dir / stack_config_dir(stack_file.project_dir)).resolve()
     if stack_file.path.parent.resolve() != config_dir:
         raise UserError(problems=[Problem(
-            "STACK argument", str(stack_file.path),
+            "STACK argument", str(stack_file.path.relative_to(stack_file.project_dir)),
             f"not in {config_dir.relative_to(stack_file.project_dir.resolve())}/, where Pulumi reads stack files "
             "(stackConfigDir in Pulumi.yaml)",
             f"move it there, or pass the environment name ({stack_file.stack})")])
