@@ -239,3 +239,15 @@ def test_bad_options_are_problems_with_the_option_and_its_value(project: Path, w
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f'error: {path} = "{value}": must be'), result.stderr
     assert "Fix: e.g." in result.stderr
+
+
+def test_a_bad_environments_file_lists_its_problems_under_its_name(project: Path) -> None:
+    """One problem too: the list names the file (a problem's own line has no source here)."""
+    path = project / "stacks" / "environments.yaml"
+    path.write_text(path.read_text().replace("    preset: dev\n", "    preset: dev\n    presett: dev\n", 1))
+    result = runner.invoke(app, ["validate", "--json"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: environments.yaml has 1 problem:\n  - environments.dev.presett = "), \
+        result.stderr
+    problem = _problem(result)
+    assert (problem["path"], problem["value"]) == ("environments.dev.presett", "dev")

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from aksgpu.errors import Problem, UserError
+from aksgpu.errors import Problem, UserError, render_problems
 from aksgpu.project.files import refuse_symlink_loop
 from aksgpu.project.stackfile import find_project_dir, load_yaml, stack_config_dir
 from aksgpu.spec.base import checked, did_you_mean, issues_from_validation_error
@@ -230,7 +230,8 @@ def load_environments(project_dir: Path | None = None) -> EnvironmentsFile:
         document = EnvironmentsDocument.model_validate(raw)
     except ValidationError as error:
         issues = issues_from_validation_error(error, raw, EnvironmentsDocument)
-        raise UserError(problems=issues, source=path.name) from None
+        # Always as a list under the file's name, one problem too: where the problems are is part of them.
+        raise UserError(render_problems(path.name, issues), problems=issues, source=path.name) from None
     first_by_folded: dict[str, str] = {}
     for name in document.environments:
         first = first_by_folded.setdefault(name.casefold(), name)
