@@ -23,7 +23,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from aksgpu.node import node_api, node_topology
+from aksgpu.node import node_topology
 from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.objects import (
     NODE_METADATA_VARIABLES,
@@ -157,7 +157,7 @@ class NodeTopology(pulumi.ComponentResource):
             f"{name}-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
         script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata(SCRIPT_CONFIG, ns),
-                                       data=program_files(node_topology, node_api), opts=base)
+                                       data=program_files(node_topology, node_topology.node_api), opts=base)
         manifest = labeller_daemonset(spec, ns)
         k8s.apps.v1.DaemonSet(f"{name}-labeller", metadata=manifest["metadata"], spec=manifest["spec"],
                               opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
