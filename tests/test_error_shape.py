@@ -251,3 +251,18 @@ def test_a_bad_environments_file_lists_its_problems_under_its_name(project: Path
         result.stderr
     problem = _problem(result)
     assert (problem["path"], problem["value"]) == ("environments.dev.presett", "dev")
+
+
+def test_a_message_only_error_still_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Azure DevOps failing with a code other than 401/403 (which have their own fix) gets a fix too."""
+    import urllib.error
+
+    from aksgpu.ci import comment
+    from aksgpu.errors import UserError
+
+    def refuse(request: Any, timeout: float) -> Any:
+        raise urllib.error.HTTPError(request.full_url, 500, "Server Error", None, None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(comment.urllib.request, "urlopen", refuse)
+    with pytest.raises(UserError, match=r"answered 500 to GET https://dev.azure.com/x/threads\. Fix: run the job"):
+        comment._sender("token")("GET", "https://dev.azure.com/x/threads?api-version=7.1", None)

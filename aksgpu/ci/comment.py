@@ -72,7 +72,8 @@ def _sender(token: str) -> Send:
         except urllib.error.HTTPError as error:
             hint = (" Fix: allow the build service to contribute to pull requests (Project settings > Repositories "
                     "> Security: 'Contribute to pull requests' for the project's Build Service)."
-                    if error.code in (401, 403) else "")
+                    if error.code in (401, 403) else
+                    " Fix: run the job again; if it fails the same way, check that the pull request is still open.")
             raise UserError(f"Azure DevOps answered {error.code} to {method} {url.split('?')[0]}.{hint}") from None
         except urllib.error.URLError as error:
             raise UserError(f"cannot reach Azure DevOps ({error.reason}). Fix: check the agent's network.") from None
