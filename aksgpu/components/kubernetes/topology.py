@@ -1,7 +1,7 @@
 """NodeTopology: labels every InfiniBand GPU node with its Azure placement group.
 
-Azure puts no topology labels on AKS nodes. node_topology.py (shipped as a ConfigMap, run by the
-gate's Python image) reads the VM's placement group from IMDS and writes
+Azure puts no topology labels on AKS nodes. node_topology.py (shipped as a ConfigMap with
+node_api.py, run by the gate's Python image) reads the VM's placement group from IMDS and writes
 aksgpu.io/placement-group on its own node: the InfiniBand domain Kueue's Topology uses
 (gang_scheduling.py). A DaemonSet runs it on the InfiniBand pools' nodes that lack the label; once
 labelled, the node leaves the DaemonSet's node affinity and its pod goes away.
@@ -37,7 +37,7 @@ from aksgpu.components.kubernetes.objects import (
     pool_affinity,
     pool_targets,
     pool_tolerations,
-    program_source,
+    program_files,
 )
 from aksgpu.spec import ClusterSpec
 
@@ -157,7 +157,7 @@ class NodeTopology(pulumi.ComponentResource):
             f"{name}-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
         script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata(SCRIPT_CONFIG, ns),
-                                       data={"node_topology.py": program_source(node_topology)}, opts=base)
+                                       data=program_files(node_topology, node_topology.node_api), opts=base)
         manifest = labeller_daemonset(spec, ns)
         k8s.apps.v1.DaemonSet(f"{name}-labeller", metadata=manifest["metadata"], spec=manifest["spec"],
                               opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
