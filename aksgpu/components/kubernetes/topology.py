@@ -28,11 +28,11 @@ from aksgpu.components.kubernetes.rbac_resources import declare_rbac
 from aksgpu.components.kubernetes.objects import (
     NODE_METADATA_VARIABLES,
     NODE_NAME_CLAIM,
-    NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
     api_token_volume,
     daemonset,
     metadata,
+    node_program_container,
     node_update_policy,
     pool_affinity,
     pool_targets,
@@ -44,7 +44,6 @@ from aksgpu.spec import ClusterSpec
 LABELLER = "aksgpu-topology-labeller"
 SCRIPT_CONFIG = "aksgpu-node-topology"
 SCRIPT_DIR = "/opt/aksgpu"
-TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 NODE_POLICY = "aksgpu-topology-node-labels"
 HOST_NETWORK_EXCEPTION = {
     "k8s-host-namespaces": "hostNetwork: the labeller reads the VM's placement group from Azure's Instance Metadata "
@@ -81,16 +80,10 @@ def labeller_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
         # Under the gate's startup taint as well: labelled before the node is admitted.
         "tolerations": pool_tolerations(targets, gate=True),
         "priorityClassName": "system-node-critical",
-        "containers": [{
-            "name": "labeller",
-            "image": spec.gpu_health.gate.helper_image,
-            "command": ["python3", f"{SCRIPT_DIR}/node_topology.py"],
-            "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
-            "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
-            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
-            "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
-                             {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}],
-        }],
+        "containers": [node_program_container(
+            "labeller", spec.gpu_health.gate.helper_image, ["python3", f"{SCRIPT_DIR}/node_topology.py"], "script",
+            SCRIPT_DIR, env=[{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+            memory=("32Mi", "64Mi"))],
         "volumes": [
             {"name": "script", "configMap": {"name": SCRIPT_CONFIG}},
             api_token_volume(),
