@@ -24,7 +24,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from aksgpu.node import node_topology
-from aksgpu.components.kubernetes.rbac_resources import declare_rbac
+from aksgpu.components.kubernetes.rbac_resources import declare_admission_policy, declare_rbac
 from aksgpu.components.kubernetes.objects import (
     NODE_METADATA_VARIABLES,
     NODE_NAME_CLAIM,
@@ -142,13 +142,8 @@ class NodeTopology(pulumi.ComponentResource):
         base = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
         created = declare_rbac(labeller_rbac(ns), lambda obj: f"{name}-labeller-{obj['kind'].lower()}", base,
                                chained=True)
-        policy, binding = node_label_policy(ns)
-        admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-node-policy", metadata=policy["metadata"], spec=policy["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
-        created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
+        created.append(declare_admission_policy(f"{name}-node-policy", node_label_policy(ns),
+                                                pulumi.ResourceOptions(parent=self, provider=args.provider)))
         script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata(SCRIPT_CONFIG, ns),
                                        data={"node_topology.py": program_source(node_topology)}, opts=base)
         manifest = labeller_daemonset(spec, ns)
