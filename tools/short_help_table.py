@@ -10,9 +10,11 @@ the console script answers `--help` without importing Typer (cli/entry.py).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs_reference, beside this file
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "aksgpu" / "cli" / "short_help_table.py"
 WIDTH = 120  # the line length ruff holds aksgpu to (pyproject.toml)
@@ -26,9 +28,9 @@ def table() -> dict[str, Any]:
     """GROUP_HELP, USAGE, OPTIONS and COMMANDS of the real app, as `aksgpu --help` shows them."""
     import typer.main
 
-    from aksgpu.cli.app import app
+    from docs_reference import typer_app  # the one file of tools/ that imports aksgpu's internals
 
-    group: Any = typer.main.get_command(app)
+    group: Any = typer.main.get_command(typer_app())
     ctx = group.make_context("aksgpu", [], resilient_parsing=True)
     commands = []
     for name in group.list_commands(ctx):
