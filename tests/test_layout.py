@@ -48,8 +48,9 @@ OVERSIZED: dict[str, int] = {}
 # cli/ modules that are not commands: what every command shares.
 # console.py: what commands share to print; entry.py: the console script, standard library only so that
 # Ctrl-C while Typer and the commands load is caught (it imports app.py inside its guard);
-# short_help.py: the text of `aksgpu --help` that entry.py prints without Typer.
-CLI_HELPERS = {"console.py", "entry.py", "short_help.py"}
+# short_help.py: the text of `aksgpu --help` that entry.py prints without Typer, from short_help_table.py
+# (derived from the app by tools/regenerate.py).
+CLI_HELPERS = {"console.py", "entry.py", "short_help.py", "short_help_table.py"}
 
 
 def _modules(folder: Path) -> list[Path]:

@@ -18,6 +18,7 @@ from aksgpu.components.kubernetes.objects import (
     HEALTH_LABEL,
     NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
+    api_token_mount,
     api_token_volume,
     daemonset,
     pool_affinity,
@@ -42,7 +43,6 @@ GATE_PROGRAM = (node_gate, node_api, node_verdicts, node_passive, node_watchdog)
 
 RESULTS = "/var/run/aksgpu"
 SCRIPT_DIR = "/opt/aksgpu"
-TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Runs the check with a time limit (killed a minute after it ignores SIGTERM) and records its exit
 # code for the verdict step; a node the pending step chose not to check (node_gate.py) is skipped.
 CHECK_WRAPPER = (
@@ -127,7 +127,7 @@ def _gate_container(spec: ClusterSpec, name: str, step_args: list[str], token: b
     holds node rights)."""
     mounts = [_script_mount(), {"name": "results", "mountPath": RESULTS}]
     if token:
-        mounts.append({"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True})
+        mounts.append(api_token_mount())
     return {
         "name": name,
         "image": spec.gpu_health.gate.helper_image,
