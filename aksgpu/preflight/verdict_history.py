@@ -31,6 +31,8 @@ from typing import Any
 
 from aksgpu.errors import UserError
 from aksgpu.project.files import locked_for_writing, read_text_if_exists, write_text_atomically
+from aksgpu.spec import ClusterSpec
+from aksgpu.spec.names import log_analytics_workspace
 
 LOG_PREFIX = "aksgpu-gpu-health"  # node_verdicts.LOG_PREFIX; tests/test_verdict_history.py holds them equal
 RECORD_CONFIGMAP = "aksgpu-gpu-health-record"
@@ -71,6 +73,21 @@ def record_command(output: str) -> str:
     """The kubectl command that writes the record ConfigMap's entries (the newest ones) to `output`."""
     return (f"kubectl get configmap {RECORD_CONFIGMAP} -n {RECORD_NAMESPACE} "
             f"-o jsonpath='{{.data.{RECORD_KEY}}}' > {output}")
+
+
+def workspace_of(spec: ClusterSpec) -> tuple[str, str | None] | str:
+    """(workspace name, its resource group) or (customer ID placeholder, None) for the query command;
+    a text saying why there is nothing to query when the cluster sends no container logs."""
+    analytics = spec.monitoring.log_analytics
+    if analytics.mode == "none" or not spec.monitoring.container_insights:
+        return (f"{spec.name} sends no container logs to Log Analytics (monitoring.containerInsights off or "
+                "monitoring.logAnalytics.mode none), so only the record ConfigMap holds verdicts")
+    if analytics.mode == "create":
+        return analytics.name or log_analytics_workspace(spec.name), spec.resource_group.name
+    if analytics.mode == "existing" and analytics.workspace_id and analytics.workspace_id.count("/") >= 8:
+        parts = analytics.workspace_id.strip("/").split("/")
+        return parts[-1], parts[3]
+    return "<customer ID of the fleet's workspace in the cluster's region>", None
 
 
 @dataclass
