@@ -70,7 +70,8 @@ def test_import_merges_into_the_snapshot_and_never_drops_its_entries(tmp_path: P
     project = copy_project(EXAMPLE, tmp_path)
     assert read_history(project, "prod") is None
     first = import_export(project, "prod", (DATA / "log-analytics-export.json").read_text(), "export")
-    assert (first.added, first.total) == (4, 4) and history_path(project, "prod") == project / "stacks/verdicts/prod.jsonl"
+    assert (first.added, first.total) == (4, 4)
+    assert history_path(project, "prod") == project / "stacks/verdicts/prod.jsonl"
     second = import_export(project, "prod", (DATA / "record-verdicts.txt").read_text(), "record")
     assert (second.added, second.total, second.skipped) == (2, 6, [5])
     assert read_history(project, "prod") == parse_entries((DATA / "zone-failures.jsonl").read_text()).entries[:6]

@@ -171,52 +171,66 @@ def _quota(spec: ClusterSpec, pool: NodePool) -> tuple[str, dict[str, Any]]:
     return text, {"counter": counter, "poolVcpus": own, "clusterVcpus": total}
 
 
-def pool_capacity(spec: ClusterSpec, pool: NodePool, path: str, history: list[dict[str, Any]] | None) -> PoolCapacity:
-    found = PoolCapacity(pool, path)
-    rates = failure_rates(history or [], pool)
+def _reservations(found: PoolCapacity, rates: dict[str, Rate]) -> list[dict[str, Any]]:
+    """The reservation's cover per zone: needed (maxCount plus surge), reliability-adjusted, reserved."""
+    pool, path = found.pool, found.path
     nodes, surge = pool_peak(pool)
     needs = reservation_needs(pool)
     reserved = {str(zone): count for zone, count in pool.capacity_reservations.items()}
-    zones = list(needs)
-    reservation_rows = []
-    for zone in zones:
+    rows: list[dict[str, Any]] = []
+    for zone in [] if pool.is_spot else list(needs):  # spot VMs use no reservation
         rate = zone_rate(rates, zone if zone != REGIONAL else ANY_ZONE)
-        row = {"zone": zone, "needed": needs[zone], "adjusted": adjusted(needs[zone], rate),
-               "reserved": reserved.get(zone), "failureRate": None if rate is None else round(rate.value, 4)}
-        reservation_rows.append(row)
+        rows.append({"zone": zone, "needed": needs[zone], "adjusted": adjusted(needs[zone], rate),
+                     "reserved": reserved.get(zone), "failureRate": None if rate is None else round(rate.value, 4)})
+    wanted = ", ".join(f"{row['needed']} in {_where(row['zone'])}" for row in rows)
     if pool.is_spot:
         found.lines.append("reservation: none (spot VMs cannot use capacity reservations)")
     elif pool.capacity_reservation_group_id is None:
         found.lines.append(f"reservation: none (on-demand capacity); maxCount {nodes} + surge {surge} would need "
-                           + ", ".join(f"{r['needed']} in {_where(r['zone'])}" for r in reservation_rows))
+                           f"{wanted}")
     elif not reserved:
-        wanted = ", ".join(f"{r['needed']} in {_where(r['zone'])}" for r in reservation_rows)
         found.lines.append("reservation: a group is set but capacityReservations does not say what it holds, so its "
                            f"cover is unchecked; it needs {wanted}")
     else:
-        cells = [f"{_where(r['zone'])}: reserved {r['reserved'] or 0}, needed {r['needed']}, reliability-adjusted "
-                 f"{r['adjusted']}" for r in reservation_rows]
+        cells = [f"{_where(row['zone'])}: reserved {row['reserved'] or 0}, needed {row['needed']}, "
+                 f"reliability-adjusted {row['adjusted']}" for row in rows]
         found.lines.append(f"reservation (maxCount {nodes} + surge {surge}): " + "; ".join(cells))
-        for row in reservation_rows:
-            if row["needed"] <= (row["reserved"] or 0) < row["adjusted"]:
-                found.warnings.append(f"{path}.capacityReservations.{row['zone']}: reserves {row['reserved']}, below the "
-                                      f"reliability-adjusted {row['adjusted']} ({row['needed']} x (1 + "
-                                      f"{row['failureRate']:.0%} gate failures)): reserve {row['adjusted']}")
+        for row in rows:
+            held, needed, wants = int(row["reserved"] or 0), int(row["needed"]), int(row["adjusted"])
+            if needed <= held < wants:  # below needed is the spec's error (spec/reservation_checks.py)
+                found.warnings.append(f"{path}.capacityReservations.{row['zone']}: reserves {held}, below the "
+                                      f"reliability-adjusted {wants} ({needed} x (1 + {row['failureRate']:.0%} gate "
+                                      f"failures)): reserve {wants}")
+    return rows
+
+
+def _balloons(found: PoolCapacity, rates: dict[str, Rate]) -> dict[str, Any]:
+    """balloonNodes beside its reliability-adjusted figure (the highest rate of the pool's zones)."""
+    pool = found.pool
+    zones: list[str] = list(pool.zones) or [ANY_ZONE]
+    rate = max((r for zone in zones if (r := zone_rate(rates, zone))), key=lambda r: r.value, default=None)
+    wants = adjusted(pool.balloon_nodes, rate)
+    if pool.balloon_nodes:
+        found.lines.append(f"headroom: balloonNodes {pool.balloon_nodes}, reliability-adjusted {wants}")
+        if rate is not None and wants > pool.balloon_nodes:
+            found.warnings.append(f"{found.path}.balloonNodes: {pool.balloon_nodes} balloons, below the "
+                                  f"reliability-adjusted {wants} ({rate.text()}): set balloonNodes: {wants}")
+    return {"configured": pool.balloon_nodes, "adjusted": wants,
+            "failureRate": None if rate is None else round(rate.value, 4)}
+
+
+def pool_capacity(spec: ClusterSpec, pool: NodePool, path: str, history: list[dict[str, Any]] | None) -> PoolCapacity:
+    found = PoolCapacity(pool, path)
+    rates = failure_rates(history or [], pool)
+    nodes, surge = pool_peak(pool)
+    reservation_rows = _reservations(found, rates)
     available, availability = _availability(spec, pool)
     quota, quota_json = _quota(spec, pool)
     found.lines += [available, quota]
-    balloon_rate = max((r for z in (pool.zones or [ANY_ZONE]) if (r := zone_rate(rates, z))), key=lambda r: r.value,
-                       default=None)
-    balloons = {"configured": pool.balloon_nodes, "adjusted": adjusted(pool.balloon_nodes, balloon_rate),
-                "failureRate": None if balloon_rate is None else round(balloon_rate.value, 4)}
-    if pool.balloon_nodes:
-        found.lines.append(f"headroom: balloonNodes {pool.balloon_nodes}, reliability-adjusted {balloons['adjusted']}")
-        if balloons["adjusted"] > pool.balloon_nodes:
-            found.warnings.append(f"{path}.balloonNodes: {pool.balloon_nodes} balloons, below the reliability-adjusted "
-                                  f"{balloons['adjusted']} ({balloon_rate.text() if balloon_rate else ''}): set "
-                                  f"balloonNodes: {balloons['adjusted']}")
+    balloons = _balloons(found, rates)
     if rates:
-        per_zone = "; ".join(f"{'any zone' if z == ANY_ZONE else 'zone ' + z}: {r.text()}" for z, r in sorted(rates.items()))
+        per_zone = "; ".join(f"{'any zone' if zone == ANY_ZONE else 'zone ' + zone}: {rate.text()}"
+                             for zone, rate in sorted(rates.items()))
         found.lines.append(f"gate history: {per_zone}")
     estimate = scale_out(spec, pool, history)
     found.lines.append(f"scale-out to maxCount {nodes}: about {math.ceil(estimate.seconds / 60)} min, up to "

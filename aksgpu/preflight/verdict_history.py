@@ -63,8 +63,8 @@ def query_command(days: int, workspace: str, resource_group: str | None, cluster
     """The `az monitor log-analytics query` command line that writes the export to `output`. `workspace`:
     the workspace's name (with its resource group, looked up for its customer ID) or its customer ID."""
     kql = " ".join(verdict_query(days, cluster).split("\n"))
-    where = (f'"$(az monitor log-analytics workspace show -g {resource_group} -n {workspace} --query customerId -o tsv)"'
-             if resource_group else workspace)
+    lookup = f"az monitor log-analytics workspace show -g {resource_group} -n {workspace} --query customerId -o tsv"
+    where = f'"$({lookup})"' if resource_group else workspace
     return (f"az monitor log-analytics query --workspace {where} --analytics-query '{kql}' "
             f"--timespan P{days}D -o json > {output}")
 
