@@ -18,6 +18,7 @@ import typer.core
 from typer.core import TyperGroup
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS
+from aksgpu.cli.capacity import commands as capacity_commands
 from aksgpu.cli.ci import commands as ci_commands
 from aksgpu.cli.environments import commands as environment_commands
 from aksgpu.cli.console import FAILURE, OUTPUT, echo_json, fail, failure_document
@@ -153,6 +154,7 @@ workflow_commands.register(app)
 preflight_commands.register(app)
 app.add_typer(ci_commands.ci_app, name="ci")
 app.add_typer(policy_commands.policy_app, name="policy")
+app.add_typer(capacity_commands.history_app, name="verdict-history")
 
 
 def main() -> None:

@@ -42,4 +42,6 @@ COMMANDS = (
     ("prices", "The price table behind cost estimates: its date, and a fresh one from Azure."),
     ("ci", "CI for pull requests: offline checks, previews, gated deploys, drift checks."),
     ("policy", "aksgpu's security policies: what each checks, why, and its sources."),
+    ("verdict-history", "The GPU gate's verdict history behind the plan's capacity section: how to export it from "
+                        "Log Analytics, and importing the export."),
 )

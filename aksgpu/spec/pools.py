@@ -75,6 +75,8 @@ Surge = Annotated[
     checked(SURGE.fullmatch, "must be a whole number of nodes or a percentage", 'write "1" or "33%"'),
 ]
 Zone = Literal["1", "2", "3"]
+ReservationZone = Literal["1", "2", "3", "regional"]
+ReservedVms = Annotated[int, Field(ge=0, le=10_000)]
 OsSku = Literal["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux", "AzureLinux3"]
 
 
@@ -290,6 +292,8 @@ class NodePool(PoolBase):
     """What happens to nodes removed on scale-down: Delete deletes the VMs; Deallocate stops them and keeps them for the next scale-up."""
     capacity_reservation_group_id: str | None = None
     """Resource ID of a capacity reservation group (with reservations for this VM size in the pool's region and zones) whose reserved VMs the pool's nodes use: on-demand GPU capacity that is there when the pool scales. On-demand pools only. The cluster's control-plane identity (<name>-control-plane) needs Contributor on the group's resource group before `pulumi up`; aksgpu does not grant it. Changing it replaces the pool."""
+    capacity_reservations: dict[ReservationZone, ReservedVms] = Field(default_factory=dict)
+    """VMs of vmSize the capacity reservation group (capacityReservationGroupId) reserves, per zone of the pool ("1", "2", "3"; "regional" for a reservation without zones), e.g. {"1": 18}: what `az capacity reservation list -g GROUP_RG --capacity-reservation-group GROUP` shows as each reservation's sku.capacity and zones. With it, `aksgpu validate` and the plan check that the group covers maxCount plus upgrade surge (upgrade.maxSurge, a percentage rounded up) in each zone (docs/guides/capacity.md). Empty: not stated, not checked."""
     proximity_placement_group_id: str | None = None
     """Resource ID of a proximity placement group, for the lowest latency between the pool's nodes (one datacenter; at most one zone). Changing it replaces the pool."""
     balloon_nodes: int = Field(default=0, ge=0, le=1000)
