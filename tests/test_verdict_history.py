@@ -82,11 +82,16 @@ def test_a_broken_snapshot_refuses_the_import_and_stays_as_it_was(tmp_path: Path
     path = history_path(project, "prod")
     path.parent.mkdir(parents=True)
     path.write_text('{"verdict": "passed", "node": "a"}\nhand-edited note\n')
-    with pytest.raises(UserError, match="line 2 is not a verdict entry"):
+    with pytest.raises(UserError) as refused:
         import_export(project, "prod", (DATA / "log-analytics-export.json").read_text(), "export")
+    [problem] = refused.value.problems
+    assert (problem.path, problem.value, problem.source) == ("line 2", "hand-edited note", str(path))
+    assert "verdict-history import prod FILE" in problem.fix
     assert path.read_text() == '{"verdict": "passed", "node": "a"}\nhand-edited note\n'
-    with pytest.raises(UserError, match="holds no verdict entries"):
+    with pytest.raises(UserError) as empty:
         import_export(project, "dev", "nothing here\n", "empty.txt")
+    assert [(p.path, p.value) for p in empty.value.problems] == [("FILE argument", "empty.txt")]
+    assert "nothing was written" in empty.value.problems[0].rule
     assert not history_path(project, "dev").exists()
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.project.files import locked_for_writing, read_text_if_exists, write_text_atomically
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.names import log_analytics_workspace
@@ -52,7 +52,8 @@ def verdict_query(days: int, cluster: str | None = None) -> str:
     """The Log Analytics (KQL) query for the gate's verdict lines of the last `days` days, oldest first,
     one row per verdict with its JSON in the column `entry`; `cluster`: only that AKS cluster's."""
     if days < 1:
-        raise UserError(f"--days {days}: the query needs at least one day. Fix: pass --days 30 (or more).")
+        raise UserError(problems=[Problem("--days", days, "the query needs at least one day",
+                                          "pass --days 30 (or more)")])
     where_cluster = f'\n| where _ResourceId endswith "/managedclusters/{cluster.lower()}"' if cluster else ""
     return (f"ContainerLogV2\n| where TimeGenerated > ago({days}d){where_cluster}\n"
             f"| extend line = tostring(LogMessage)\n| where line startswith \"{LOG_PREFIX} \"\n"
@@ -146,9 +147,14 @@ def read_history(project_dir: Path, stack: str) -> list[dict[str, Any]] | None:
         return None
     parsed = parse_entries(text)
     if parsed.skipped:
-        raise UserError(f"{path}: line {parsed.skipped[0]} is not a verdict entry (a JSON object with a "
-                        f"\"verdict\" key). Fix: correct or remove the line, or import the export again "
-                        f"(`aksgpu verdict-history import {stack} FILE`).")
+        lines = text.splitlines()
+        # A line number for JSON lines; for a JSON array, the row number (the line is then shown whole).
+        line = lines[parsed.skipped[0] - 1] if parsed.skipped[0] <= len(lines) else text
+        raise UserError(problems=[Problem(
+            f"line {parsed.skipped[0]}", line, "every line of a verdict history is a verdict entry (a JSON object "
+            "with a \"verdict\" key)",
+            f"correct or remove the line, or import the export again (`aksgpu verdict-history import {stack} FILE`)",
+            source=str(path))], source=str(path))
     return _sorted(parsed.entries)
 
 
@@ -189,9 +195,10 @@ def import_export(project_dir: Path, stack: str, export_text: str, source: str) 
     broken one refuses the import, so nothing in it is lost), the union written whole or not at all."""
     parsed = parse_entries(export_text)
     if not parsed.entries:
-        raise UserError(f"{source} holds no verdict entries (lines or rows with a JSON object that has a "
-                        f"\"verdict\" key, or log lines starting \"{LOG_PREFIX}\"). Nothing was written. Fix: "
-                        "pass the file `aksgpu verdict-history query` has you write.")
+        raise UserError(problems=[Problem(
+            "FILE argument", source, "an export holds verdict entries (lines or rows with a JSON object that has "
+            f"a \"verdict\" key, or log lines starting \"{LOG_PREFIX}\"); nothing was written",
+            "pass the file `aksgpu verdict-history query` has you write")])
     path = history_path(project_dir, stack)
     with locked_for_writing(project_dir):
         current = read_history(project_dir, stack) or []
