@@ -31,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "project": {"spec", "catalog", "stack_config", "errors"},
     "environments": {"project", "spec", "policy", "catalog", "stack_config", "errors"},
     "preflight": {"project", "spec", "catalog", "stack_config", "errors"},
+    "promotion": {"errors"},
     "components": {"node", "spec", "catalog", "stack_config", "errors"},
     "program": {"components", "spec", "catalog", "stack_config", "errors"},
     "plan": {"preflight", "environments", "project", "program", "spec", "policy", "catalog", "stack_config",
@@ -38,8 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "workflow": {"components", "program", "environments", "project", "spec", "catalog", "stack_config", "errors"},
     "ci": {"plan", "workflow", "preflight", "environments", "project", "spec", "policy", "catalog", "stack_config",
            "errors"},
-    "cli": {"ci", "workflow", "plan", "program", "components", "preflight", "environments", "project", "spec",
-            "policy", "catalog", "stack_config", "errors"},
+    "cli": {"ci", "workflow", "plan", "program", "components", "preflight", "promotion", "environments", "project",
+            "spec", "policy", "catalog", "stack_config", "errors"},
 }
 MAX_MODULE_LINES = 420  # "about 400": a module a newcomer reads in one sitting
 # Modules over the limit, at their size: none may grow, and each leaves this table once split
