@@ -1,0 +1,103 @@
+"""The pins of health-gated promotion in the spec and the plan: promotion (canary pool, rules,
+snapshots) and nodePools[].pins, their rules, and the Snapshot and AgentPool bodies they add,
+each checked against Azure's OpenAPI spec for Microsoft.ContainerService 2025-09-01."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aksgpu.spec import parse_cluster_spec
+from tests.helpers import SHARED, SUBSCRIPTION, base_spec, edit, plan_spec
+from tests.oracles.azure_openapi import AksOpenApi
+
+SNAPSHOT_ID = (f"{SUBSCRIPTION}/resourceGroups/rg-images/providers/Microsoft.ContainerService/snapshots/"
+               "a100-202610")
+
+
+def promoted_spec() -> dict[str, Any]:
+    """A canary pool a100c, and a100 pinned to a snapshot taken from it."""
+    spec = edit(base_spec(), "nodePools.0.name", "a100c")
+    spec = edit(spec, "nodePools.1", {"name": "a100", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4",
+                                      "minCount": 0, "maxCount": 4, "pins": {"nodeImageSnapshot": "a100-202611"}})
+    spec = edit(spec, "promotion", {"canaryPool": "a100c",
+                                    "snapshots": [{"name": "a100-202611", "sourcePool": "a100c"}]})
+    return edit(spec, "controlPlane.nodeOsUpgradeChannel", "None")
+
+
+def _problems(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
+    try:
+        _, issues = parse_cluster_spec(spec)
+    except Exception as error:  # SpecError: its problems
+        issues = getattr(error, "problems", [])
+    return [(i.path, i.severity, i.rule) for i in issues if i.path != "network.policy"]
+
+
+def test_a_promoted_spec_is_valid() -> None:
+    assert _problems(promoted_spec()) == []
+
+
+@pytest.mark.parametrize(("path", "value", "where", "fragment"), [
+    ("promotion.canaryPool", "system", "promotion.canaryPool", "must name a GPU pool"),
+    ("nodePools.1.pins.nodeImageSnapshot", "nope", "nodePools[1].pins.nodeImageSnapshot",
+     "must name a snapshot in promotion.snapshots"),
+    ("promotion.snapshots.0.sourcePool", "a100", "nodePools[1].pins.nodeImageSnapshot", "must come before"),
+    ("promotion.snapshots.0.sourcePool", "gone", "promotion.snapshots[0].sourcePool", "must name a node pool"),
+    ("nodePools.1.pins.driverVersion", "580.105.08", "nodePools[1].pins.driverVersion", "gpu.driver None"),
+    ("promotion.snapshots.0.name", "-bad", "promotion.snapshots[0].name", "letters, digits"),
+])
+def test_pin_rules(path: str, value: Any, where: str, fragment: str) -> None:
+    found = _problems(edit(promoted_spec(), path, value))
+    assert any(p == where and s == "error" and fragment in rule for p, s, rule in found), found
+
+
+def test_pins_on_a_cpu_pool_are_refused() -> None:
+    spec = edit(promoted_spec(), "nodePools.2", {"name": "cpu", "vmSize": "Standard_D8ds_v5", "count": 1,
+                                                 "pins": {"nodeImageSnapshot": SNAPSHOT_ID}})
+    assert ("nodePools[2].pins", "error", "pins only a GPU pool's stack") in _problems(spec)
+
+
+def test_an_existing_snapshot_id_pins_and_the_node_image_channel_warns() -> None:
+    spec = edit(promoted_spec(), "nodePools.1.pins.nodeImageSnapshot", SNAPSHOT_ID)
+    assert _problems(spec) == []
+    found = _problems(edit(spec, "controlPlane.nodeOsUpgradeChannel", "NodeImage"))
+    assert [(p, s) for p, s, _ in found] == [("controlPlane.nodeOsUpgradeChannel", "warning")]
+
+
+def test_a_driver_pin_on_an_operator_pool_is_valid() -> None:
+    spec = edit(promoted_spec(), "nodePools.1.gpu", {"driver": "None"})
+    assert [p for p in _problems(edit(spec, "nodePools.1.pins.driverVersion", "580.105.08")) if p[1] == "error"] == []
+
+
+SHARED_SPECS = pytest.mark.skipif(not (SHARED / "specs").is_dir(), reason="../shared/specs is not beside the repo")
+
+
+@SHARED_SPECS
+def test_the_snapshot_and_the_pinned_pool_validate_against_azure() -> None:
+    oracle = AksOpenApi.load(SHARED)
+    plan = plan_spec(promoted_spec())
+    [snapshot] = plan.by_type("azure-native:containerservice:Snapshot")
+    assert snapshot.inputs["resourceName"] == "a100-202611"
+    assert oracle.validate_put("Snapshots_CreateOrUpdate", snapshot.inputs, frozenset({"location", "tags"})) == []
+    pools = {p.name.rsplit("-", 1)[1]: p for p in plan.by_type("azure-native:containerservice:AgentPool")}
+    assert "creationData" not in pools["a100c"].inputs, "the canary follows AKS's images"
+    assert set(pools["a100"].inputs["creationData"]) == {"sourceResourceId"}
+    for pool in pools.values():
+        assert oracle.validate_agent_pool(pool.inputs) == [], pool.name
+    # The snapshot is of the canary pool, and the pinned pool is created from the snapshot.
+    assert pools["a100c"].urn in snapshot.dependencies
+    assert snapshot.urn in pools["a100"].dependencies
+    external = plan_spec(edit(promoted_spec(), "nodePools.1.pins.nodeImageSnapshot", SNAPSHOT_ID))
+    pinned = [p for p in external.by_type("azure-native:containerservice:AgentPool") if p.name.endswith("-a100")]
+    assert pinned[0].inputs["creationData"] == {"sourceResourceId": SNAPSHOT_ID}
+
+
+@SHARED_SPECS
+def test_the_oracle_would_catch_a_wrong_snapshot_body() -> None:
+    oracle = AksOpenApi.load(SHARED)
+    [snapshot] = plan_spec(promoted_spec()).by_type("azure-native:containerservice:Snapshot")
+    assert oracle.validate_put("Snapshots_CreateOrUpdate", {**snapshot.inputs, "snapshotType": "Cluster"},
+                               frozenset({"location", "tags"}))
+    assert oracle.validate_put("Snapshots_CreateOrUpdate", {**snapshot.inputs, "nodeImageVersion": "x"},
+                               frozenset({"location", "tags"}))
