@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aksgpu.spec import parse_cluster_spec
+from aksgpu.spec import SpecError, parse_cluster_spec
 from tests.helpers import SHARED, SUBSCRIPTION, base_spec, edit, plan_spec
 from tests.oracles.azure_openapi import AksOpenApi
 
@@ -29,8 +29,8 @@ def promoted_spec() -> dict[str, Any]:
 def _problems(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
     try:
         _, issues = parse_cluster_spec(spec)
-    except Exception as error:  # SpecError: its problems
-        issues = getattr(error, "problems", [])
+    except SpecError as error:
+        issues = error.problems
     return [(i.path, i.severity, i.rule) for i in issues if i.path != "network.policy"]
 
 
@@ -101,3 +101,23 @@ def test_the_oracle_would_catch_a_wrong_snapshot_body() -> None:
                                frozenset({"location", "tags"}))
     assert oracle.validate_put("Snapshots_CreateOrUpdate", {**snapshot.inputs, "nodeImageVersion": "x"},
                                frozenset({"location", "tags"}))
+
+
+def test_the_plan_shows_each_gpu_pools_promotion_state() -> None:
+    from aksgpu.plan.report import render_text, summary
+    spec = edit(promoted_spec(), "nodePools.2", {"name": "a100b", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4",
+                                                 "minCount": 0, "maxCount": 2})
+    plan = plan_spec(spec)
+    states = {row["name"]: row.get("promotion") for row in summary(plan)["pools"]}
+    assert states == {"system": None, "a100c": "canary", "a100": "pinned to a100-202611", "a100b": "following"}
+    table = render_text(plan, []).split("Node pools:\n", 1)[1].splitlines()
+    assert table[0].split()[-1] == "promotion" and table[2].split()[-3:] == ["pinned", "to", "a100-202611"]
+    [canary] = [p for p in plan.by_type("azure-native:containerservice:AgentPool") if p.name.endswith("-a100c")]
+    assert canary.inputs["nodeLabels"]["aksgpu.io/promotion-role"] == "canary"
+
+
+def test_a_plan_without_promotion_has_no_promotion_column() -> None:
+    from aksgpu.plan.report import render_text, summary
+    plan = plan_spec(base_spec())
+    assert all("promotion" not in row for row in summary(plan)["pools"])
+    assert "promotion" not in render_text(plan, []).split("Node pools:\n", 1)[1].splitlines()[0]

@@ -12,6 +12,7 @@ from aksgpu import catalog
 from aksgpu.components.pool_profile import pool_properties
 from aksgpu.spec import ClusterSpec, ZonePool
 from aksgpu.spec.pools import gate_hold_labels
+from aksgpu.spec.promotion import promotion_labels
 
 # What AKS cannot change on an existing pool: a change must replace the pool, not be a silent
 # no-op or a failed update. One table, with its sources: catalog/replacement.yaml (its nodePools[]
@@ -56,7 +57,8 @@ class NodePools(pulumi.ComponentResource):
                 self.pools[zone_pool.name] = pool
             for snapshot in spec.promotion.snapshots if spec.promotion else []:
                 if snapshot.source_pool == node_pool.name:  # spec/promotion.py: the source comes first
-                    self.snapshots[snapshot.name] = self._snapshot(name, args, snapshot.name, self.pools[node_pool.name])
+                    source = self.pools[node_pool.name]
+                    self.snapshots[snapshot.name] = self._snapshot(name, args, snapshot.name, source)
         self.register_outputs({"poolNames": sorted(self.pools)})
 
     def _snapshot(self, name: str, args: NodePoolsArgs, snapshot: str,
@@ -108,7 +110,7 @@ class NodePools(pulumi.ComponentResource):
             mode="User",
             # The gate's holds come with the node (spec/pools.py HELD_OPERAND_LABELS); labels are
             # not in REPLACE_ON_CHANGES: AKS updates them in place (use-labels.md).
-            node_labels={**pool.node_labels, **gate_hold_labels(pool, spec)},
+            node_labels={**pool.node_labels, **gate_hold_labels(pool, spec), **promotion_labels(pool.name, spec)},
             node_taints=pool.node_taints or None,
             scale_down_mode=pool.scale_down_mode,
             tags=spec.tags or None,

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
 
 SNAPSHOT_TYPE = "Microsoft.ContainerService/snapshots"
+# The canary pool's nodes carry it: `aksgpu promote` and the plan find the canary by it.
+ROLE_LABEL = "aksgpu.io/promotion-role"
 # Snapshots_CreateOrUpdate's resourceName (managedClusters.json 2025-09-01, ResourceNameParameter).
 SNAPSHOT_NAME = re.compile(r"^[a-zA-Z0-9]$|^[a-zA-Z0-9][-_a-zA-Z0-9]{0,61}[a-zA-Z0-9]$")
 
@@ -67,6 +69,11 @@ class PoolPins(SpecModel):
     """The node image: the name of a snapshot in promotion.snapshots, or the resource ID of an existing snapshot (/subscriptions/.../resourceGroups/.../providers/Microsoft.ContainerService/snapshots/NAME). The pool is created or upgraded from it (its creationData). None: the pool follows AKS's node images."""
     driver_version: Version | None = None
     """The NVIDIA driver on this pool, on pools with gpu.driver None (the GPU Operator installs it), e.g. "580.105.08". None: gpuSoftware.gpuOperator.driverVersion."""
+
+
+def promotion_labels(pool_name: str, spec: ClusterSpec) -> dict[str, str]:
+    """The node labels promotion adds to a pool: the canary's role (none without a promotion section)."""
+    return {ROLE_LABEL: "canary"} if spec.promotion and spec.promotion.canary_pool == pool_name else {}
 
 
 def snapshot_names(spec: ClusterSpec) -> set[str]:
