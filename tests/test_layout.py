@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "project": {"spec", "catalog", "stack_config", "errors"},
     "environments": {"project", "spec", "policy", "catalog", "stack_config", "errors"},
     "preflight": {"project", "spec", "catalog", "stack_config", "errors"},
-    "promotion": {"errors"},
+    "promotion": {"environments", "project", "spec", "errors"},
     "components": {"node", "spec", "catalog", "stack_config", "errors"},
     "program": {"components", "spec", "catalog", "stack_config", "errors"},
     "plan": {"preflight", "environments", "project", "program", "spec", "policy", "catalog", "stack_config",
@@ -198,7 +198,8 @@ def test_app_only_wires_commands() -> None:
     registered = {node.value.func.value.id for node in tree.body if isinstance(node, ast.Expr)
                   and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
                   and node.value.func.attr == "register" and isinstance(node.value.func.value, ast.Name)}
-    assert registered == {"plan_commands", "environment_commands", "workflow_commands", "preflight_commands"}
+    assert registered == {"plan_commands", "environment_commands", "workflow_commands", "preflight_commands",
+                          "promotion_commands"}
 
 
 def test_the_app_imports_nothing_heavy_before_a_command_runs() -> None:

@@ -14,4 +14,5 @@ package of its concern and prints the result; no module here holds domain logic 
 - ci/: `ci ...` (aksgpu.ci).
 - preflight/: `vm-sizes`, `cost`, `prices refresh` (aksgpu.preflight, aksgpu.catalog).
 - policy/: `policy list`, `policy show` (aksgpu.policy).
+- promotion/: `promote` (aksgpu.promotion).
 """
