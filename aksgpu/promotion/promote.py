@@ -2,11 +2,12 @@
 environments.yaml (docs/guides/promotion.md).
 
 promote: a node pool snapshot of the canary is added to promotion.snapshots and every other GPU
-pool is pinned to it (nodePools[].pins.nodeImageSnapshot); the canary's driver pin, where it has
-one, goes to the other gpu.driver None pools. rollback: the canary's driver pin goes back to the
-baseline's; its node image cannot be moved back through a pin (AKS cannot downgrade a node
-image: learn.microsoft.com/azure/aks/node-image-upgrade, read 2026-11-27), so the other pools'
-pins stay and the canary is rolled back or recreated by hand (the message says how). The file
+pool of the canary's VM size and OS SKU is pinned to it (nodePools[].pins.nodeImageSnapshot); the
+canary's driver pin, where it has one, goes to those of them with gpu.driver None. rollback:
+the canary's driver pin goes back to the baseline's; its node image cannot be moved back through
+a pin (AKS cannot downgrade a node image: learn.microsoft.com/azure/aks/node-image-upgrade, read
+2026-11-27), so the other pools' pins stay and the canary is rolled back or recreated by hand (the
+message says how). The file
 is edited in place (yaml_edit.py: comments and order kept), under the project's lock, written
 atomically, and only when the environment still validates with the change."""
 
@@ -98,7 +99,11 @@ def changes_for(env: str, spec: ClusterSpec, decision: Decision) -> tuple[list[C
     """What promote writes for `decision` (nothing for wait and refuse), and what it says beside."""
     assert spec.promotion is not None
     canary = next(p for p in spec.node_pools if p.name == spec.promotion.canary_pool)
-    others = [p for p in spec.node_pools if p.kind == "gpu" and p.name != canary.name]
+    # The canary's verdicts speak for its VM size and OS SKU only (one node image per OS SKU and
+    # architecture; each GPU model its own check): other GPU pools need a canary of their own.
+    gpu_pools = [p for p in spec.node_pools if p.kind == "gpu" and p.name != canary.name]
+    others = [p for p in gpu_pools if p.vm_size == canary.vm_size and p.os_sku == canary.os_sku]
+    uncovered = [p.name for p in gpu_pools if p not in others]
     base: list[Step] = ["environments", env, "overrides"]
     changes: list[Change] = []
     notes: list[str] = []
@@ -120,10 +125,13 @@ def changes_for(env: str, spec: ClusterSpec, decision: Decision) -> tuple[list[C
                 before = pins.driver_version if pins else None
                 changes.append(Change([*base, "nodePools", ("name", pool.name), "pins", "driverVersion"],
                                       canary_driver, before, f"pool {pool.name}: driver"))
+        if uncovered:
+            notes.append(f"not moved: {', '.join(uncovered)} (another VM size or OS SKU than the canary "
+                         f"{canary.vm_size} {canary.os_sku}: the canary's verdicts do not speak for them)")
         notes.append(f"`aksgpu up {env}` creates snapshot {name} from {canary.name}'s nodes as they are then: keep "
                      f"the canary on {image} until it has run (controlPlane.nodeOsUpgradeChannel None)")
     elif decision.action == "rollback":
-        drivers = Counter(p.pins.driver_version for p in others if p.pins and p.pins.driver_version)
+        drivers = Counter(p.pins.driver_version for p in gpu_pools if p.pins and p.pins.driver_version)
         if canary_driver and drivers:
             baseline_driver = drivers.most_common(1)[0][0]
             if baseline_driver != canary_driver:

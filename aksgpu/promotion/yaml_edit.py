@@ -18,6 +18,15 @@ from aksgpu.errors import UserError
 Step = str | tuple[str, str]
 
 
+def re_plain(value: str) -> bool:
+    """Whether `value` reads back as the same string when written without quotes."""
+    try:
+        return bool(value) and value.strip() == value and "#" not in value and ": " not in value \
+            and yaml.safe_load(value) == value
+    except yaml.YAMLError:
+        return False
+
+
 def _where(path: list[Step]) -> str:
     return ".".join(s if isinstance(s, str) else f"[{s[0]}={s[1]}]" for s in path)
 
@@ -115,5 +124,6 @@ def set_in_text(text: str, path: list[Step], value: Any) -> str:
         return text[:at] + prefix + block + text[at:]
     if not isinstance(node, yaml.ScalarNode):
         raise _refuse(path, "it holds a mapping or a list, not a value")
-    rendered = json.dumps(value) if isinstance(value, str) else str(value)
+    plain = isinstance(value, str) and node.style is None and re_plain(value)
+    rendered = value if plain else json.dumps(value) if isinstance(value, str) else str(value)
     return text[:node.start_mark.index] + rendered + text[node.end_mark.index:]
