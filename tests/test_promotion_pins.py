@@ -121,3 +121,32 @@ def test_a_plan_without_promotion_has_no_promotion_column() -> None:
     plan = plan_spec(base_spec())
     assert all("promotion" not in row for row in summary(plan)["pools"])
     assert "promotion" not in render_text(plan, []).split("Node pools:\n", 1)[1].splitlines()[0]
+
+
+def test_a_driver_pin_is_an_nvidiadriver_on_that_pool_alone() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from tests.oracles.kubernetes import template_value_paths, unknown_value_paths, validate_object
+
+    spec = edit(edit(promoted_spec(), "nodePools.1.gpu", {"driver": "None"}), "nodePools.1.pins.driverVersion",
+                "580.105.08")
+    spec = edit(spec, "nodePools.2", {"name": "h100", "kind": "gpu", "vmSize": "Standard_NC40ads_H100_v5",
+                                      "minCount": 0, "maxCount": 2, "gpu": {"driver": "None"}})
+    plan = plan_spec(spec)
+    drivers = [r.inputs for r in plan.resources if r.type == "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"]
+    assert [(d["metadata"]["name"], d["spec"]["version"], d["spec"]["nodeSelector"]) for d in drivers] == [
+        ("aksgpu-a100", "580.105.08", {"kubernetes.azure.com/agentpool": "a100"})], "the unpinned h100 has none"
+    for driver in drivers:
+        assert validate_object(driver, "1.35") == []
+    assert validate_object({**drivers[0], "spec": {**drivers[0]["spec"], "pinned": True}}, "1.35"), "strict"
+    [release] = [r.inputs for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "gpu-operator"]
+    assert release["values"]["driver"]["nvidiaDriverCRD"] == {"enabled": True, "deployDefaultCR": True}
+    data = Path(__file__).resolve().parent / "data" / "gpu-operator"
+    templates = template_value_paths([p.read_text() for p in (data / "templates").glob("*.yaml")])
+    chart_values = yaml.safe_load((data / "values.yaml").read_text())
+    assert unknown_value_paths(release["values"], chart_values, templates, skip=("node-feature-discovery",)) == []
+    unpinned = plan_spec(edit(spec, "nodePools.1.pins", {"nodeImageSnapshot": "a100-202611"}))
+    [release] = [r.inputs for r in unpinned.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "gpu-operator"]
+    assert "nvidiaDriverCRD" not in release["values"]["driver"], "no pin, the ClusterPolicy's driver as before"
