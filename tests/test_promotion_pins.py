@@ -148,5 +148,6 @@ def test_a_driver_pin_is_an_nvidiadriver_on_that_pool_alone() -> None:
     chart_values = yaml.safe_load((data / "values.yaml").read_text())
     assert unknown_value_paths(release["values"], chart_values, templates, skip=("node-feature-discovery",)) == []
     unpinned = plan_spec(edit(spec, "nodePools.1.pins", {"nodeImageSnapshot": "a100-202611"}))
-    [release] = [r.inputs for r in unpinned.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "gpu-operator"]
+    [release] = [r.inputs for r in unpinned.by_type("kubernetes:helm.sh/v3:Release")
+                 if r.inputs["chart"] == "gpu-operator"]
     assert "nvidiaDriverCRD" not in release["values"]["driver"], "no pin, the ClusterPolicy's driver as before"
