@@ -136,3 +136,21 @@ def test_the_record_drops_its_oldest_entries_rather_than_outgrow_a_configmap() -
     assert len(data.encode()) <= node_verdicts.RECORD_BYTES
     kept = [json.loads(line)["i"] for line in data.splitlines()]
     assert kept[-1] == node_verdicts.RECORD_ENTRIES - 1 and kept == sorted(kept) and len(kept) < 500
+
+
+def test_with_promotion_the_operator_gates_verdict_knows_the_operator_version() -> None:
+    from aksgpu.components.kubernetes.gpu_gate import gate_daemonsets
+    from aksgpu.spec import parse_cluster_spec
+    from tests.helpers import base_spec, edit
+
+    spec = edit(base_spec(), "nodePools.0.gpu", {"driver": "None"})
+
+    def envs(raw: dict[str, object]) -> list[list[dict[str, object]]]:
+        parsed, _ = parse_cluster_spec(raw)
+        return [c.get("env", []) for d in gate_daemonsets(parsed, "aksgpu-system")
+                for c in d["spec"]["template"]["spec"]["containers"] if c["name"] == "verdict"]
+
+    assert all(node_verdicts.GPU_OPERATOR_VERSION_ENV not in str(env) for env in envs(spec)), "unchanged without"
+    with_promotion = edit(spec, "promotion", {"canaryPool": "a100"})
+    [env] = envs(with_promotion)
+    assert {"name": node_verdicts.GPU_OPERATOR_VERSION_ENV, "value": "v26.7.0"} in env
