@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "project": {"spec", "catalog", "stack_config", "errors"},
     "environments": {"project", "spec", "policy", "catalog", "stack_config", "errors"},
     "preflight": {"project", "spec", "catalog", "stack_config", "errors"},
-    "promotion": {"environments", "project", "spec", "errors"},
+    "promotion": {"preflight", "environments", "project", "spec", "errors"},
     "components": {"node", "spec", "catalog", "stack_config", "errors"},
     "program": {"components", "spec", "catalog", "stack_config", "errors"},
     "plan": {"preflight", "environments", "project", "program", "spec", "policy", "catalog", "stack_config",

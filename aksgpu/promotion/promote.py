@@ -88,6 +88,18 @@ def _as_pool(record: Verdict, pool: str) -> Verdict:
     return replace(record, pool=pool)
 
 
+def fleet_group(environments: EnvironmentsFile, stack: str) -> str:
+    """The update group of fleet member stack `stack` (environments.yaml fleet.members[].group)."""
+    environment, member = environments.stacks().get(stack, (stack, None))
+    settings = environments.document.environments.get(environment)
+    fleet = settings.fleet if settings else None
+    group = next((m.group for m in fleet.members if m.name == member), None) if fleet and member else None
+    if group is None:
+        raise UserError(f"{stack} is not a fleet member's stack, so it has no update group. Fix: name the canary "
+                        "member's stack (<fleet environment>-<member>) with --update-run")
+    return group
+
+
 def snapshot_name(pool: str, node_image: str) -> str:
     """A snapshot's name from the canary pool and its node image's version
     ("AKSUbuntu-2204gen2containerd-202611.10.0" -> "<pool>-202611-10-0"), within Azure's 63 characters."""

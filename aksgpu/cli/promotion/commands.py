@@ -25,6 +25,19 @@ def promote(
              "(http://127.0.0.1:8001). Default: `kubectl get --raw` with the current kubeconfig.")] = None,
     context: Annotated[str | None, typer.Option(
         "--context", help="The kubeconfig context kubectl uses (default: the current one).")] = None,
+    log_analytics: Annotated[str | None, typer.Option(
+        "--log-analytics", metavar="WORKSPACE_ID",
+        help="Read the verdicts from this Log Analytics workspace (its workspace ID) instead, with the Azure "
+             "CLI's sign-in: for a fleet, whose members log there.")] = None,
+    days: Annotated[int, typer.Option("--days", min=1, max=90, help="With --log-analytics: how many days "
+                                                                     "of verdicts to read.")] = 7,
+    fleet_id: Annotated[str | None, typer.Option(
+        "--fleet-id", metavar="ID", help="With --update-run: the fleet's resource ID "
+                                         "(az fleet show -g GROUP -n NAME --query id).")] = None,
+    update_run: Annotated[str | None, typer.Option(
+        "--update-run", metavar="RUN",
+        help="A fleet member's stack: answer the approval that waits after its update group in this Fleet "
+             "Manager update run (approved only on promote, with minCanaryNodes passed).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the decision and what would change; "
                                                             "write nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
@@ -36,7 +49,7 @@ def promote(
     from aksgpu.environments.file import load_environments
     from aksgpu.environments.render import plan_render
     from aksgpu.errors import EXIT_FAILED, UserError
-    from aksgpu.promotion import cluster, promote as domain, records, report
+    from aksgpu.promotion import cluster, fleet, promote as domain, records, report
     from aksgpu.spec import SpecError
 
     try:
@@ -45,14 +58,29 @@ def promote(
         spec = rendered.spec
         assert spec is not None  # a rendered environment is validated
         domain.rules_of(spec)
+        if (fleet_id is None) != (update_run is None):
+            raise UserError("--fleet-id and --update-run go together. Fix: give both, or neither")
+        event_only: list[str] = []
         if verdicts is not None:
-            found, event_only = records.read_file(verdicts), []
+            found = records.read_file(verdicts)
+        elif log_analytics is not None:
+            found = fleet.log_analytics_verdicts(fleet.https_send(), log_analytics, days)
         else:
             get = cluster.http_get(api_server) if api_server else cluster.kubectl_get(context)
             read = cluster.read(get)
             found, event_only = read.records, read.event_only_nodes
         decision = domain.decide_for(spec, found)
+        gate_note = ""
+        if update_run is not None and fleet_id is not None:
+            group = domain.fleet_group(environments, env)
+            approved, why = fleet.answer_after_gate(fleet.https_send(), fleet_id, update_run, group, decision,
+                                                    domain.rules_of(spec), dry_run)
+            gate_note = (f"{'would approve' if dry_run else 'approved'} {len(approved)} gate(s) after group "
+                         f"{group} of {update_run}: {why}") if approved else f"no gate approved: {why}"
         changes, notes = domain.changes_for(env, spec, decision)
+        if update_run is not None:
+            notes = [gate_note, *notes]
+            changes = []  # a fleet's members move with the update run, not through pins
         written = False
         if changes and not dry_run:
             domain.apply(env, changes, environments.project_dir,
