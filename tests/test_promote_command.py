@@ -195,3 +195,18 @@ def test_the_text_edit_refuses_what_it_cannot_edit_in_place() -> None:
         set_in_text("a: {b: 1}\n", ["a", "c"], "x")
     assert set_in_text("a:\n  b: 1  # keep\n", ["a", "b"], "2") == 'a:\n  b: "2"  # keep\n'
     assert set_in_text("a:\n  b: x  # keep\n", ["a", "b"], "y-1") == "a:\n  b: y-1  # keep\n"
+
+
+def test_fleet_options_go_together_and_name_the_members_group(fleet_project: Path) -> None:
+    from aksgpu.environments.file import load_environments
+    from aksgpu.promotion.promote import fleet_group
+
+    result = runner.invoke(app, ["promote", "gpu-fleet-canary", "--fleet-id", "/x", "--verdicts",
+                                 str(DATA / "healthy.jsonl")])
+    assert result.exit_code == 2 and "--fleet-id and --update-run go together" in result.output
+    environments = load_environments()
+    stacks = {stack: member for stack, (_, member) in environments.stacks().items() if member == "canary"}
+    [stack] = stacks
+    assert fleet_group(environments, stack) == "canary"
+    with pytest.raises(UserError, match="not a fleet member's stack"):
+        fleet_group(environments, "training")

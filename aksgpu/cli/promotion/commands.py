@@ -53,13 +53,13 @@ def promote(
     from aksgpu.spec import SpecError
 
     try:
+        if (fleet_id is None) != (update_run is None):
+            raise UserError("--fleet-id and --update-run go together. Fix: give both, or neither")
         environments = load_environments()
         rendered = plan_render(environments, env)
         spec = rendered.spec
         assert spec is not None  # a rendered environment is validated
         domain.rules_of(spec)
-        if (fleet_id is None) != (update_run is None):
-            raise UserError("--fleet-id and --update-run go together. Fix: give both, or neither")
         event_only: list[str] = []
         if verdicts is not None:
             found = records.read_file(verdicts)
