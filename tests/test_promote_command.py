@@ -210,3 +210,50 @@ def test_fleet_options_go_together_and_name_the_members_group(fleet_project: Pat
     assert fleet_group(environments, stack) == "canary"
     with pytest.raises(UserError, match="not a fleet member's stack"):
         fleet_group(environments, "training")
+
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "promotion.md"
+
+
+def _guide_commands() -> list[list[str]]:
+    import re
+    import shlex
+
+    blocks = re.findall(r"```sh\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
+    return [shlex.split(line) for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_guides_commands_run(lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each `aksgpu promote` line of docs/guides/promotion.md runs as shown: the kubectl it relies on is
+    a stand-in script on PATH, the proxy's address is the stand-in API server's; the fleet line's
+    options are the command's (it needs Azure)."""
+    record = {"kind": "ConfigMap", "data": {"verdicts": (DATA / "healthy.jsonl").read_text()}}
+    kubectl = tmp_path / "bin" / "kubectl"
+    kubectl.parent.mkdir()
+    kubectl.write_text("#!/usr/bin/env python3\nimport json, sys\n"
+                       f"record = {json.dumps(record)!r}\n"
+                       "if sys.argv[1:3] == ['get', 'configmap']:\n    print(record)\n"
+                       "elif 'configmaps' in sys.argv[-1]:\n    print(record)\n"
+                       "elif 'events' in sys.argv[-1]:\n    print(json.dumps({'items': []}))\n"
+                       "else:\n    sys.exit(1)\n")
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{kubectl.parent}:{__import__('os').environ['PATH']}")
+    help_text = runner.invoke(app, ["promote", "--help"], env={"COLUMNS": "200"}).output
+    ran = 0
+    state = _stand_in((DATA / "healthy.jsonl").read_text())
+    with serving(state, EventsHandler) as url:
+        for argv in _guide_commands():
+            if argv[0] == "kubectl" and argv[1] == "get":
+                out = subprocess.run(argv[:-2] if ">" in argv else argv, capture_output=True, text=True, check=True)
+                Path(argv[-1]).write_text(out.stdout)
+                continue
+            if argv[0] != "aksgpu":
+                continue
+            if "--fleet-id" in argv:
+                assert all(option in help_text for option in argv if option.startswith("--")), argv
+                continue
+            argv = [url if arg == "http://127.0.0.1:8001" else arg for arg in argv]
+            result = runner.invoke(app, argv[1:])
+            assert result.exit_code == 0 and result.output.startswith("PROMOTE"), (argv, result.output)
+            ran += 1
+    assert ran == 3
