@@ -46,6 +46,7 @@ def test_a_promoted_spec_is_valid() -> None:
     ("promotion.snapshots.0.sourcePool", "gone", "promotion.snapshots[0].sourcePool", "must name a node pool"),
     ("nodePools.1.pins.driverVersion", "580.105.08", "nodePools[1].pins.driverVersion", "gpu.driver None"),
     ("promotion.snapshots.0.name", "-bad", "promotion.snapshots[0].name", "letters, digits"),
+    ("nodePools.0.perZone", True, "promotion.canaryPool", "names a perZone pool"),
 ])
 def test_pin_rules(path: str, value: Any, where: str, fragment: str) -> None:
     found = _problems(edit(promoted_spec(), path, value))

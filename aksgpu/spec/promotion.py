@@ -89,6 +89,10 @@ def check_promotion(spec: ClusterSpec) -> Iterator[Issue]:
         if canary is None or canary[1].kind != "gpu":
             yield Issue("promotion.canaryPool", promotion.canary_pool, "must name a GPU pool in nodePools",
                         f"use one of: {', '.join(n for n, (_, p) in pools.items() if p.kind == 'gpu') or 'none'}")
+        elif canary[1].per_zone:
+            yield Issue("promotion.canaryPool", promotion.canary_pool, "names a perZone pool, which is one AKS pool "
+                        "per zone, and a node pool snapshot (what promotion pins to) captures one",
+                        "make the canary a pool across its zones (perZone: false), or a pool of one zone")
         seen: set[str] = set()
         for i, snapshot in enumerate(promotion.snapshots):
             path = f"promotion.snapshots[{i}]"
