@@ -148,6 +148,9 @@ def test_a_driver_pin_is_an_nvidiadriver_on_that_pool_alone() -> None:
     templates = template_value_paths([p.read_text() for p in (data / "templates").glob("*.yaml")])
     chart_values = yaml.safe_load((data / "values.yaml").read_text())
     assert unknown_value_paths(release["values"], chart_values, templates, skip=("node-feature-discovery",)) == []
+    from aksgpu.plan.report import summary
+    states = {row["name"]: row.get("promotion") for row in summary(plan)["pools"]}
+    assert states["a100"] == "pinned to a100-202611, driver 580.105.08" and states["h100"] == "following"
     unpinned = plan_spec(edit(spec, "nodePools.1.pins", {"nodeImageSnapshot": "a100-202611"}))
     [release] = [r.inputs for r in unpinned.by_type("kubernetes:helm.sh/v3:Release")
                  if r.inputs["chart"] == "gpu-operator"]

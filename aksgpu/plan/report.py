@@ -17,6 +17,7 @@ from aksgpu.plan import deploy_time
 CLUSTER_TYPE = "azure-native:containerservice:ManagedCluster"
 POOL_TYPE = "azure-native:containerservice:AgentPool"
 SNAPSHOT_TYPE = "azure-native:containerservice:Snapshot"
+NVIDIA_DRIVER_TYPE = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"  # a driver pin (kubernetes/gpu_software.py)
 PROMOTION_ROLE_LABEL = "aksgpu.io/promotion-role"  # spec/promotion.py ROLE_LABEL
 # Resources whose name is unique across all of Azure (catalog/azure_names.yaml, scope global):
 # Pulumi type -> (what to call it, the input holding its Azure name).
@@ -43,7 +44,8 @@ def pool_rows(plan: Plan) -> list[dict[str, Any]]:
 def promotion_states(plan: Plan) -> dict[str, str]:
     """Pool URN -> its promotion state, where the plan has a canary or a pin (spec/promotion.py):
     "canary", "pinned to <snapshot>" (its creationData: a declared Snapshot it depends on, or an
-    existing snapshot's ID), "following" (a GPU pool on AKS's node images). Empty without either."""
+    existing snapshot's ID), "following" (a GPU pool on AKS's node images), each with ", driver <v>"
+    where an NVIDIADriver pins the pool's driver. Empty without either."""
     snapshots = {r.urn: str(r.inputs.get("resourceName")) for r in plan.by_type(SNAPSHOT_TYPE)}
     states: dict[str, str] = {}
     for pool in plan.by_type(POOL_TYPE):
@@ -53,11 +55,16 @@ def promotion_states(plan: Plan) -> dict[str, str]:
         elif source:
             declared = [snapshots[urn] for urn in pool.dependencies if urn in snapshots]
             states[pool.urn] = f"pinned to {declared[0] if declared else str(source).rsplit('/', 1)[-1]}"
-    if not states:
+    drivers = {((r.inputs.get("spec") or {}).get("nodeSelector") or {}).get(AGENT_POOL_LABEL):
+               (r.inputs.get("spec") or {}).get("version") for r in plan.by_type(NVIDIA_DRIVER_TYPE)}
+    if not states and not drivers:
         return {}
     for pool in plan.by_type(POOL_TYPE):
         if pool.urn not in states and "gpuProfile" in pool.inputs:
             states[pool.urn] = "following"
+        driver = drivers.get(pool.inputs.get("agentPoolName"))
+        if driver and pool.urn in states:
+            states[pool.urn] += f", driver {driver}"
     return states
 
 
