@@ -191,8 +191,11 @@ def test_an_unreachable_api_server_is_one_clear_error(lab: Path) -> None:
 
 
 def test_the_text_edit_refuses_what_it_cannot_edit_in_place() -> None:
-    with pytest.raises(UserError, match="flow style"):
-        set_in_text("a: {b: 1}\n", ["a", "c"], "x")
+    with pytest.raises(UserError, match="not a list in block style"):
+        set_in_text("a: [{name: x}]\n", ["a", ("name", "y"), "b"], "x")  # a flow list
+    with pytest.raises(UserError, match="empty"):
+        set_in_text("a: {}\n", ["a", "c"], "x")
+    assert set_in_text("a: {b: 1}  # keep\n", ["a", "c", "d"], "x") == "a: {b: 1, c: {d: x}}  # keep\n"
     assert set_in_text("a:\n  b: 1  # keep\n", ["a", "b"], "2") == 'a:\n  b: "2"  # keep\n'
     assert set_in_text("a:\n  b: x  # keep\n", ["a", "b"], "y-1") == "a:\n  b: y-1  # keep\n"
 
@@ -257,3 +260,22 @@ def test_the_guides_commands_run(lab: Path, tmp_path: Path, monkeypatch: pytest.
             assert result.exit_code == 0 and result.output.startswith("PROMOTE"), (argv, result.output)
             ran += 1
     assert ran == 3
+
+
+def test_a_fleet_members_pins_go_under_its_member_entry(fleet_project: Path) -> None:
+    from aksgpu.environments.file import load_environments
+    from aksgpu.project.yaml_input import parse_yaml
+    from aksgpu.promotion.promote import Change, overrides_path
+
+    environments = load_environments()
+    base = overrides_path(environments, "training-canary")
+    assert base == ["environments", "training", "fleet", "members", ("name", "canary"), "overrides"]
+    assert overrides_path(environments, "training") == ["environments", "training", "overrides"]
+    path = [*base, "nodePools", ("name", "h100"), "pins", "nodeImageSnapshot"]
+    assert Change(path, "s", None, "").field == "nodePools.h100.pins.nodeImageSnapshot"
+    text = environments.path.read_text()
+    edited = set_in_text(text, path, "h100-202611-10-0")
+    member = next(m for m in parse_yaml(edited)["environments"]["training"]["fleet"]["members"]
+                  if m["name"] == "canary")
+    assert {"name": "h100", "maxCount": 2, "pins": {"nodeImageSnapshot": "h100-202611-10-0"}} in \
+        member["overrides"]["nodePools"]

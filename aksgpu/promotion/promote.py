@@ -45,6 +45,12 @@ class Change:
     before: str | None
     what: str
 
+    @property
+    def field(self) -> str:
+        """The spec path it sets, after the stack's overrides ("nodePools.h100a.pins.nodeImageSnapshot")."""
+        rest = self.path[len(self.path) - self.path[::-1].index("overrides"):]
+        return ".".join(s if isinstance(s, str) else s[1] for s in rest)
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -107,7 +113,17 @@ def snapshot_name(pool: str, node_image: str) -> str:
     return f"{pool}-{version}"[:63].strip("-_")
 
 
-def changes_for(env: str, spec: ClusterSpec, decision: Decision) -> tuple[list[Change], list[str]]:
+def overrides_path(environments: EnvironmentsFile, stack: str) -> list[Step]:
+    """Where stack `stack`'s own overrides live in environments.yaml: an environment's, or a fleet
+    member's (environments.<fleet>.fleet.members[name].overrides)."""
+    environment, member = environments.stacks().get(stack, (stack, None))
+    if member is None:
+        return ["environments", environment, "overrides"]
+    return ["environments", environment, "fleet", "members", ("name", member), "overrides"]
+
+
+def changes_for(env: str, spec: ClusterSpec, decision: Decision,
+                base: list[Step] | None = None) -> tuple[list[Change], list[str]]:
     """What promote writes for `decision` (nothing for wait and refuse), and what it says beside."""
     assert spec.promotion is not None
     canary = next(p for p in spec.node_pools if p.name == spec.promotion.canary_pool)
@@ -116,7 +132,7 @@ def changes_for(env: str, spec: ClusterSpec, decision: Decision) -> tuple[list[C
     gpu_pools = [p for p in spec.node_pools if p.kind == "gpu" and p.name != canary.name]
     others = [p for p in gpu_pools if p.vm_size == canary.vm_size and p.os_sku == canary.os_sku]
     uncovered = [p.name for p in gpu_pools if p not in others]
-    base: list[Step] = ["environments", env, "overrides"]
+    base = base or ["environments", env, "overrides"]
     changes: list[Change] = []
     notes: list[str] = []
     canary_driver = canary.pins.driver_version if canary.pins else None

@@ -12,7 +12,7 @@ VERBS = {"promote": "PROMOTE", "wait": "WAIT", "refuse": "REFUSE", "rollback": "
 
 
 def _where(change: Change) -> str:
-    return ".".join(s if isinstance(s, str) else f"{s[1]}" for s in change.path[3:])
+    return change.field
 
 
 def text(env: str, decision: Decision, changes: list[Change], notes: list[str], *, dry_run: bool,

@@ -1,9 +1,10 @@
 """Set one value in a YAML text (environments.yaml) without touching anything else: the user's
 comments, order, quoting and blank lines stay. A path is a list of steps: a mapping key, or
 (key, value) for the item of a sequence whose `key` is `value` (nodePools by name). Missing
-mappings and items are added in block style at their siblings' indentation; flow style
-(`{...}`, `[...]`) is refused. The result is read back and must equal the old document with the
-one value set (`set_value` on the parsed data), or nothing is returned."""
+mappings and items are added in block style at their siblings' indentation, or inside a flow
+mapping (`{...}`) in flow style; an empty mapping or a flow list (`[...]`) is refused. The result
+is read back by the caller and must equal the old document with the one value set (`set_value`
+on the parsed data)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,11 @@ def set_in_text(text: str, path: list[Step], value: Any) -> str:
             if found is not None:
                 node = found
                 continue
+            if node.flow_style and node.value and text[node.end_mark.index - 1] == "}":
+                # A flow mapping ({name: h100, maxCount: 2}) gets the new key in flow style too.
+                flow = yaml.safe_dump(_build(rest, value), default_flow_style=True, width=10_000).strip()
+                at = node.end_mark.index - 1
+                return text[:at] + ", " + flow[1:-1] + text[at:]
             if node.flow_style or not node.value:
                 raise _refuse(path, f"{_where(path[:index]) or 'the document'} is empty or in flow style")
             column = node.value[0][0].start_mark.column

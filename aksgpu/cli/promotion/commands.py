@@ -77,7 +77,7 @@ def promote(
                                                     domain.rules_of(spec), dry_run)
             gate_note = (f"{'would approve' if dry_run else 'approved'} {len(approved)} gate(s) after group "
                          f"{group} of {update_run}: {why}") if approved else f"no gate approved: {why}"
-        changes, notes = domain.changes_for(env, spec, decision)
+        changes, notes = domain.changes_for(env, spec, decision, domain.overrides_path(environments, env))
         if update_run is not None:
             notes = [gate_note, *notes]
             changes = []  # a fleet's members move with the update run, not through pins
