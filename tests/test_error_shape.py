@@ -106,6 +106,28 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "an az command failed: AzStepFailed says which step, its output and how to rerun",
     ("workflow/kubeconfig.py", "kubeconfig_for_login", "str(error)"):
         "the stack's kubeconfig output (written by Azure, not the user) cannot be converted",
+    ("promotion/cluster.py", "get", "the API server at {} answered {} for {}."):
+        "an operation failed: the API server refused the read",
+    ("promotion/cluster.py", "get", "cannot read {} from {}: {}. Fix: start `"):
+        "an operation failed: the network (kubectl proxy)",
+    ("promotion/cluster.py", "get", "cannot run kubectl: {}. Fix: install kub"):
+        "a missing prerequisite: kubectl",
+    ("promotion/cluster.py", "get", "`{}` failed: {}. Fix: sign in to the clu"):
+        "an operation failed: a kubectl command",
+    ("promotion/cluster.py", "get", "`{}` printed no JSON. Fix: run it yourse"):
+        "an operation failed: kubectl's output",
+    ("promotion/fleet.py", "az_token", "cannot run the Azure CLI: {}. Fix: insta"):
+        "a missing prerequisite: the Azure CLI",
+    ("promotion/fleet.py", "az_token", "`az account get-access-token` failed: {}"):
+        "an az command failed: the sign-in",
+    ("promotion/fleet.py", "send", "{} {} answered {}: {}. Fix: check the re"):
+        "an operation failed: Azure refused the request",
+    ("promotion/fleet.py", "send", "{} {} failed: {}. Fix: check the network"):
+        "an operation failed: the network",
+    ("promotion/promote.py", "apply", "could not change {} without changing wha"):
+        "a refusal that protects the user's file: the edit would change other text; nothing was written",
+    ("promotion/records.py", "read_file", "cannot read the verdicts file {}: {}. Fi"):
+        "an operation failed: reading a file (the OS error says why)",
 }
 
 

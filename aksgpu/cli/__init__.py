@@ -15,4 +15,5 @@ package of its concern and prints the result; no module here holds domain logic 
 - preflight/: `vm-sizes`, `cost`, `prices refresh` (aksgpu.preflight, aksgpu.catalog).
 - policy/: `policy list`, `policy show` (aksgpu.policy).
 - capacity/: `verdict-history query`, `verdict-history import` (aksgpu.preflight.verdict_history).
+- promotion/: `promote` (aksgpu.promotion).
 """

@@ -27,6 +27,7 @@ from aksgpu.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPT
 from aksgpu.cli.plan import commands as plan_commands
 from aksgpu.cli.policy import commands as policy_commands
 from aksgpu.cli.preflight import commands as preflight_commands
+from aksgpu.cli.promotion import commands as promotion_commands
 from aksgpu.cli.workflow import commands as workflow_commands
 
 # The click Typer runs on: its own copy (typer._click) in recent Typer releases, click itself in older ones.
@@ -152,6 +153,7 @@ plan_commands.register(app)
 environment_commands.register(app)
 workflow_commands.register(app)
 preflight_commands.register(app)
+promotion_commands.register(app)
 app.add_typer(ci_commands.ci_app, name="ci")
 app.add_typer(policy_commands.policy_app, name="policy")
 app.add_typer(capacity_commands.history_app, name="verdict-history")

@@ -37,6 +37,8 @@ COMMANDS = (
     ("cost", "Estimate what a stack's cluster costs per hour and per month, offline."),
     ("vm-sizes", "List the VM sizes aksgpu knows: vCPUs, memory, GPUs, local disks, where an ephemeral OS disk goes, "
                  "InfiniBand, MIG, vCPU quota family, encryption at host and retirement."),
+    ("promote", "Decide from the canary pool's gate verdicts: promote its stack to the other GPU pools, wait, refuse "
+                "or roll back."),
     ("presets", "The presets environments start from."),
     ("backend", "Pulumi state backends: set up a team backend on Azure."),
     ("prices", "The price table behind cost estimates: its date, and a fresh one from Azure."),

@@ -99,15 +99,17 @@ class Parsed:
     skipped: list[int] = field(default_factory=list)
 
 
-def _entry_of(value: Any) -> dict[str, Any] | None:
+def entry_of(value: Any) -> dict[str, Any] | None:
     """A verdict entry from a row, a JSON text or a log line; None when it holds none."""
     if isinstance(value, dict):
         if isinstance(value.get("entry"), str | dict):  # a row of the Log Analytics export
-            return _entry_of(value["entry"])
+            return entry_of(value["entry"])
         return value if "verdict" in value else None
     if not isinstance(value, str):
         return None
-    text = value.strip().removeprefix(LOG_PREFIX).strip()
+    text = value.strip()
+    if LOG_PREFIX in text:  # a log line, also behind what a log collector puts before it (a timestamp)
+        text = text.split(LOG_PREFIX, 1)[1].strip()
     try:
         loaded = json.loads(text)
     except ValueError:
@@ -127,13 +129,13 @@ def parse_entries(text: str) -> Parsed:
             rows = None
         if isinstance(rows, list):
             for index, row in enumerate(rows, 1):
-                entry = _entry_of(row)
+                entry = entry_of(row)
                 parsed.entries.append(entry) if entry is not None else parsed.skipped.append(index)
             return parsed
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        entry = _entry_of(line)
+        entry = entry_of(line)
         parsed.entries.append(entry) if entry is not None else parsed.skipped.append(number)
     return parsed
 

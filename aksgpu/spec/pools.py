@@ -16,6 +16,7 @@ from aksgpu import catalog
 from aksgpu.catalog.vm import VmSize
 
 from aksgpu.spec.base import SpecModel, checked, surge_nodes
+from aksgpu.spec.promotion import PoolPins
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
@@ -298,6 +299,8 @@ class NodePool(PoolBase):
     """Resource ID of a proximity placement group, for the lowest latency between the pool's nodes (one datacenter; at most one zone). Changing it replaces the pool."""
     balloon_nodes: int = Field(default=0, ge=0, le=1000)
     """Headroom, in nodes (0-1000): that many low-priority placeholder pods ("balloons"), each holding a whole node of this pool (all its GPUs), so the autoscaler keeps the nodes up and a real job evicts a balloon and starts at once. 0: none."""
+    pins: PoolPins | None = None
+    """What this GPU pool runs, pinned: its node image (a node pool snapshot) and, on gpu.driver None pools, the driver version (docs/guides/promotion.md). None: the pool follows AKS's node images and gpuSoftware's driver."""
 
     @property
     def spot_settings(self) -> SpotSettings | None:

@@ -296,6 +296,10 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
             verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
                                                         "--release-operands", *verdict_args(spec, namespace),
                                                         *acceptance_args(spec, targets)])
+            if spec.promotion is not None:
+                # The node shows no GPU Operator version (node_verdicts.py): the verdict records the chart's.
+                verdict["env"].append({"name": node_verdicts.GPU_OPERATOR_VERSION_ENV,
+                                       "value": spec.gpu_software.gpu_operator.chart_version})
             pod = _gate_pod(spec, targets, SERVICE_ACCOUNT, health="pending", op="In",
                             init=[wait, _check_container(spec, "gate", gpus, vcpus, request_gpus=False,
                                                          rdma=rdma_request(targets))], main=verdict,
