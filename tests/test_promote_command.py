@@ -130,7 +130,9 @@ def test_rollback_puts_the_canarys_driver_pin_back(lab: Path) -> None:
 
 def test_without_a_promotion_section_the_command_says_so(project: Path) -> None:
     result = runner.invoke(app, ["promote", "dev", "--verdicts", str(DATA / "healthy.jsonl")])
-    assert result.exit_code == 2 and "has no promotion section" in result.output
+    assert result.exit_code == 2
+    assert "promotion = (not set): cluster" in result.output and "needs a promotion section" in result.output
+    assert "add promotion: {canaryPool: <a GPU pool>}" in result.output
 
 
 def _stand_in(records: str) -> Cluster:
@@ -206,13 +208,15 @@ def test_fleet_options_go_together_and_name_the_members_group(fleet_project: Pat
 
     result = runner.invoke(app, ["promote", "gpu-fleet-canary", "--fleet-id", "/x", "--verdicts",
                                  str(DATA / "healthy.jsonl")])
-    assert result.exit_code == 2 and "--fleet-id and --update-run go together" in result.output
+    assert result.exit_code == 2
+    assert "--update-run = (not set): --fleet-id and --update-run go together" in result.output
     environments = load_environments()
     stacks = {stack: member for stack, (_, member) in environments.stacks().items() if member == "canary"}
     [stack] = stacks
     assert fleet_group(environments, stack) == "canary"
-    with pytest.raises(UserError, match="not a fleet member's stack"):
+    with pytest.raises(UserError) as refused:
         fleet_group(environments, "training")
+    assert [(p.path, p.value) for p in refused.value.problems] == [("ENVIRONMENT argument", "training")]
 
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "promotion.md"
