@@ -105,6 +105,14 @@ def test_refuse_and_rollback_exit_1_and_keep_the_pins(lab: Path, fixture: str, v
     assert lab.read_text() == before
 
 
+def test_rollback_names_the_aks_rollback_of_the_canarys_agent_pool(lab: Path) -> None:
+    # AKS cannot downgrade through a pin; its node pool version rollback (GA, Azure CLI 2.88.0) can.
+    result = _promote("--verdicts", str(DATA / "driver-mismatch.jsonl"), "--dry-run")
+    assert result.exit_code == 1
+    assert ("`az aks nodepool rollback --resource-group rg-gpu-lab --cluster-name gpu-lab --name h100c`"
+            in " ".join(result.output.split()))
+
+
 def test_rollback_puts_the_canarys_driver_pin_back(lab: Path) -> None:
     text = lab.read_text().replace('''          maxCount: 2
 ''', '''          maxCount: 2

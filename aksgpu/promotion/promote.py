@@ -14,6 +14,7 @@ atomically, and only when the environment still validates with the change."""
 from __future__ import annotations
 
 import re
+import shlex
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,10 +31,21 @@ from aksgpu.promotion.records import Verdict
 from aksgpu.promotion.yaml_edit import Step, set_in_text, set_value
 from aksgpu.spec import ClusterSpec, NodePool
 
+# AKS node pool version rollback restores a pool's previous Kubernetes and node image versions:
+# GA with API 2026-04-01 and Azure CLI 2.88.0 (no aks-preview extension), within 7 days of the
+# upgrade, one version back, and with the node OS upgrade channel off if the node image must go back
+# too (learn.microsoft.com/azure/aks/roll-back-node-pool-version, read 2026-11-27). aksgpu deploys
+# with 2025-09-01, so it prints the command rather than calling the API itself.
 ROLLBACK_DOC = ("AKS node pool version rollback (learn.microsoft.com/azure/aks/roll-back-node-pool-version: "
-                "within 7 days of the upgrade, with the node OS upgrade channel off; API 2025-08-02-preview, GA "
-                "from 2026-04-01, newer than the 2025-09-01 aksgpu deploys with), or delete the canary pool and "
-                "let `aksgpu up` recreate it pinned to the baseline snapshot")
+                "Azure CLI 2.88.0 or later, within 7 days of the upgrade, with the node OS upgrade channel off), "
+                "or delete the canary pool and let `aksgpu up` recreate it pinned to the baseline snapshot")
+
+
+def rollback_command(spec: ClusterSpec, canary: NodePool) -> str:
+    """The Azure CLI line that rolls the canary's AgentPools back one version."""
+    return " && ".join(shlex.join(["az", "aks", "nodepool", "rollback", "--resource-group", spec.resource_group.name,
+                                   "--cluster-name", spec.name, "--name", agent_pool.name])
+                       for agent_pool in canary.agent_pools())
 
 
 @dataclass(frozen=True)
@@ -170,7 +182,7 @@ def changes_for(env: str, spec: ClusterSpec, decision: Decision,
                                       baseline_driver, canary_driver, f"canary {canary.name}: driver back"))
         notes.append(f"the other GPU pools keep their pins. AKS cannot downgrade a node image through a pin "
                      f"(learn.microsoft.com/azure/aks/node-image-upgrade): roll the canary {canary.name} back with "
-                     f"{ROLLBACK_DOC}")
+                     f"`{rollback_command(spec, canary)}`: {ROLLBACK_DOC}")
     return changes, notes
 
 
