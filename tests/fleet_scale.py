@@ -10,9 +10,8 @@ from typing import Any
 
 import yaml
 
-from tests.helpers import REPO
+from tests.helpers import FLEET_EXAMPLE
 
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 REGIONS = ("eastus2", "westus3", "southcentralus", "eastus")
 NODES_PER_MEMBER = 5000
 # The training preset's InfiniBand H100 pool at its size (one placement group: 100 nodes), five

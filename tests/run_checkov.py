@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from aksgpu.plan.planner import plan_stack  # noqa: E402
 from aksgpu.project.stackfile import resolve_stack  # noqa: E402
 from tests.arm_template import arm_template  # noqa: E402
-from tests.helpers import EXAMPLE, EXAMPLES, plan_spec, preset_spec  # noqa: E402
+from tests.helpers import EXAMPLE, EXAMPLES, FLEET_EXAMPLE, plan_spec, preset_spec  # noqa: E402
 
 # Findings on every target, with why aksgpu does not follow checkov there.
 EVERYWHERE = {
@@ -59,7 +59,6 @@ FLEET_MEMBER = {
                      "stage, and its AKS channel is off so the two do not race (Fleet Manager's FAQ); waived in "
                      "the member's spec (aks-auto-upgrade)",
 }
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 
 
 def targets() -> dict[str, dict]:

@@ -22,11 +22,10 @@ sys.path.insert(0, str(REPO))
 from aksgpu.plan.manifests import write_manifests  # noqa: E402
 from aksgpu.plan.planner import Plan, plan_stack  # noqa: E402
 from aksgpu.project.stackfile import resolve_stack  # noqa: E402
-from tests.helpers import EXAMPLE, EXAMPLES, base_spec, edit, plan_spec, preset_spec  # noqa: E402
+from tests.helpers import EXAMPLE, EXAMPLES, FLEET_EXAMPLE, base_spec, edit, plan_spec, preset_spec  # noqa: E402
 
 WAIVERS = Path(__file__).resolve().parent / "checkov_kubernetes_waivers.yaml"
 EXCEPTION_PREFIX = "policy.aksgpu.io/"
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 
 
 def plans() -> dict[str, Plan]:

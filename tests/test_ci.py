@@ -321,7 +321,7 @@ def test_the_azure_devops_comment_is_created_once_then_updated() -> None:
 def test_the_azure_devops_comment_refuses_without_a_pipeline_or_a_marker() -> None:
     with pytest.raises(UserError, match="SYSTEM_ACCESSTOKEN not set"):
         post_or_update(MARKER + "\n", {k: v for k, v in ADO_ENV.items() if k != "SYSTEM_ACCESSTOKEN"})
-    with pytest.raises(UserError, match="must start with an aksgpu marker"):
+    with pytest.raises(UserError, match="FILE argument = \"hello\": the first line must be an aksgpu marker"):
         post_or_update("hello\n", ADO_ENV, _fake([])[0])
 
 

@@ -217,9 +217,9 @@ def test_bad_options_are_all_named(app: typer.Typer, project: Path) -> None:
     result = runner.invoke(app, ["oidc", "dev", "--repo", "https://github.com/contoso/gpu-infra",
                                  "--branch", "refs/heads/main", "--subscription", "my-subscription"])
     assert result.exit_code == 2
-    assert "3 options are wrong" in result.output
+    assert "the command line has 3 problems" in result.output
     for option in ("--repo", "--branch", "--subscription"):
-        assert f"  - {option} " in result.output, option
+        assert f"  - {option} = " in result.output, option
     assert runner.invoke(app, ["oidc", "dev"]).exit_code == 2  # --repo is required
 
 
@@ -313,7 +313,8 @@ def test_existing_resources_outside_the_scope_are_named(app: typer.Typer, projec
 def test_unknown_environment_and_spec_errors(app: typer.Typer, project: Path) -> None:
     _configure(project)
     result = runner.invoke(app, ["oidc", "stage", "--repo", REPOSITORY])
-    assert result.exit_code == 2 and 'no environment "stage"' in result.output
+    assert result.exit_code == 2
+    assert 'ENVIRONMENT argument = "stage": no environment of that name in stacks/environments.yaml' in result.output
     _configure(project, dev={"location": "East US"})
     result = runner.invoke(app, ["oidc", "dev", "--repo", REPOSITORY])
     assert result.exit_code == 1 and "location" in result.output and "Traceback" not in result.output

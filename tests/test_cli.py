@@ -56,7 +56,8 @@ def test_plan_json_document(project: Path) -> None:
 def test_unknown_stack(project: Path) -> None:
     result = runner.invoke(app, ["plan", "staging"])
     assert result.exit_code == 2
-    assert 'no stack "staging"' in result.output and "use one of: dev, prod" in result.output
+    assert 'STACK argument = "staging": no stack of that name' in result.output
+    assert "use one of: dev, prod" in result.output
     assert "Traceback" not in result.output
 
 
@@ -70,7 +71,7 @@ def test_bad_yaml_names_the_line(project: Path) -> None:
 def test_stack_without_cluster(project: Path) -> None:
     (project / "stacks" / "Pulumi.empty.yaml").write_text("config: {}\n")
     result = runner.invoke(app, ["plan", "empty"])
-    assert result.exit_code == 2 and "has no aksgpu:cluster" in result.output
+    assert result.exit_code == 2 and "config.aksgpu:cluster = (not set) (Pulumi.empty.yaml)" in result.output
 
 
 def test_spec_errors_exit_1_with_every_problem(project: Path) -> None:

@@ -82,8 +82,8 @@ def test_init_appends_and_keeps_every_comment_of_the_authored_file(project: Path
 
 
 @pytest.mark.parametrize(("args", "code", "message"), [
-    (["init", "dev", "--preset", "dev"], 2, 'environment "dev" already exists'),
-    (["init", "x", "--preset", "nope"], 2, 'no preset "nope"'),
+    (["init", "dev", "--preset", "dev"], 2, 'ENVIRONMENT argument = "dev": already exists'),
+    (["init", "x", "--preset", "nope"], 2, '--preset = "nope": no preset of that name'),
     (["init", "x", "--preset", "dev", "--set", "controlPlane.teir=Free"], 2, 'did you mean "tier"'),
     (["init", "x", "--preset", "dev", "--set", "controlPlane.tier=Gold"], 1, 'controlPlane.tier = "Gold"'),
     (["init", "bad name", "--preset", "dev"], 2, "Pulumi stack name"),
@@ -98,7 +98,7 @@ def test_init_refuses_bad_input_and_writes_nothing(project: Path, args: list[str
 
 def test_init_needs_a_location_when_nothing_sets_one(empty_project: Path) -> None:
     result = runner.invoke(app, ["init", "dev", "--preset", "dev"])
-    assert result.exit_code == 2 and "--location is required" in result.output
+    assert result.exit_code == 2 and "--location = (not set): required" in result.output
     assert not (empty_project / "stacks" / "environments.yaml").exists()
 
 
@@ -163,7 +163,7 @@ def test_validate_notes_a_stale_stack_and_plan_says_so_too(project: Path) -> Non
 
 def test_validate_unknown_target_is_bad_input(project: Path) -> None:
     result = runner.invoke(app, ["validate", "qa"])
-    assert result.exit_code == 2 and 'no stack "qa"' in result.output
+    assert result.exit_code == 2 and 'STACK argument = "qa": no stack of that name' in result.output
 
 
 def test_diff_lists_fields_that_differ_and_pools_only_one_side_has(project: Path) -> None:
@@ -176,7 +176,7 @@ def test_diff_lists_fields_that_differ_and_pools_only_one_side_has(project: Path
     assert "nodePools[t4spot]" in text and "controlPlane.tier" in text
     assert "the same effective spec" in _ok(["diff", "dev", "dev"])
     unknown = runner.invoke(app, ["diff", "dev", "qa"])
-    assert unknown.exit_code == 2 and 'no environment "qa"' in unknown.output
+    assert unknown.exit_code == 2 and 'ENVIRONMENT argument = "qa": no environment of that name' in unknown.output
 
 
 def test_schemas_are_valid_and_check_the_authored_and_rendered_files(project: Path) -> None:
@@ -310,7 +310,7 @@ def test_render_check_advises_force_only_for_hand_edited_files(project: Path) ->
 
 def test_ci_summary_of_an_unknown_environment_is_bad_input(project: Path) -> None:
     result = runner.invoke(app, ["ci", "summary", "qa"])
-    assert result.exit_code == 2 and 'no environment "qa"' in result.output
+    assert result.exit_code == 2 and 'ENVIRONMENT argument = "qa": no environment of that name' in result.output
 
 
 def test_remove_false_keeps_the_item_and_is_not_a_field(project: Path) -> None:
@@ -357,7 +357,8 @@ def test_environments_that_differ_only_in_case_are_refused(project: Path) -> Non
     path = project / "stacks" / "environments.yaml"
     path.write_text(path.read_text() + "  DEV:\n    preset: dev\n")
     result = runner.invoke(app, ["validate"])
-    assert result.exit_code == 2 and 'environments "dev" and "DEV" differ only in case' in result.output
+    assert result.exit_code == 2
+    assert 'environments.DEV = "DEV" (environments.yaml): differs only in case from environment "dev"' in result.output
 
 
 def test_small_input_mistakes_get_a_message_that_fits(project: Path) -> None:
@@ -366,7 +367,8 @@ def test_small_input_mistakes_get_a_message_that_fits(project: Path) -> None:
         result = runner.invoke(app, ["plan", target])
         assert result.exit_code == 2 and "names no stack" in result.output
     result = runner.invoke(app, ["validate", "stacks/environments.yaml"])
-    assert result.exit_code == 2 and "is the environments file, not a stack file" in result.output
+    assert result.exit_code == 2
+    assert 'STACK argument = "stacks/environments.yaml": the environments file, not a stack file' in result.output
     (project / "stacks" / "Pulumi.broken.yaml").write_bytes(b"config:\n  aksgpu:cluster: {name: caf\xe9}\n")
     result = runner.invoke(app, ["validate", "stacks/Pulumi.broken.yaml"])
     assert result.exit_code == 2 and "not UTF-8" in result.output  # as unreadable as it is for plan

@@ -104,7 +104,8 @@ def test_a_bug_under_json_is_a_json_document_with_exit_70(project: Path, monkeyp
 
 def test_a_failure_without_json_prints_nothing_on_stdout(project: Path) -> None:
     result = runner.invoke(app, ["plan", "nosuch"])
-    assert result.exit_code == 2 and result.stdout == "" and result.stderr.startswith("error: no stack")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith('error: STACK argument = "nosuch": no stack of that name')
 
 
 def test_an_error_about_one_setting_carries_it_as_a_problem(project: Path) -> None:

@@ -1,11 +1,15 @@
-"""`aksgpu --help` is answered by cli/entry.py from cli/short_help.py's table, without Typer or any
-command module (issue 28): the table must stay the real app's, and the text the app's text."""
+"""`aksgpu --help` is answered by cli/entry.py from cli/short_help.py's table (cli/short_help_table.py,
+which tools/regenerate.py derives from the app), without Typer or any command module (issue 28): the
+table must stay the real app's, and the text the app's text."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer.main
@@ -34,10 +38,49 @@ def test_the_table_lists_every_real_command_with_its_help() -> None:
     group, ctx = _group()
     real = [(name, " ".join(group.get_command(ctx, name).help.split("\n\n")[0].split()))  # type: ignore[attr-defined]
             for name in group.list_commands(ctx)]  # type: ignore[attr-defined]
-    assert list(short_help.COMMANDS) == real
-    assert short_help.GROUP_HELP == " ".join(group.help.split())  # type: ignore[attr-defined]
+    stale = "aksgpu/cli/short_help_table.py is stale: run `.venv/bin/python tools/regenerate.py`"
+    assert list(short_help.COMMANDS) == real, stale
+    assert short_help.GROUP_HELP == " ".join(group.help.split()), stale  # type: ignore[attr-defined]
     assert list(short_help.OPTIONS) == [param.get_help_record(ctx)  # type: ignore[attr-defined]
-                                        for param in group.get_params(ctx)]  # type: ignore[attr-defined]
+                                        for param in group.get_params(ctx)], stale  # type: ignore[attr-defined]
+
+
+def _generator() -> Any:
+    sys.path.insert(0, str(REPO / "tools"))
+    import short_help_table
+
+    return short_help_table
+
+
+def test_the_table_is_the_file_regenerate_writes() -> None:
+    """aksgpu/cli/short_help_table.py reads as tools/short_help_table.py writes it from the app."""
+    generator = _generator()
+    assert not generator.stale(), "run `.venv/bin/python tools/regenerate.py`"
+
+
+def test_a_changed_help_makes_the_table_stale_and_regenerate_writes_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command's help that no longer reads as the table: --check's stale() says so, write() writes a
+    module whose values are the new table (long lines cut into literals within ruff's 120 columns,
+    quotes and backslashes kept)."""
+    generator = _generator()
+    table = generator.table()
+    tricky = ("A help line long enough to be cut into several literals, with \"quotes\", a backslash \\ and "
+              "`code`, repeated: " + "word " * 40).strip()
+    table["COMMANDS"] = [*table["COMMANDS"], ("extra", tricky)]
+    monkeypatch.setattr(generator, "table", lambda: table)
+    monkeypatch.setattr(generator, "TABLE", tmp_path / "short_help_table.py")
+    generator.TABLE.write_text((REPO / "aksgpu" / "cli" / "short_help_table.py").read_text(encoding="utf-8"),
+                               encoding="utf-8")
+    assert generator.stale()
+    assert generator.write() and not generator.stale() and not generator.write()
+    text = generator.TABLE.read_text(encoding="utf-8")
+    assert max(len(line) for line in text.splitlines()) <= 120
+    namespace: dict[str, Any] = {}
+    exec(compile(text, str(generator.TABLE), "exec"), namespace)
+    assert namespace["COMMANDS"][-1] == ("extra", tricky)
+    assert [list(row) for row in namespace["COMMANDS"]] == [list(row) for row in table["COMMANDS"]]
+    assert namespace["GROUP_HELP"] == table["GROUP_HELP"] and namespace["USAGE"] == table["USAGE"]
 
 
 @pytest.mark.parametrize("columns", [40, 79, 80, 120])

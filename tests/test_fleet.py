@@ -348,7 +348,9 @@ def test_a_member_without_its_fleets_stack_is_one_clear_error(fleet_project: Pat
     (fleet_project / "stacks" / "Pulumi.training.yaml").unlink()
     result = runner.invoke(app, ["plan", "training-canary"])
     assert result.exit_code == 2
-    assert "belongs to fleet stack training" in result.output and "Traceback" not in result.output
+    assert result.output.startswith('error: aksgpu:cluster.fleet.stack = "training" (Pulumi.training-canary.yaml): '
+                                    "the fleet stack whose outputs this stack reads through a stack reference")
+    assert "stacks/Pulumi.training.yaml does not exist" in result.output and "Traceback" not in result.output
 
 
 # --- up and CI ---------------------------------------------------------------------------------
@@ -429,7 +431,7 @@ def test_up_refuses_an_unknown_member(fleet_project: Path) -> None:
     with pytest.raises(UserError) as error:
         fleet_steps(resolve_stack("training", cwd=fleet_project), ["ghost"], backend=None, secrets_provider=None,
                     env={})
-    assert "--member ghost: not a member of fleet training" in str(error.value)
+    assert '--member = "ghost": not a member of fleet training' in str(error.value)
 
 
 def test_ci_previews_only_the_members_a_change_touches() -> None:

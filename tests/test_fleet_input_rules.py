@@ -16,9 +16,8 @@ from aksgpu.environments.fleet import effective_fleet
 from aksgpu.project.stackfile import resolve_stack
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
-from tests.helpers import REPO, base_spec, copy_project, edit
+from tests.helpers import FLEET_EXAMPLE, base_spec, copy_project, edit
 
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 HUB = {"enabled": True}
 
 

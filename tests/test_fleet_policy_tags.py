@@ -17,9 +17,8 @@ from aksgpu.project.stackfile import StackFile, resolve_stack
 from aksgpu.spec import SpecError
 from aksgpu.spec.fleet import parse_fleet_spec
 from aksgpu.stack_config import FLEET_KEY
-from tests.helpers import REPO, copy_project, edit
+from tests.helpers import FLEET_EXAMPLE, copy_project, edit
 
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 OWNED = ["costCenter", "created.On"]
 
 

@@ -415,7 +415,9 @@ def test_a_failed_node_is_kept_explained_and_recorded(cluster: tuple[Cluster, st
     [entry] = state.record()
     assert entry | {"time": None} == {"time": None, "node": "aks-h100-1", "pool": "h100", "source": "gate",
                                       "vmSize": "Standard_ND96isr_H100_v5", "verdict": "failed", "check": "ecc",
-                                      "reason": "GPU 3: 2 DBE errors"}
+                                      "reason": "GPU 3: 2 DBE errors", "secondsToVerdict": 7200,
+                                      "fingerprint": {"kernel": "5.15.0-1079-azure",
+                                                      "nodeImage": "AKSUbuntu-2204gen2containerd-202611.10.0"}}
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(node_verdicts.LOG_PREFIX))
     assert json.loads(line.removeprefix(node_verdicts.LOG_PREFIX)) == entry, "the log line outlives the node"
     assert state.denied == []

@@ -31,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "project": {"spec", "catalog", "stack_config", "errors"},
     "environments": {"project", "spec", "policy", "catalog", "stack_config", "errors"},
     "preflight": {"project", "spec", "catalog", "stack_config", "errors"},
+    "promotion": {"preflight", "environments", "project", "spec", "errors"},
     "components": {"node", "spec", "catalog", "stack_config", "errors"},
     "program": {"components", "spec", "catalog", "stack_config", "errors"},
     "plan": {"preflight", "environments", "project", "program", "spec", "policy", "catalog", "stack_config",
@@ -38,8 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "workflow": {"components", "program", "environments", "project", "spec", "catalog", "stack_config", "errors"},
     "ci": {"plan", "workflow", "preflight", "environments", "project", "spec", "policy", "catalog", "stack_config",
            "errors"},
-    "cli": {"ci", "workflow", "plan", "program", "components", "preflight", "environments", "project", "spec",
-            "policy", "catalog", "stack_config", "errors"},
+    "cli": {"ci", "workflow", "plan", "program", "components", "preflight", "promotion", "environments", "project",
+            "spec", "policy", "catalog", "stack_config", "errors"},
 }
 MAX_MODULE_LINES = 420  # "about 400": a module a newcomer reads in one sitting
 # Modules over the limit, at their size: none may grow, and each leaves this table once split
@@ -48,8 +49,9 @@ OVERSIZED: dict[str, int] = {}
 # cli/ modules that are not commands: what every command shares.
 # console.py: what commands share to print; entry.py: the console script, standard library only so that
 # Ctrl-C while Typer and the commands load is caught (it imports app.py inside its guard);
-# short_help.py: the text of `aksgpu --help` that entry.py prints without Typer.
-CLI_HELPERS = {"console.py", "entry.py", "short_help.py"}
+# short_help.py: the text of `aksgpu --help` that entry.py prints without Typer, from short_help_table.py
+# (derived from the app by tools/regenerate.py).
+CLI_HELPERS = {"console.py", "entry.py", "short_help.py", "short_help_table.py"}
 
 
 def _modules(folder: Path) -> list[Path]:
@@ -197,7 +199,8 @@ def test_app_only_wires_commands() -> None:
     registered = {node.value.func.value.id for node in ast.walk(tree) if isinstance(node, ast.Expr)
                   and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
                   and node.value.func.attr == "register" and isinstance(node.value.func.value, ast.Name)}
-    assert registered == {"plan_commands", "environment_commands", "workflow_commands", "preflight_commands"}
+    assert registered == {"plan_commands", "environment_commands", "workflow_commands", "preflight_commands",
+                          "promotion_commands"}
 
 
 def test_the_app_imports_nothing_heavy_before_a_command_runs() -> None:

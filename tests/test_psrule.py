@@ -143,6 +143,7 @@ ARM_TYPES = {
     "containerservice.FleetUpdateStrategy": "Microsoft.ContainerService/fleets/updateStrategies",
     "containerservice.MaintenanceConfiguration": "Microsoft.ContainerService/managedClusters/maintenanceConfigurations",
     "containerservice.ManagedCluster": "Microsoft.ContainerService/managedClusters",
+    "containerservice.Snapshot": "Microsoft.ContainerService/snapshots",
     "keyvault.Key": "Microsoft.KeyVault/vaults/keys",
     "keyvault.Vault": "Microsoft.KeyVault/vaults",
     "managedidentity.UserAssignedIdentity": "Microsoft.ManagedIdentity/userAssignedIdentities",

@@ -12,9 +12,7 @@ from aksgpu.errors import Problem, UserError, render_problems
 from aksgpu.plan import review as review_module
 from aksgpu.plan.review import Stacks
 from aksgpu.spec import Issue, SpecError
-from tests.helpers import REPO
-
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
+from tests.helpers import FLEET_EXAMPLE
 
 
 def test_a_command_resolves_and_plans_each_stack_once(monkeypatch: pytest.MonkeyPatch) -> None:

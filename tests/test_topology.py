@@ -456,15 +456,27 @@ def test_what_kueue_will_not_change_in_place_makes_a_new_flavor() -> None:
 
 
 def test_the_script_configmap_is_node_topology_py_and_needs_only_the_standard_library(
-        manifests: list[dict[str, Any]]) -> None:
+        manifests: list[dict[str, Any]], tmp_path: Path) -> None:
+    """node_topology.py and the gate's API client node_api.py, each a key of the ConfigMap: they import
+    the standard library and each other only, and load as they do in the cluster (one folder, no aksgpu)."""
+    import subprocess
     import sys
 
     configmap = next(o for o in manifests
                      if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "aksgpu-node-topology")
-    source = Path(node_topology.__file__).read_text()
-    assert configmap["data"]["node_topology.py"] == source
-    imported = imported_top_levels(source)
-    assert imported - {"__future__"} <= set(sys.stdlib_module_names), "it runs in the gate's bare python image"
+    assert sorted(configmap["data"]) == ["node_api.py", "node_topology.py"]
+    folder = Path(node_topology.__file__).parent
+    for key, source in configmap["data"].items():
+        assert source == (folder / key).read_text()
+        imported = imported_top_levels(source)
+        # aksgpu: tried first, in the package (tests); in the cluster the sibling file.
+        assert imported - {"__future__", "aksgpu", "node_api"} <= set(sys.stdlib_module_names), \
+            f"{key} runs in the gate's bare python image"
+        (tmp_path / key).write_text(source)
+    ran = subprocess.run([sys.executable, "-E", "-s", "-S", "-c", "import node_topology, node_api; "
+                          "assert node_topology.Api is node_api.Api; print(node_topology.PLACEMENT_GROUP_LABEL)"],
+                         cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert ran.returncode == 0 and ran.stdout.strip() == node_topology.PLACEMENT_GROUP_LABEL, ran.stderr
     daemonset = _of(manifests, "DaemonSet")[LABELLER]
     [container] = daemonset["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["python3", "/opt/aksgpu/node_topology.py"]

@@ -20,9 +20,8 @@ from aksgpu.cli.app import app
 from aksgpu.plan import review as review_module
 from aksgpu.plan import workers as workers_module
 from aksgpu.plan.workers import WORKERS_VARIABLE, worker_count
-from tests.helpers import REPO, copy_project
+from tests.helpers import FLEET_EXAMPLE, copy_project
 
-FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 COMMANDS = [["validate"], ["validate", "--json"], ["ci", "summary"], ["plan", "training"],
             ["plan", "training", "--json"]]
 

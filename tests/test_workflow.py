@@ -197,7 +197,8 @@ def test_stack_file_records_its_provider(project: Path) -> None:
 
 def test_a_stack_file_outside_stacks_is_refused(project: Path) -> None:
     shutil.copy(project / "stacks" / "Pulumi.dev.yaml", project / "Pulumi.loose.yaml")
-    with pytest.raises(UserError, match=r"is not in stacks/, where Pulumi reads stack files"):
+    with pytest.raises(UserError, match=r"^STACK argument = \"Pulumi.loose.yaml\": not in stacks/, where Pulumi "
+                                        r"reads stack files .* Fix: move it there, or pass the environment name"):
         target_for(resolve_stack("Pulumi.loose.yaml"), backend_flag=None, secrets_provider_flag=None, env={})
 
 
@@ -538,8 +539,8 @@ def test_bootstrap_rejects_bad_names(app: typer.Typer) -> None:
                                  "St-Pulumi", "--container", "Pulumi_State", "--key-vault", "1vault"])
     assert result.exit_code == 2
     for option in ("--resource-group", "--location", "--storage-account", "--container", "--key-vault"):
-        assert f"  - {option} " in result.output, option
-    assert "5 names break Azure's rules" in result.output and "  - --key " not in result.output
+        assert f"  - {option} = " in result.output, option
+    assert "the command line has 5 problems" in result.output and "  - --key " not in result.output
     assert "3-24 lowercase letters and digits" in result.output and "Traceback" not in result.output
 
 

@@ -5,12 +5,15 @@
 
 The derived files:
 - docs/reference/*.md, the generated reference pages (tools/docs_reference.py);
+- aksgpu/cli/short_help_table.py, the table `aksgpu --help` prints without Typer (tools/short_help_table.py,
+  from the Typer app: after a change to a command's help or to the commands);
 - each example's stacks/environments.schema.json (`aksgpu schema environments`);
 - each example's rendered stacks, stacks/Pulumi.<env>.yaml (`aksgpu render`).
 
 The schemas and stacks come from the aksgpu command line, run as a subprocess (the venv's
 `aksgpu` script beside this Python), so this file depends on no internal import path; the
-reference pages import aksgpu's internals in tools/docs_reference.py only.
+reference pages and the help table import aksgpu's internals in tools/docs_reference.py and
+tools/short_help_table.py only.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = [REPO / "examples" / "gpu-clusters", REPO / "examples" / "gpu-fleet"]
@@ -50,12 +54,22 @@ def _reference_pages() -> dict[Path, str]:
     return docs_reference.pages()
 
 
+def _help_table() -> Any:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import short_help_table
+
+    return short_help_table
+
+
 def check() -> list[str]:
     """Each stale derived file, with why; writes nothing."""
     stale: list[str] = []
     for path, text in _reference_pages().items():
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             stale.append(f"{_relative(path)}: differs from what tools/docs_reference.py generates")
+    table = _help_table()
+    if table.stale():
+        stale.append(f"{_relative(table.TABLE)}: differs from what tools/short_help_table.py generates from the app")
     for example in EXAMPLES:
         result = _run(["schema", "environments"], example)
         if result.returncode != 0:
@@ -79,6 +93,9 @@ def regenerate() -> list[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             print(f"{_relative(path)}: updated")
+    table = _help_table()
+    if table.write():
+        print(f"{_relative(table.TABLE)}: updated")
     for example in EXAMPLES:
         for args in (["schema", "environments", "-o", str(SCHEMA)], ["render"]):
             result = _run(args, example)

@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 
 API_VERSION = "7.1"
 MARKER_LINE = re.compile(r"^<!-- aksgpu:[a-z0-9:._-]+ -->$")
@@ -41,8 +41,9 @@ def post_or_update(body: str, env: Mapping[str, str], send: Send | None = None) 
                         "from the pipeline's pull-request build, with env: SYSTEM_ACCESSTOKEN: $(System.AccessToken).")
     marker = body.split("\n", 1)[0].strip()
     if not MARKER_LINE.fullmatch(marker):
-        raise UserError('the comment must start with an aksgpu marker line such as "<!-- aksgpu:plan-summary -->". '
-                        "Fix: pass a file made by `aksgpu ci summary`, or start it with such a line.")
+        raise UserError(problems=[Problem("FILE argument", marker, 'the first line must be an aksgpu marker line '
+                                          'such as "<!-- aksgpu:plan-summary -->"', "pass a file made by "
+                                          "`aksgpu ci summary`, or start it with such a line")])
     if len(body) > MAX_CHARACTERS:
         body = body[:MAX_CHARACTERS] + "\n\n_(cut here: the full text is in the pipeline run)_\n"
     send = send or _sender(env["SYSTEM_ACCESSTOKEN"])
@@ -71,7 +72,8 @@ def _sender(token: str) -> Send:
         except urllib.error.HTTPError as error:
             hint = (" Fix: allow the build service to contribute to pull requests (Project settings > Repositories "
                     "> Security: 'Contribute to pull requests' for the project's Build Service)."
-                    if error.code in (401, 403) else "")
+                    if error.code in (401, 403) else
+                    " Fix: run the job again; if it fails the same way, check that the pull request is still open.")
             raise UserError(f"Azure DevOps answered {error.code} to {method} {url.split('?')[0]}.{hint}") from None
         except urllib.error.URLError as error:
             raise UserError(f"cannot reach Azure DevOps ({error.reason}). Fix: check the agent's network.") from None

@@ -167,7 +167,8 @@ def resolve_source(value: str | None, version: str) -> InstallSource:
     try:
         return parse_source(found, version)
     except UserError as error:  # the wheel it was installed from is gone, say
-        raise UserError(f"{error} (the default {OPTION}: where this aksgpu was installed from)") from None
+        raise UserError(f"{error} (the default {OPTION}: where this aksgpu was installed from)",
+                        problems=error.problems, source=error.source) from None
 
 
 def vendor_wheel(source: InstallSource, project: Path) -> Path | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.workflow.az_steps import CONTAINER_NAME, KEY_NAME, STORAGE_ACCOUNT_NAME, key_vault_name_rule
 
 GITHUB_OIDC_ISSUER = "https://token.actions.githubusercontent.com"
@@ -57,25 +57,25 @@ def deploy_client_variable(environment: str) -> str:
     return GITHUB_VARIABLES["deploy_client"].format(ENV=variable_suffix(environment))
 
 
-def input_problems(repo: str, branch: str, subscription: str | None) -> list[str]:
+def input_problems(repo: str, branch: str, subscription: str | None) -> list[Problem]:
     """Each option that cannot be right, with the rule and a fix."""
     problems = []
     owner, _, name = repo.partition("/")
     if repo.startswith(("https://", "http://", "git@")) or "github.com" in repo:
-        problems.append(f'--repo "{repo}" must be OWNER/REPO, not a URL. Fix: e.g. --repo contoso/gpu-infra.')
+        problems.append(Problem("--repo", repo, "must be OWNER/REPO, not a URL", "e.g. --repo contoso/gpu-infra"))
     elif not (_OWNER.fullmatch(owner) and _REPO_NAME.fullmatch(name) and name not in (".", "..")
               and not name.endswith(".git")):
-        problems.append(f'--repo "{repo}" must be OWNER/REPO as GitHub spells it: the owner 1-39 letters, digits '
-                        "and single hyphens, the repository 1-100 letters, digits, '.', '-' or '_' (no .git). The "
-                        "OIDC subject is compared exactly. Fix: e.g. --repo contoso/gpu-infra.")
+        problems.append(Problem("--repo", repo, "must be OWNER/REPO as GitHub spells it: the owner 1-39 letters, "
+                                "digits and single hyphens, the repository 1-100 letters, digits, '.', '-' or '_' "
+                                "(no .git); the OIDC subject is compared exactly", "e.g. --repo contoso/gpu-infra"))
     if branch.startswith("refs/") or not _BRANCH.fullmatch(branch):
-        problems.append(f'--branch "{branch}" must be a branch name (letters, digits, ".", "_", "-", "/"; not a '
-                        "ref like refs/heads/main). Fix: e.g. --branch main.")
+        problems.append(Problem("--branch", branch, 'must be a branch name (letters, digits, ".", "_", "-", "/"; '
+                                "not a ref like refs/heads/main)", "e.g. --branch main"))
     if subscription is not None and not _GUID.fullmatch(subscription):
-        problems.append(f'--subscription "{subscription}" must be a subscription ID (a GUID; '
-                        "`az account list --output table` lists yours). Fix: e.g. "
-                        "--subscription 00000000-0000-0000-0000-000000000000, or leave it out to use the Azure "
-                        "CLI's current subscription.")
+        problems.append(Problem("--subscription", subscription, "must be a subscription ID (a GUID; "
+                                "`az account list --output table` lists yours)", "e.g. --subscription "
+                                "00000000-0000-0000-0000-000000000000, or leave it out to use the Azure CLI's "
+                                "current subscription"))
     return problems
 
 
@@ -173,13 +173,15 @@ def parse_azblob_backend(url: str) -> tuple[str, str]:
     container = parts.netloc
     accounts = parse_qs(parts.query).get("storage_account", [])
     if not accounts:
-        raise UserError(f'backend "{url}" does not name its storage account, and CI has only the URL to go on. Fix: '
-                        "write it as azblob://<container>?storage_account=<account> in stacks/environments.yaml.")
+        raise UserError(problems=[Problem("backend", url, "does not name its storage account, and CI has only the "
+                                          "URL to go on", "write it as azblob://<container>?storage_account=<account>",
+                                          source="stacks/environments.yaml")])
     account = accounts[0]
     if not CONTAINER_NAME.fullmatch(container) or not STORAGE_ACCOUNT_NAME.fullmatch(account):
-        raise UserError(f'backend "{url}" is not azblob://<container>?storage_account=<account> with a valid '
-                        "container (3-63 lowercase letters, digits and single hyphens) and account (3-24 lowercase "
-                        "letters and digits). Fix: correct it in stacks/environments.yaml.")
+        raise UserError(problems=[Problem("backend", url, "must be azblob://<container>?storage_account=<account> "
+                                          "with a valid container (3-63 lowercase letters, digits and single "
+                                          "hyphens) and account (3-24 lowercase letters and digits)",
+                                          "correct it in stacks/environments.yaml", source="stacks/environments.yaml")])
     return container, account
 
 
@@ -191,8 +193,9 @@ def parse_key_vault_provider(url: str) -> tuple[str, str]:
     path = [part for part in parts.path.split("/") if part]
     if not (suffix.startswith("vault.") and key_vault_name_rule().fullmatch(vault) and len(path) in (2, 3)
             and path[0] == "keys" and KEY_NAME.fullmatch(path[1])):
-        raise UserError(f'secrets provider "{url}" is not azurekeyvault://<vault>.vault.azure.net/keys/<key>. Fix: '
-                        "correct it in stacks/environments.yaml (`aksgpu backend bootstrap` prints the right line).")
+        raise UserError(problems=[Problem("secretsProvider", url, "must be azurekeyvault://<vault>.vault.azure.net/"
+                                          "keys/<key>", "correct it in stacks/environments.yaml (`aksgpu backend "
+                                          "bootstrap` prints the right line)", source="stacks/environments.yaml")])
     return vault, path[1]
 
 
@@ -245,9 +248,10 @@ def oidc_settings(environment: str, repo: str, branch: str, subscription: str | 
     clashes = [name for name in environments.names
                if name != environment and variable_suffix(name) == variable_suffix(environment)]
     if clashes:
-        raise UserError(f"environments {environment} and {clashes[0]} would share the GitHub variable "
-                        f"{plan_client_variable(environment)} (variable names are upper case, with '_' for other "
-                        "characters). Fix: rename one of them in stacks/environments.yaml.")
+        raise UserError(problems=[Problem(
+            f"environments.{environment}", environment, f"it and environment {clashes[0]} would share the GitHub "
+            f"variable {plan_client_variable(environment)} (variable names are upper case, with '_' for other "
+            "characters)", "rename one of them", source="stacks/environments.yaml")])
     path = stack_path(environments, environment)
     document = load_yaml(path) if path.is_file() else None
     target = resolve_target(environment, environments.project_dir, path, env={},
@@ -255,11 +259,12 @@ def oidc_settings(environment: str, repo: str, branch: str, subscription: str | 
                             environment_secrets_provider=settings.secrets_provider,
                             recorded_provider=recorded_secrets_provider(document if isinstance(document, dict) else {}))
     if target.backend_kind == "file":
-        raise UserError(f"environment {environment} keeps its Pulumi state in a local folder ({target.backend_url}, "
-                        f"{target.backend_source}), and a CI runner loses its disk when the job ends: CI needs a "
-                        "shared backend. Fix: create one with `aksgpu backend bootstrap`, put the backend: and "
-                        "secretsProvider: lines it prints under defaults: (or this environment) in "
-                        f"stacks/environments.yaml, and run `aksgpu ci oidc {environment}` again.")
+        raise UserError(problems=[Problem(
+            "backend", target.backend_url, f"environment {environment} keeps its Pulumi state in a local folder, and "
+            "a CI runner loses its disk when the job ends: CI needs a shared backend",
+            "create one with `aksgpu backend bootstrap`, put the backend: and secretsProvider: lines it prints under "
+            f"defaults: (or this environment) in stacks/environments.yaml, and run `aksgpu ci oidc {environment}` "
+            "again", source=f"from {target.backend_source}")])
     container = account = vault = key = None
     if target.backend_kind == "azblob":
         container, account = parse_azblob_backend(target.backend_url)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aksgpu.ci.tools import kube_install_script, pulumi_install_script, uses
-from aksgpu.errors import UserError
+from aksgpu.errors import MISSING, Problem, UserError
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates" / "ci"
 # Files whose change can change every environment's preview (the program and its dependencies);
@@ -109,8 +109,9 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
 
     environments = load_environments(project_dir)
     if not environments.names:
-        raise UserError(f"{environments.relative_path} has no environments, so there is nothing for CI to check. "
-                        "Fix: add one with `aksgpu init dev --preset dev`.")
+        raise UserError(problems=[Problem("environments", MISSING, "the file has no environments, so there is "
+                                          "nothing for CI to check", "add one with `aksgpu init dev --preset dev`",
+                                          source=environments.relative_path)])
     found = []
     for name in environments.names:
         environment = environments.get(name)
@@ -127,7 +128,8 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
                 continue
             protected = effective_environment(environments, name).spec.protect
         except SpecError as error:
-            raise UserError(f"environment {name} is not valid, so CI cannot be rendered for it:\n{error}") from None
+            raise UserError(f"environment {name} is not valid, so CI cannot be rendered for it:\n{error}",
+                            problems=error.problems, source=error.source) from None
         found.append(CiEnvironment(name, environment.backend, kind, environment.secrets_provider, protected))
     ordered = [env for env in found if not env.protected] + [env for env in found if env.protected]
     policy = project_dir / "policy"
@@ -137,9 +139,9 @@ def ci_settings(project_dir: Path, branch: str = "main", python_version: str = P
         try:
             directory = project_dir.resolve().relative_to(root.resolve()).as_posix()
         except ValueError:
-            raise UserError(f"the project folder {project_dir} is not inside {root}, the repository root the "
-                            "workflows go under. Fix: name the root of the repository that holds the project "
-                            "(--output-dir).") from None
+            raise UserError(problems=[Problem("--output-dir", str(root), f"the project folder {project_dir} is not "
+                                              "inside it, and the workflows go under the repository root",
+                                              "name the root of the repository that holds the project")]) from None
     return CiSettings(ordered, branch, python_version,
                       "policy" if (policy / "PulumiPolicy.yaml").is_file() else None, dependency_file,
                       "" if directory == "." else directory)

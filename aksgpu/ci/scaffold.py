@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.project.files import write_text_atomically
 
 if TYPE_CHECKING:
@@ -65,10 +65,12 @@ def new_project(directory: Path, first: InitRequest, source: InstallSource | Non
 
     try:
         if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-            raise UserError(f"{directory} is not an empty folder, and `aksgpu new` never replaces what is there. "
-                            "Fix: name a new or empty folder (or use `aksgpu init` inside an existing project).")
+            raise UserError(problems=[Problem("DIRECTORY argument", str(directory), "not an empty folder, and "
+                                              "`aksgpu new` never replaces what is there", "name a new or empty folder "
+                                              "(or use `aksgpu init` inside an existing project)")])
     except OSError as error:
-        raise UserError(f"cannot read {directory}: {error.strerror}. Fix: name a folder you can write to.") from None
+        raise UserError(problems=[Problem("DIRECTORY argument", str(directory), f"cannot read it: {error.strerror}",
+                                          "name a folder you can write to")]) from None
     try:
         aksgpu_version = version("aksgpu")
     except PackageNotFoundError:
@@ -106,7 +108,8 @@ def new_project(directory: Path, first: InitRequest, source: InstallSource | Non
             os.replace(staging, directory)
             staging = None
     except OSError as error:
-        raise UserError(f"cannot write {directory}: {error.strerror}. Fix: name a folder you can write to.") from None
+        raise UserError(problems=[Problem("DIRECTORY argument", str(directory), f"cannot write it: {error.strerror}",
+                                          "name a folder you can write to")]) from None
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

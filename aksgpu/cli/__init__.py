@@ -3,7 +3,7 @@ package of its concern and prints the result; no module here holds domain logic 
 
 - app.py: the Typer app, wiring each concern's commands together, and nothing else.
 - entry.py, short_help.py: the console script, which answers `--version` and `--help` alone without
-  Typer (the help from a table that tests/test_cli_short_help.py holds to the app).
+  Typer (the help from short_help_table.py, which tools/regenerate.py derives from the app).
 - arguments.py, console.py: what every command shares (options with completion, how errors and
   status lines print). The error type and exit codes are aksgpu/errors.py.
 - environments/: `validate`, `render`, `init`, `new`, `diff`, `schema`, `presets` (aksgpu.environments,
@@ -14,4 +14,6 @@ package of its concern and prints the result; no module here holds domain logic 
 - ci/: `ci ...` (aksgpu.ci).
 - preflight/: `vm-sizes`, `cost`, `prices refresh` (aksgpu.preflight, aksgpu.catalog).
 - policy/: `policy list`, `policy show` (aksgpu.policy).
+- capacity/: `verdict-history query`, `verdict-history import` (aksgpu.preflight.verdict_history).
+- promotion/: `promote` (aksgpu.promotion).
 """

@@ -155,8 +155,10 @@ CONCERNS: dict[str, tuple[str, ...]] = {
     "environments": ("validate", "render", "init", "new", "diff", "schema", "presets"),
     "workflow": ("preview", "up", "destroy", "refresh", "outputs", "kubeconfig", "backend"),
     "preflight": ("cost", "vm-sizes", "prices"),
+    "promotion": ("promote",),
     "ci": ("ci",),
     "policy": ("policy",),
+    "capacity": ("verdict-history",),
 }
 
 
@@ -182,10 +184,18 @@ def _add(group: typer.Typer, concern: str) -> None:
         from aksgpu.cli.ci import commands as ci_commands
 
         group.add_typer(ci_commands.ci_app, name="ci")
+    elif concern == "promotion":
+        from aksgpu.cli.promotion import commands as promotion_commands
+
+        promotion_commands.register(group)
     elif concern == "policy":
         from aksgpu.cli.policy import commands as policy_commands
 
         group.add_typer(policy_commands.policy_app, name="policy")
+    elif concern == "capacity":
+        from aksgpu.cli.capacity import commands as capacity_commands
+
+        group.add_typer(capacity_commands.history_app, name="verdict-history")
 
 
 def app_with(concerns: Iterable[str] = CONCERNS) -> typer.Typer:

@@ -3,8 +3,10 @@ group's help, options and commands (each command's first help paragraph, in the 
 laid out as click lays it out (its HelpFormatter and make_default_short_help, click 8.x
 src/click/formatting.py and src/click/utils.py, as vendored in typer._click; checked 2026-11-27).
 
-tests/test_cli_short_help.py holds the table to the real app: the same help, options and commands,
-and the same text at several terminal widths. Only the standard library is imported here.
+The table is short_help_table.py, a derived file that tools/regenerate.py writes from the Typer app
+(`tools/regenerate.py --check` fails while it is stale). tests/test_cli_short_help.py holds it to the
+real app: the same help, options and commands, and the same text at several terminal widths. Only
+the standard library is imported here.
 """
 
 from __future__ import annotations
@@ -12,42 +14,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 
-GROUP_HELP = ("AKS GPU clusters from one validated spec: presets and environments, rendered Pulumi stacks, "
-              "an offline plan, and the real `pulumi up`.")
-USAGE = "[OPTIONS] COMMAND [ARGS]..."
-OPTIONS = (
-    ("--version", "Print aksgpu's version and exit."),
-    ("-q, --quiet", "Print no status lines or spinners on stderr; errors still print."),
-    ("--install-completion", "Install completion for the current shell."),
-    ("--show-completion", "Show completion for the current shell, to copy it or customize the installation."),
-    ("-h, --help", "Show this message and exit."),
-)
-COMMANDS = (
-    ("plan", "Show every resource `pulumi up` would create for a stack, offline."),
-    ("validate", "Check environments and stack files against every spec rule and aksgpu's security policies, "
-                 "and print all problems at once."),
-    ("render", "Render stacks/Pulumi.<env>.yaml from stacks/environments.yaml through templates/."),
-    ("init", "Add an environment to stacks/environments.yaml (creating it if needed) and render its stack."),
-    ("new", "Start your own infrastructure repository: a Pulumi project that uses aksgpu, a first environment "
-            "and its CI."),
-    ("diff", "Show how two environments' effective specs differ, field by field."),
-    ("schema", "Print the JSON Schema of the cluster spec or of environments.yaml, for editors and CI."),
-    ("preview", "Show what `aksgpu up` would change in Azure (pulumi preview through the Automation API)."),
-    ("up", "Create or update the stack's resources in Azure (pulumi up through the Automation API)."),
-    ("destroy", "Delete every resource of the stack (pulumi destroy through the Automation API)."),
-    ("refresh", "Bring the stack's state in line with what exists in Azure (pulumi refresh)."),
-    ("outputs", "Print the stack's outputs (cluster name and ID, OIDC issuer, registry, workspace, kubeconfig)."),
-    ("kubeconfig", "Write a kubeconfig for the cluster from the stack's kubeconfig output (Entra ID sign-in "
-                   "through kubelogin)."),
-    ("cost", "Estimate what a stack's cluster costs per hour and per month, offline."),
-    ("vm-sizes", "List the VM sizes aksgpu knows: vCPUs, memory, GPUs, local disks, where an ephemeral OS disk "
-                 "goes, InfiniBand, MIG, vCPU quota family, encryption at host and retirement."),
-    ("presets", "The presets environments start from."),
-    ("backend", "Pulumi state backends: set up a team backend on Azure."),
-    ("prices", "The price table behind cost estimates: its date, and a fresh one from Azure."),
-    ("ci", "CI for pull requests: offline checks, previews, gated deploys, drift checks."),
-    ("policy", "aksgpu's security policies: what each checks, why, and its sources."),
-)
+from aksgpu.cli.short_help_table import COMMANDS, GROUP_HELP, OPTIONS, USAGE
 
 
 def short_help(text: str, max_length: int) -> str:

@@ -12,6 +12,7 @@ from aksgpu import catalog
 from aksgpu.components.pool_profile import pool_properties
 from aksgpu.spec import ClusterSpec, ZonePool
 from aksgpu.spec.pools import gate_hold_labels
+from aksgpu.spec.promotion import promotion_labels
 
 # What AKS cannot change on an existing pool: a change must replace the pool, not be a silent
 # no-op or a failed update. One table, with its sources: catalog/replacement.yaml (its nodePools[]
@@ -45,6 +46,7 @@ class NodePools(pulumi.ComponentResource):
         super().__init__("aksgpu:index:NodePools", name, None, opts)
         spec = args.spec
         self.pools = {}
+        self.snapshots: dict[str, containerservice.Snapshot] = {}
         last_in_chain: dict[str, pulumi.Resource | None] = {}
         for node_pool in spec.node_pools:
             for zone_pool in node_pool.agent_pools():
@@ -53,7 +55,22 @@ class NodePools(pulumi.ComponentResource):
                 pool = self._agent_pool(name, args, zone_pool, previous)
                 last_in_chain[chain] = pool
                 self.pools[zone_pool.name] = pool
+            for snapshot in spec.promotion.snapshots if spec.promotion else []:
+                if snapshot.source_pool == node_pool.name:  # spec/promotion.py: the source comes first
+                    source = self.pools[node_pool.name]
+                    self.snapshots[snapshot.name] = self._snapshot(name, args, snapshot.name, source)
         self.register_outputs({"poolNames": sorted(self.pools)})
+
+    def _snapshot(self, name: str, args: NodePoolsArgs, snapshot: str,
+                  source: containerservice.AgentPool) -> containerservice.Snapshot:
+        """A node pool snapshot of `source` (Microsoft.ContainerService/snapshots 2025-09-01, the API
+        pulumi-azure-native 3.29.0 uses): the pool's node image when it is created, never changed
+        after (a new image needs a new name)."""
+        return containerservice.Snapshot(
+            f"{name}-snapshot-{snapshot}", resource_name_=snapshot, resource_group_name=args.resource_group_name,
+            location=args.spec.location, snapshot_type="NodePool",
+            creation_data={"source_resource_id": source.id}, tags=args.spec.tags or None,
+            opts=pulumi.ResourceOptions(parent=self))
 
     @staticmethod
     def _chain_key(spec: ClusterSpec, zone_pool: ZonePool) -> str:
@@ -79,6 +96,11 @@ class NodePools(pulumi.ComponentResource):
             props["capacity_reservation_group_id"] = pool.capacity_reservation_group_id
         if pool.proximity_placement_group_id:
             props["proximity_placement_group_id"] = pool.proximity_placement_group_id
+        pinned = pool.pins.node_image_snapshot if pool.pins else None
+        if pinned:
+            # Created, or upgraded in place, from the snapshot's node image (spec/promotion.py).
+            source = self.snapshots[pinned].id if pinned in self.snapshots else pinned
+            props["creation_data"] = {"source_resource_id": source}
         ignore = ["count"] if pool.autoscale else []  # the cluster autoscaler owns the count
         return containerservice.AgentPool(
             f"{name}-{zone_pool.name}",
@@ -88,7 +110,7 @@ class NodePools(pulumi.ComponentResource):
             mode="User",
             # The gate's holds come with the node (spec/pools.py HELD_OPERAND_LABELS); labels are
             # not in REPLACE_ON_CHANGES: AKS updates them in place (use-labels.md).
-            node_labels={**pool.node_labels, **gate_hold_labels(pool, spec)},
+            node_labels={**pool.node_labels, **gate_hold_labels(pool, spec), **promotion_labels(pool.name, spec)},
             node_taints=pool.node_taints or None,
             scale_down_mode=pool.scale_down_mode,
             tags=spec.tags or None,

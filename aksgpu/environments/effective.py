@@ -52,7 +52,7 @@ def effective_layers(environment: Environment, layers: list[tuple[str, Any]], wh
     merged on top, validated as a ClusterSpec; issues name the layer that set the value."""
     from aksgpu.spec import SpecError, parse_cluster_spec
 
-    preset = load_preset(environment.preset)
+    preset = load_preset(environment.preset, source=f"{what} ({environments_file})")
     issues: list[Issue] = []
     merged: dict[str, Any] = preset.spec
     for where, overrides in layers:

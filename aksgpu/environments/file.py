@@ -14,10 +14,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError, render_problems
 from aksgpu.project.files import refuse_symlink_loop
 from aksgpu.project.stackfile import find_project_dir, load_yaml, stack_config_dir
-from aksgpu.spec.base import Issue, checked, did_you_mean, issues_from_validation_error
+from aksgpu.spec.base import checked, did_you_mean, issues_from_validation_error
 from aksgpu.spec.descriptions import describe_schema_properties
 from aksgpu.spec.shared_fields import STACK_NAME, STACK_NAME_RULE
 
@@ -172,8 +172,10 @@ class EnvironmentsFile:
         if settings is None:
             known = ", ".join(self.names) or "(none yet)"
             add = f"`aksgpu init {name} --preset NAME`" if ENVIRONMENT_NAME.fullmatch(name) else "`aksgpu init`"
-            raise UserError(f'no environment "{name}" in {self.relative_path}. Fix: {did_you_mean(name, self.names)}'
-                            f"use one of: {known}, or add it with {add}.")
+            raise UserError(problems=[Problem("ENVIRONMENT argument", name,
+                                              f"no environment of that name in {self.relative_path}",
+                                              f"{did_you_mean(name, self.names)}use one of: {known}, or add it "
+                                              f"with {add}")])
         defaults = self.document.defaults
         return Environment(
             name=name,
@@ -221,25 +223,24 @@ def load_environments(project_dir: Path | None = None) -> EnvironmentsFile:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise UserError(f"{path.name} must be a YAML mapping with an environments: key. "
-                        "Fix: start from `aksgpu init dev --preset dev`.")
+        raise UserError(problems=[Problem("(top level)", raw, f"{path.name} must be a YAML mapping with an "
+                                          "environments: key", "start from `aksgpu init dev --preset dev`",
+                                          source=path.name)])
     try:
         document = EnvironmentsDocument.model_validate(raw)
     except ValidationError as error:
         issues = issues_from_validation_error(error, raw, EnvironmentsDocument)
-        raise UserError(_issues_text(path.name, issues)) from None
+        # Always as a list under the file's name, one problem too: where the problems are is part of them.
+        raise UserError(render_problems(path.name, issues), problems=issues, source=path.name) from None
     first_by_folded: dict[str, str] = {}
     for name in document.environments:
         first = first_by_folded.setdefault(name.casefold(), name)
         if first != name:
-            raise UserError(f'{path.name}: environments "{first}" and "{name}" differ only in case, and their stack '
-                            "files would be one file on macOS and Windows. Fix: rename one of them.")
+            raise UserError(problems=[Problem(f"environments.{name}", name, f'differs only in case from environment '
+                                              f'"{first}", and their stack files would be one file on macOS and '
+                                              "Windows", "rename one of them", source=path.name)])
     return EnvironmentsFile(project_dir, path, document, exists=True)
 
-
-def _issues_text(source: str, issues: list[Issue]) -> str:
-    noun = "problem" if len(issues) == 1 else "problems"
-    return "\n".join([f"{source} has {len(issues)} {noun}:", *(f"  - {issue}" for issue in issues)])
 
 def member_stack(environment: str, member: str) -> str:
     """The stack of a fleet member: "<environment>-<member>"."""

@@ -31,7 +31,7 @@ from aksgpu.environments.file import (
 from aksgpu.environments.effective import HEADER_WIDTH, EffectiveEnvironment, effective_layers, template
 from aksgpu.environments.overrides import merge
 from aksgpu.environments.stack_text import aksgpu_text, to_yaml, value_digest
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.project.generated import stamp, stamp_placeholder
 from aksgpu.spec.base import Issue, SpecError, issues_from_validation_error
 from aksgpu.spec.fleet import (
@@ -68,8 +68,10 @@ def fleet_has_no_cluster_spec(environments: EnvironmentsFile, name: str) -> User
     """The error for a command that needs one cluster's spec and was given a fleet environment."""
     stacks = [stack for stack, (environment, member) in environments.stacks().items()
               if environment == name and member not in (None, UPGRADES)]
-    return UserError(f"environment {name} is a fleet of clusters, and this command works on one cluster. Fix: name "
-                     f"one of its member stacks ({', '.join(stacks)}); `aksgpu plan {name}` shows the whole fleet.")
+    return UserError(problems=[Problem("STACK argument", name, "the environment is a fleet of clusters, and this "
+                                       "command works on one cluster",
+                                       f"name one of its member stacks ({', '.join(stacks)}); "
+                                       f"`aksgpu plan {name}` shows the whole fleet")])
 
 
 def is_fleet(environments: EnvironmentsFile, name: str) -> bool:

@@ -29,7 +29,7 @@ from aksgpu.environments.file import (
 )
 from aksgpu.environments.overrides import assignment_overrides, merge
 from aksgpu.environments.presets import load_preset
-from aksgpu.errors import Problem, UserError
+from aksgpu.errors import MISSING, Problem, UserError
 from aksgpu.project.files import locked_for_writing, read_text_if_exists, write_text_atomically
 from aksgpu.project.stackfile import find_project_dir
 
@@ -76,22 +76,23 @@ def _add_environment(request: InitRequest, project_dir: Path) -> InitOutcome:
     environments = load_environments(project_dir)
     env = request.environment
     if not ENVIRONMENT_NAME.fullmatch(env):
-        raise UserError(f'environment name "{env}" must be 1-64 letters, digits, "-", "_" or ".", starting with a '
-                        'letter or digit and not ending in "." or .yaml (it is also the Pulumi stack name and part '
-                        'of a file name). Fix: choose a name like "staging".')
+        raise UserError(problems=[Problem("ENVIRONMENT argument", env, 'an environment name is 1-64 letters, digits, '
+                                          '"-", "_" or ".", starting with a letter or digit and not ending in "." '
+                                          "or .yaml (it is also the Pulumi stack name and part of a file name)",
+                                          'choose a name like "staging"')])
     stacks = environments.stacks()
     fleet_stack = next((name for name in stacks if name.casefold() == env.casefold() and stacks[name][1]), None)
     if fleet_stack is not None:
         fleet, member = stacks[fleet_stack]
-        raise UserError(f'"{env}" is the stack of fleet environment {fleet} '
-                        f"({'its upgrades' if member == UPGRADES else f'member {member}'}"
-                        f"), and init would replace its stack file. Fix: choose another name.")
+        raise UserError(problems=[Problem("ENVIRONMENT argument", env, f"the stack of fleet environment {fleet} "
+                                          f"({'its upgrades' if member == UPGRADES else f'member {member}'}), and "
+                                          "init would replace its stack file", "choose another name")])
     existing = next((name for name in environments.names if name.casefold() == env.casefold()), None)
     if existing is not None:
         same = "already exists" if existing == env else f'differs only in case from "{existing}", which exists'
-        raise UserError(f'environment "{env}" {same} in {environments.relative_path}. '
-                        "Fix: edit it there and run `aksgpu render`, or choose another name.")
-    load_preset(request.preset)  # an unknown preset fails here, with the known ones listed
+        raise UserError(problems=[Problem("ENVIRONMENT argument", env, f"{same} in {environments.relative_path}",
+                                          "edit it there and run `aksgpu render`, or choose another name")])
+    load_preset(request.preset, "--preset")  # an unknown preset fails here, with the known ones listed
     if request.admin_groups_in_defaults and request.admin_groups and not environments.exists:
         access = {"access": {"aad": {"adminGroupObjectIds": list(request.admin_groups)}}}
         environments = EnvironmentsFile(environments.project_dir, environments.path, EnvironmentsDocument(
@@ -141,13 +142,14 @@ def _overrides(request: InitRequest, environments: EnvironmentsFile) -> dict[str
         "name": cluster_name,
         "resourceGroup": {"name": request.resource_group or f"rg-{cluster_name}"},
     }
-    preset = load_preset(request.preset)
+    preset = load_preset(request.preset, "--preset")
     has_location = "location" in merge(preset.spec, environments.document.defaults.overrides)
     if request.location:
         overrides["location"] = request.location
     elif not has_location:
-        raise UserError("--location is required: neither the preset nor defaults.overrides in "
-                        f"{environments.relative_path} sets one. Fix: pass --location eastus2 (or your region).")
+        raise UserError(problems=[Problem("--location", MISSING, "required: neither the preset nor "
+                                          f"defaults.overrides in {environments.relative_path} sets one",
+                                          "pass --location eastus2 (or your region)")])
     if request.admin_groups:
         overrides["access"] = {"aad": {"adminGroupObjectIds": list(request.admin_groups)}}
     base = merge(merge(preset.spec, environments.document.defaults.overrides), overrides)

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from aksgpu.environments.file import REMOVE_KEY
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.spec.base import Issue, did_you_mean, fields_by_alias
 
 # --- merging ---------------------------------------------------------------------------------
@@ -275,13 +275,15 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
     path_text, sep, value_text = text.partition("=")
     segments = path_text.strip().split(".")
     if not sep or not all(segments):
-        raise UserError(f'--set {text}: must be PATH=VALUE with a dotted path. '
-                        'Fix: write it like --set controlPlane.tier=Premium or --set nodePools.gpu.maxCount=8.')
+        raise UserError(problems=[Problem("--set", text, "must be PATH=VALUE with a dotted path",
+                                          "write it like --set controlPlane.tier=Premium or "
+                                          "--set nodePools.gpu.maxCount=8")])
     try:
         value = parse_yaml(value_text) if value_text.strip() else ""
     except YamlProblem as problem:
-        raise UserError(f"--set {text}: the value is not valid YAML: {problem.rule}. "
-                        f"Fix: {problem.fix} (a text value in quotes: --set 'tags.team=\"ml\"').") from None
+        raise UserError(problems=[Problem(
+            "--set", text, f"the value is not valid YAML: {problem.rule}",
+            f"{problem.fix} (a text value in quotes: --set 'tags.team=\"ml\"')")]) from None
     return segments, value
 
 
@@ -308,15 +310,15 @@ def assignment_overrides(assignments: list[str], base: dict[str, Any] | None = N
             info = fields.get(key) if model else None
             if model is not None and info is None:
                 prefix = ".".join(segments[:index]) or "(top level)"
-                raise UserError(f'--set {text}: "{key}" is not a field at {prefix}. '
-                                f"Fix: {did_you_mean(key, fields)}use one of: {', '.join(fields)}.")
+                raise UserError(problems=[Problem("--set", text, f'"{key}" is not a field at {prefix}',
+                                                  f"{did_you_mean(key, fields)}use one of: {', '.join(fields)}")])
             inner = _model_in(info.annotation) if info is not None else None
             item_key = next((k for k in LIST_ITEM_KEYS if inner is not None and k in inner.model_fields), None)
             is_named_list = item_key is not None and _annotation_is_list(info)
             if last:
                 if key in node:
-                    raise UserError(f"--set {text}: {'.'.join(segments)} is already set by an earlier --set. "
-                                    "Fix: set it once.")
+                    raise UserError(problems=[Problem("--set", text, f"{'.'.join(segments)} is already set by an "
+                                                      "earlier --set", "set it once")])
                 node[key] = value
                 break
             if is_named_list:
@@ -325,9 +327,10 @@ def assignment_overrides(assignments: list[str], base: dict[str, Any] | None = N
                     base_items = base_node.get(key) if isinstance(base_node, dict) else None
                     names = [i.get(item_key) for i in base_items or [] if isinstance(i, dict)]
                     if item_name not in names:
-                        raise UserError(f'--set {text}: there is no {key} item named "{item_name}" to change. '
-                                        f"Fix: {_did_you_mean(item_name, names)}; a new item needs all its "
-                                        f"fields: add it under overrides.{key} in environments.yaml.")
+                        raise UserError(problems=[Problem(
+                            "--set", text, f'there is no {key} item named "{item_name}" to change',
+                            f"{_did_you_mean(item_name, names)}; a new item needs all its fields: add it under "
+                            f"overrides.{key} in environments.yaml")])
                     base_node = next(i for i in base_items if isinstance(i, dict) and i.get(item_key) == item_name)  # type: ignore[union-attr]  # is_named_list: base_items is a list
                 items = node.setdefault(key, [])
                 item = next((i for i in items if i.get(item_key) == item_name), None)
@@ -335,13 +338,13 @@ def assignment_overrides(assignments: list[str], base: dict[str, Any] | None = N
                     item = {item_key: item_name}
                     items.append(item)
                 if index + 1 == len(segments) - 1:
-                    raise UserError(f"--set {text}: name a field of {key} item {item_name!r}. "
-                                    f"Fix: write it like --set {key}.{item_name}.maxCount=8.")
+                    raise UserError(problems=[Problem("--set", text, f"name a field of {key} item {item_name!r}",
+                                                      f"write it like --set {key}.{item_name}.maxCount=8")])
                 node, model, index = item, inner, index + 2
                 continue
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
-                raise UserError(f"--set {text}: {key} is set twice. Fix: set the whole value once.")
+                raise UserError(problems=[Problem("--set", text, f"{key} is set twice", "set the whole value once")])
             base_node = base_node.get(key) if isinstance(base_node, dict) else None
             model = inner
             index += 1

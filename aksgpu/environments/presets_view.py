@@ -26,7 +26,7 @@ def preset_rows(name: str) -> list[PresetRow]:
     from aksgpu.environments.effective import spec_config
     from aksgpu.spec import parse_cluster_spec
 
-    preset = load_preset(name)
+    preset = load_preset(name, "PRESET argument")
     spec, _ = parse_cluster_spec(merge(INIT_PLACEHOLDERS, preset.spec), source=f"preset {name}")
     preset_paths = paths_in(preset.spec)
     init_paths = paths_in(INIT_PLACEHOLDERS)

@@ -14,6 +14,7 @@ config keys) are kept from the existing file.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,7 +39,7 @@ from aksgpu.environments.global_names import (
 )
 from aksgpu.environments.replacement import RenderImpact, cluster_of, config_value, refusal, render_impact
 from aksgpu.environments.stack_text import aksgpu_text, value_digest
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.project.files import read_text_if_exists, write_text_atomically
 from aksgpu.project.generated import free_backup_path, stamp_state
 from aksgpu.project.stackfile import MAX_YAML_BYTES, load_yaml
@@ -266,8 +267,9 @@ class EnvironmentNotRendered(UserError):
     """environments.yaml cannot render the environment a stack file belongs to: the stack file
     may be out of date with what the user meant. `exit_code`: 1 spec errors, 2 unreadable file."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, exit_code: int, problems: Sequence[Problem] = (),
+                 source: str | None = None) -> None:
+        super().__init__(message, problems, source)
         self.exit_code = exit_code
 
 
@@ -307,9 +309,9 @@ def render_state(stack_file: StackFile, environments: EnvironmentsFile | None = 
             return None
         return plan_render(environments, name)
     except SpecError as error:
-        raise EnvironmentNotRendered(f"environments.yaml has errors for environment {name}:\n{error}\n{fix}", 1) \
-            from None
+        raise EnvironmentNotRendered(f"environments.yaml has errors for environment {name}:\n{error}\n{fix}", 1,
+                                     problems=error.problems, source=error.source) from None
     except EnvironmentNotRendered:
         raise
     except UserError as error:
-        raise EnvironmentNotRendered(f"{error}\n{fix}", 2) from None
+        raise EnvironmentNotRendered(f"{error}\n{fix}", 2, problems=error.problems, source=error.source) from None

@@ -8,7 +8,7 @@ from typing import Any
 
 from aksgpu.environments.file import EnvironmentsFile, load_environments
 from aksgpu.environments.global_names import GlobalName, fleet_global_names, global_names
-from aksgpu.errors import UserError
+from aksgpu.errors import MISSING, Problem, UserError
 from aksgpu.project.stackfile import StackFile, find_project_dir, resolve_stack
 from aksgpu.project.yaml_input import parse_yaml
 from aksgpu.spec import ClusterSpec
@@ -82,8 +82,10 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
     project_dir = find_project_dir((cwd or Path.cwd()).resolve())
     environments = load_environments(project_dir)
     if environments.exists and not environments.names:
-        raise UserError(f"{environments.relative_path} defines no environments. Fix: add one under environments: "
-                        "(or with `aksgpu init dev --preset dev`), or delete the file if you keep only stack files.")
+        raise UserError(problems=[Problem("environments", MISSING, "the file defines no environments",
+                                          "add one under environments: (or with `aksgpu init dev --preset dev`), or "
+                                          "delete the file if you keep only stack files",
+                                          source=environments.relative_path)])
     for target in targets:
         if target not in environments.names:
             resolve_stack(target, cwd)  # a name that is neither is bad input: UserError, exit 2

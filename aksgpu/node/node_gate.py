@@ -189,10 +189,12 @@ def verdict(api: node_api.Api, node_name: str, results: str, recheck: bool = Fal
         # the node, and a pass of the local check beside it would halve any systemic failure share.
         node_verdicts.report(api, policy, node, source, state, None,
                              "passed its check; held for the cross-node acceptance on this InfiniBand pool"
-                             if state == node_api.ACCEPTING else "", now)
+                             if state == node_api.ACCEPTING else "", now,
+                             measurements=node_verdicts.measurements(check_report))
         return state
     check, reason = failure_reason(code, check_report)
-    return node_verdicts.fail_or_hold(api, node_name, source, check, reason, annotations, policy, now, expected)
+    return node_verdicts.fail_or_hold(api, node_name, source, check, reason, annotations, policy, now, expected,
+                                      measurements=node_verdicts.measurements(check_report))
 
 
 def wait_for_driver(validations: str, timeout_seconds: float, interval: float = 5.0) -> bool:

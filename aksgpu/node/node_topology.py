@@ -1,11 +1,12 @@
 """aksgpu's node topology labeller: writes where an InfiniBand GPU node sits in Azure's fabric.
 
-This file is shipped to the cluster as a ConfigMap and run by `python3` (standard library only)
-in the DaemonSet NodeTopology declares, on every node of an InfiniBand pool that has no
-placement-group label yet. It reads the VM's placement group from the Azure Instance Metadata
-Service (IMDS, http://169.254.169.254, reachable from the host network only when AKS's IMDS
-restriction is on) and labels its own node with it. Once the label is there the DaemonSet's
-node affinity no longer matches and its pod goes away.
+This file is shipped to the cluster as a ConfigMap key, beside the gate's API client node_api.py
+(standard library only, as this file is), and run by `python3` in the DaemonSet NodeTopology
+declares, on every node of an InfiniBand pool that has no placement-group label yet. It reads the
+VM's placement group from the Azure Instance Metadata Service (IMDS, http://169.254.169.254,
+reachable from the host network only when AKS's IMDS restriction is on) and labels its own node
+with it. Once the label is there the DaemonSet's node affinity no longer matches and its pod goes
+away.
 
 Why the placement group: InfiniBand connects the VMs of one scale-set placement group and no
 further (azure-compute-docs setup-infiniband.md, "Cluster configuration options"). AKS creates
@@ -25,13 +26,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import ssl
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
+
+try:
+    from aksgpu.node import node_api
+except ImportError:  # in the cluster: sibling files of one folder (the ConfigMap's keys)
+    import node_api  # type: ignore[no-redef,import-not-found]
 
 # The label this program writes: the only key it may change (the admission policy's rule too).
 PLACEMENT_GROUP_LABEL = "aksgpu.io/placement-group"
@@ -40,9 +44,11 @@ LABEL_KEYS = (PLACEMENT_GROUP_LABEL,)
 # required; placementGroupId exists since 2017-08-01 (aksgpu/catalog/topology.yaml).
 IMDS_URL = "http://169.254.169.254/metadata/instance/compute"
 IMDS_API_VERSION = "2021-12-13"
-SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 # A Kubernetes label value: at most 63 characters, alphanumerics at both ends, "-_." inside.
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# The API client the gate uses too (node_api.py, shipped beside this file): get and merge-patch a Node
+# with the pod's service account.
+Api = node_api.Api
 
 
 class TopologyUnknown(ValueError):
@@ -78,40 +84,6 @@ def read_imds(opener: Callable[[urllib.request.Request], Any] | None = None) -> 
     return document
 
 
-class Api:
-    """Get and merge-patch one Node, with the pod's service account."""
-
-    def __init__(self, base_url: str, token: str | None, context: ssl.SSLContext | None) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.context = context
-
-    @classmethod
-    def in_cluster(cls) -> Api:
-        host = os.environ["KUBERNETES_SERVICE_HOST"]
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        with open(f"{SERVICE_ACCOUNT}/token", encoding="utf-8") as handle:
-            token = handle.read().strip()
-        return cls(f"https://{host}:{port}", token, ssl.create_default_context(cafile=f"{SERVICE_ACCOUNT}/ca.crt"))
-
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
-        request = urllib.request.Request(self.base_url + path, method=method,
-                                         data=None if body is None else json.dumps(body).encode())
-        request.add_header("Accept", "application/json")
-        if body is not None:
-            request.add_header("Content-Type", "application/merge-patch+json")
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
-            return json.loads(response.read() or b"{}")
-
-    def get_node(self, name: str) -> dict[str, Any]:
-        return self._request("GET", f"/api/v1/nodes/{name}")
-
-    def merge_patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return self._request("PATCH", f"/api/v1/nodes/{name}", patch)
-
-
 def label_patch(node: dict[str, Any], wanted: dict[str, str]) -> dict[str, Any] | None:
     """The merge patch that gives the node `wanted` (None: it has them), carrying the node's
     resourceVersion so a concurrent change makes the API server refuse it (409) instead of
@@ -124,19 +96,17 @@ def label_patch(node: dict[str, Any], wanted: dict[str, str]) -> dict[str, Any] 
 
 
 def label_node(api: Api, node_name: str, wanted: dict[str, str], attempts: int = 10) -> bool:
-    """Label the node (retried on conflict); whether anything changed."""
-    for attempt in range(attempts):
-        patch = label_patch(api.get_node(node_name), wanted)
-        if patch is None:
-            return False
-        try:
-            api.merge_patch_node(node_name, patch)
-            return True
-        except urllib.error.HTTPError as error:
-            if error.code != 409 or attempt == attempts - 1:
-                raise
-            time.sleep(min(2 ** attempt, 10) / 10)
-    raise RuntimeError("unreachable")
+    """Label the node (node_api.update_node: retried on conflict); whether anything changed."""
+    changed = False
+
+    def change(node: dict[str, Any]) -> dict[str, Any] | None:
+        nonlocal changed
+        patch = label_patch(node, wanted)
+        changed = patch is not None  # of the last try: the one that applied, or found nothing to do
+        return patch
+
+    node_api.update_node(api, node_name, change, attempts)
+    return changed
 
 
 def run(api: Api, node_name: str, read: Callable[[], dict[str, Any]] = read_imds,

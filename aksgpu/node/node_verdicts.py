@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import statistics
 import sys
 import time
 import urllib.error
@@ -25,7 +27,11 @@ except ImportError:  # in the cluster: sibling files of one folder (the ConfigMa
 
 RECORD_CONFIGMAP = "aksgpu-gpu-health-record"
 RECORD_KEY = "verdicts"  # JSON lines, newest last
-RECORD_ENTRIES = 500  # about 150 KB: well inside a ConfigMap's 1 MiB
+RECORD_ENTRIES = 500  # about 150-400 KB (entries with fingerprint and measurements): inside a ConfigMap's 1 MiB
+# A ConfigMap's data is limited to 1 MiB (k8s.io/api core/v1 types.go ConfigMap; MaxSecretSize
+# in pkg/apis/core/validation). The record keeps the newest entries within RECORD_BYTES too, so
+# unusually long entries (non-ASCII reasons escaped by json.dumps) cannot push it over.
+RECORD_BYTES = 900_000
 LOG_PREFIX = "aksgpu-gpu-health"  # every verdict's JSON log line starts with it (Container Insights keeps it)
 EVENT_SOURCE = "aksgpu-gpu-gate"
 # Where Events about a Node go. The API server accepts an Event (without eventTime) whose
@@ -46,6 +52,13 @@ class Policy:
     breaker_share: float = 0.5
     breaker_window_minutes: float = 120.0
     breaker_min_nodes: int = 3
+
+
+ZONE_LABEL = "topology.kubernetes.io/zone"  # e.g. "eastus2-1"; absent on regional pools
+# The GPU Operator (v26.7.0) puts no version of its own on a node (controllers/state_manager.go
+# labels only operand switches and nvidia.com/vgpu.host-driver-version), so the gate learns the
+# chart version from its pod's environment where aksgpu sets it.
+GPU_OPERATOR_VERSION_ENV = "AKSGPU_GPU_OPERATOR_VERSION"
 
 
 def fingerprint(node: dict[str, Any]) -> dict[str, str]:
@@ -132,6 +145,8 @@ def append_record(api: node_api.Api, namespace: str,
             return False
         new = entry(entries) if callable(entry) else entry
         lines = [json.dumps(e, sort_keys=True) for e in [*entries, new][-RECORD_ENTRIES:]]
+        while len(lines) > 1 and sum(len(line.encode()) + 1 for line in lines) > RECORD_BYTES:
+            lines.pop(0)
         # The object as read (its resourceVersion, labels and annotations kept), with the new data.
         body = {**configmap, "data": {**(configmap.get("data") or {}), RECORD_KEY: "\n".join(lines) + "\n"}}
         try:
@@ -149,10 +164,11 @@ def append_record(api: node_api.Api, namespace: str,
 
 
 def report(api: node_api.Api, policy: Policy, node: dict[str, Any], source: str, outcome: str, check: str | None,
-           reason: str, now: datetime.datetime | None = None, record: bool = True) -> dict[str, Any]:
+           reason: str, now: datetime.datetime | None = None, record: bool = True,
+           measurements: dict[str, float] | None = None) -> dict[str, Any]:
     """Leave the three traces of a verdict: the log line, the Event and (unless `record` is off:
     already recorded, or not a verdict) the record entry."""
-    entry = verdict_entry(node, source, outcome, check, reason, now)
+    entry = verdict_entry(node, source, outcome, check, reason, now, measurements)
     log_verdict(entry)
     kind = "Normal" if outcome in ("passed", "released", node_api.ACCEPTING) else "Warning"
     event_reason = {"passed": "GpuCheckPassed", node_api.ACCEPTING: "GpuCheckPassed", "failed": "GpuCheckFailed",
@@ -167,11 +183,59 @@ def report(api: node_api.Api, policy: Policy, node: dict[str, Any], source: str,
 
 
 def verdict_entry(node: dict[str, Any], source: str, outcome: str, check: str | None, reason: str,
-                  now: datetime.datetime | None = None) -> dict[str, Any]:
+                  now: datetime.datetime | None = None,
+                  measurements: dict[str, float] | None = None) -> dict[str, Any]:
+    """One verdict as the log line, the record and `aksgpu promote` read it (the contract of
+    docs/guides/promotion.md): time, node, pool, vmSize, source, verdict, check, reason; and where
+    known zone, secondsToVerdict (gate verdicts: from the Node's creation), fingerprint (nodeImage,
+    kernel, driver, gpuOperator) and measurements (see `measurements`)."""
     labels = node_api._labels(node)
-    return {"time": node_api._stamp(node_api._now(now)), "node": node.get("metadata", {}).get("name"),
-            "pool": labels.get(node_api.AGENT_POOL_LABEL), "vmSize": labels.get("node.kubernetes.io/instance-type"),
-            "source": source, "verdict": outcome, "check": check, "reason": reason[:512]}
+    metadata = node.get("metadata", {})
+    moment = node_api._now(now)
+    entry: dict[str, Any] = {
+        "time": node_api._stamp(moment), "node": metadata.get("name"),
+        "pool": labels.get(node_api.AGENT_POOL_LABEL), "vmSize": labels.get("node.kubernetes.io/instance-type"),
+        "source": source, "verdict": outcome, "check": check, "reason": reason[:512]}
+    if labels.get(ZONE_LABEL):
+        entry["zone"] = labels[ZONE_LABEL]
+    created = node_api._timestamp(metadata.get("creationTimestamp"))
+    if source == "gate" and created is not None:
+        entry["secondsToVerdict"] = max(0, int((moment - created).total_seconds()))
+    found = fingerprint(node)
+    operator = os.environ.get(GPU_OPERATOR_VERSION_ENV)
+    if operator:
+        found["gpuOperator"] = operator
+    if found:
+        entry["fingerprint"] = found
+    if measurements:
+        entry["measurements"] = measurements
+    return entry
+
+
+def measurements(check_report: dict[str, Any]) -> dict[str, float]:
+    """What the check measured, from its JSON report (gpu_check/report.py report_json): the median
+    over the node's GPUs of the dense GEMM (TFLOPS) and of the device memory bandwidth (GB/s; the
+    check reports TB/s), and the intra-node all-reduce bus bandwidth (GB/s, nccl-tests' busbw).
+    Keys are absent where the check did not measure (level, one GPU, a failure before)."""
+    per_gpu: dict[str, list[float]] = {"gemm": [], "memory-bandwidth": []}
+    gpus = check_report.get("gpus")
+    for gpu in (gpus.values() if isinstance(gpus, dict) else []):
+        for result in (gpu.get("checks") or []) if isinstance(gpu, dict) else []:
+            value = result.get("value") if isinstance(result, dict) else None
+            if isinstance(value, (int, float)) and result.get("check") in per_gpu:
+                scale = 1000.0 if result.get("unit") == "TB/s" else 1.0
+                per_gpu[result["check"]].append(float(value) * scale)
+    found: dict[str, float] = {}
+    if per_gpu["gemm"]:
+        found["gemmTflopsMedian"] = round(statistics.median(per_gpu["gemm"]), 1)
+    if per_gpu["memory-bandwidth"]:
+        found["hbmBandwidthGbpsMedian"] = round(statistics.median(per_gpu["memory-bandwidth"]), 1)
+    node_checks = check_report.get("nodeChecks")
+    for result in node_checks if isinstance(node_checks, list) else []:
+        value = result.get("value") if isinstance(result, dict) else None
+        if isinstance(value, (int, float)) and result.get("check") == "nccl-allreduce":
+            found["ncclBusBwGbps"] = round(float(value), 1)
+    return found
 
 
 def breaker_open(entries: list[dict[str, Any]], pool: str | None, policy: Policy,
@@ -203,9 +267,10 @@ def _stale(node_name: str, source: str, outcome: str, node: dict[str, Any]) -> s
 
 def fail_or_hold(api: node_api.Api, node_name: str, source: str, check: str, reason: str, annotations: dict[str, Any],
                  policy: Policy, now: datetime.datetime,
-                 expected: Callable[[dict[str, Any]], bool] | None = None) -> str:
+                 expected: Callable[[dict[str, Any]], bool] | None = None,
+                 measurements: dict[str, float] | None = None) -> str:
     """A check failed: fail the node, unless the pool's breaker is open, then hold it; "stale" when
-    the node is no longer in the `expected` state."""
+    the node is no longer in the `expected` state. `measurements` go into the record as they are."""
     node = api.get_node(node_name)
     decision: dict[str, str] = {}
 
@@ -217,7 +282,7 @@ def fail_or_hold(api: node_api.Api, node_name: str, source: str, check: str, rea
         decision["reason"] = (f"circuit breaker open: {figures}, which points at the check's image, the driver or "
                               f"the node image rather than this node's GPUs; held, not failed. The check said: "
                               f"{reason}") if is_open else reason
-        return verdict_entry(node, source, decision["outcome"], check, decision["reason"], now)
+        return verdict_entry(node, source, decision["outcome"], check, decision["reason"], now, measurements)
 
     recorded = append_record(api, policy.namespace, decide)
     if not decision:
@@ -227,7 +292,7 @@ def fail_or_hold(api: node_api.Api, node_name: str, source: str, check: str, rea
                fail_node(api, node_name, check, why, annotations, keep=policy.keep_failed > 0, expected=expected))
     if not applied:
         return _stale(node_name, source, outcome, api.get_node(node_name))
-    report(api, policy, node, source, outcome, check, why, now, record=not recorded)
+    report(api, policy, node, source, outcome, check, why, now, record=not recorded, measurements=measurements)
     return outcome
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aksgpu.environments.file import UPGRADES
-from aksgpu.errors import UserError
+from aksgpu.errors import MISSING, Problem, UserError
 from aksgpu.plan.planner import Plan
 from aksgpu.plan.review import Review, Stacks, review
 from aksgpu.project.stackfile import StackFile
@@ -99,8 +99,9 @@ def plan_fleet(stack_file: StackFile, members: list[str] | None = None, stacks: 
     shared = stacks.plan(stack_file, stack_outputs={})
     upgrades_file = stacks.resolve(f"{stack_file.stack}-{UPGRADES}", cwd=stack_file.project_dir)
     if not upgrades_file.is_fleet_upgrades:
-        raise UserError(f"{upgrades_file.path.name} holds no {FLEET_UPGRADES_KEY}. Fix: render the fleet environment "
-                        "(`aksgpu render`).")
+        raise UserError(problems=[Problem(f"config.{FLEET_UPGRADES_KEY}", MISSING, "a fleet's upgrades stack file "
+                                          "holds its update strategy", "render the fleet environment (`aksgpu render`)",
+                                          source=upgrades_file.path.name)])
     upgrades_spec, _ = parse_fleet_upgrades_spec(upgrades_file.fleet_upgrades,
                                                  source=upgrades_file.source(FLEET_UPGRADES_KEY))
     upgrades = stacks.plan(upgrades_file, stack_outputs={stack_file.stack: shared.outputs})

@@ -1,28 +1,44 @@
-"""The preflight parts of `aksgpu plan`: the vCPU quota to request and the addresses each range
-gives at full scale (aksgpu/preflight/, spec/network.py address_plan)."""
+"""The preflight parts of `aksgpu plan`: the vCPU quota to request, the addresses each range
+gives at full scale (aksgpu/preflight/, spec/network.py address_plan), and the GPU pools' capacity
+(preflight/capacity.py, with the stack's checked-in verdict history, preflight/verdict_history.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.base import network
 from aksgpu.spec.network import AddressRange, address_plan
+from aksgpu.preflight.capacity import capacity, capacity_lines
 from aksgpu.preflight.quota import quota_needs, request_command, usage_command
+from aksgpu.preflight.verdict_history import history_path, read_history
 
 
-def preflight_document(spec: ClusterSpec) -> dict[str, Any]:
-    """The `preflight` object of `aksgpu plan --json`."""
+def _history(project_dir: Path | None, stack: str | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The stack's verdict history and its path relative to the project (None, None: there is none)."""
+    if project_dir is None or stack is None:
+        return None, None
+    history = read_history(project_dir, stack)
+    return history, None if history is None else str(history_path(project_dir, stack).relative_to(project_dir))
+
+
+def preflight_document(spec: ClusterSpec, project_dir: Path | None = None, stack: str | None = None
+                       ) -> dict[str, Any]:
+    """The `preflight` object of `aksgpu plan --json` (the capacity section reads the stack's history)."""
     needs = quota_needs(spec)
+    history, source = _history(project_dir, stack)
     return {
         "quota": [{**need.to_json(), "requestCommand": request_command(need)} for need in needs],
         "quotaUsageCommand": usage_command(needs),
         "addresses": [_range_json(found) for found in address_plan(spec)],
+        "capacity": {"history": source, "historyEntries": None if history is None else len(history),
+                     "pools": [found.document for found in capacity(spec, history)]},
     }
 
 
-def preflight_lines(spec: ClusterSpec) -> list[str]:
-    """The quota and address sections of the plan text."""
+def preflight_lines(spec: ClusterSpec, project_dir: Path | None = None, stack: str | None = None) -> list[str]:
+    """The quota, address and capacity sections of the plan text."""
     needs = quota_needs(spec)
     lines = ["", f"vCPU quota in {spec.location} (min scale / full scale with upgrade surge; request the full-scale "
              "figure before the first `pulumi up`):"]
@@ -47,7 +63,8 @@ def preflight_lines(spec: ClusterSpec) -> list[str]:
     if subnet is not None and subnet.cidr:
         lines.append(f"  subnet {subnet.name} {subnet.cidr}: the API server's (VNet integration; AKS needs a /28 "
                      "or larger, delegated to it)")
-    return lines
+    history, source = _history(project_dir, stack)
+    return lines + capacity_lines(capacity(spec, history), source)
 
 
 def _range_line(found: AddressRange) -> str:

@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.project.stackfile import StackFile, resolve_stack
-from aksgpu.stack_config import FLEET_KEY
+from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 
 
 class _Planned(Protocol):
@@ -30,12 +30,17 @@ def referenced_stack_outputs(stack_file: StackFile, project: str | None,
     stack = fleet.get("stack") if isinstance(fleet, dict) else None
     if not isinstance(stack, str) or not stack:
         return {}
+    key = f"{CLUSTER_KEY}.fleet.stack" if isinstance(cluster, dict) else f"{FLEET_UPGRADES_KEY}.stack"
     try:
         shared = resolve(stack, stack_file.project_dir)
     except UserError as error:
-        raise UserError(f"{stack_file.path.name} belongs to fleet stack {stack}, whose outputs it reads through a "
-                        f"stack reference: {error}") from None
+        inner = error.problems[0] if len(error.problems) == 1 else None
+        raise UserError(problems=[Problem(
+            key, stack, "the fleet stack whose outputs this stack reads through a stack reference: "
+            f"{inner.rule if inner else error}", "render the fleet environment (`aksgpu render`), or correct "
+            f"{key}", source=stack_file.path.name)]) from None
     if not shared.is_fleet:
-        raise UserError(f"{stack_file.path.name} belongs to fleet stack {stack}, but {shared.path.name} holds no "
-                        f"{FLEET_KEY}. Fix: render the fleet environment (`aksgpu render`).")
+        raise UserError(problems=[Problem(key, stack, f"the fleet stack this stack belongs to, but {shared.path.name} "
+                                          f"holds no {FLEET_KEY}", "render the fleet environment (`aksgpu render`)",
+                                          source=stack_file.path.name)])
     return {stack: plan_stack(shared, project, {}).outputs}

@@ -16,6 +16,9 @@ from aksgpu.plan import deploy_time
 
 CLUSTER_TYPE = "azure-native:containerservice:ManagedCluster"
 POOL_TYPE = "azure-native:containerservice:AgentPool"
+SNAPSHOT_TYPE = "azure-native:containerservice:Snapshot"
+NVIDIA_DRIVER_TYPE = "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"  # a driver pin (kubernetes/gpu_software.py)
+PROMOTION_ROLE_LABEL = "aksgpu.io/promotion-role"  # spec/promotion.py ROLE_LABEL
 # Resources whose name is unique across all of Azure (catalog/azure_names.yaml, scope global):
 # Pulumi type -> (what to call it, the input holding its Azure name).
 GLOBAL_NAMES = {
@@ -30,9 +33,39 @@ def pool_rows(plan: Plan) -> list[dict[str, Any]]:
     for cluster in plan.by_type(CLUSTER_TYPE):
         for profile in cluster.inputs.get("agentPoolProfiles", []):
             rows.append(_pool_row(profile, profile["name"]))
+    states = promotion_states(plan)
     for pool in plan.by_type(POOL_TYPE):
         rows.append(_pool_row(pool.inputs, pool.inputs["agentPoolName"]))
+        if states:
+            rows[-1]["promotion"] = states.get(pool.urn, "-")
     return rows
+
+
+def promotion_states(plan: Plan) -> dict[str, str]:
+    """Pool URN -> its promotion state, where the plan has a canary or a pin (spec/promotion.py):
+    "canary", "pinned to <snapshot>" (its creationData: a declared Snapshot it depends on, or an
+    existing snapshot's ID), "following" (a GPU pool on AKS's node images), each with ", driver <v>"
+    where an NVIDIADriver pins the pool's driver. Empty without either."""
+    snapshots = {r.urn: str(r.inputs.get("resourceName")) for r in plan.by_type(SNAPSHOT_TYPE)}
+    states: dict[str, str] = {}
+    for pool in plan.by_type(POOL_TYPE):
+        source = (pool.inputs.get("creationData") or {}).get("sourceResourceId")
+        if (pool.inputs.get("nodeLabels") or {}).get(PROMOTION_ROLE_LABEL) == "canary":
+            states[pool.urn] = "canary"
+        elif source:
+            declared = [snapshots[urn] for urn in pool.dependencies if urn in snapshots]
+            states[pool.urn] = f"pinned to {declared[0] if declared else str(source).rsplit('/', 1)[-1]}"
+    drivers = {((r.inputs.get("spec") or {}).get("nodeSelector") or {}).get(AGENT_POOL_LABEL):
+               (r.inputs.get("spec") or {}).get("version") for r in plan.by_type(NVIDIA_DRIVER_TYPE)}
+    if not states and not drivers:
+        return {}
+    for pool in plan.by_type(POOL_TYPE):
+        if pool.urn not in states and "gpuProfile" in pool.inputs:
+            states[pool.urn] = "following"
+        driver = drivers.get(pool.inputs.get("agentPoolName"))
+        if driver and pool.urn in states:
+            states[pool.urn] += f", driver {driver}"
+    return states
 
 
 def _pool_row(props: dict[str, Any], name: str) -> dict[str, Any]:
@@ -229,7 +262,9 @@ def _label(resource: PlannedResource) -> str:
 
 
 def _pool_table(pools: list[dict[str, Any]]) -> list[str]:
-    header = ["pool", "mode", "vm size", "gpus/node", "zones", "nodes", "priority", "gpu software"]
+    promotion = any("promotion" in p for p in pools)
+    header = ["pool", "mode", "vm size", "gpus/node", "zones", "nodes", "priority", "gpu software",
+              *(["promotion"] if promotion else [])]
     rows = [[
         p["name"],
         p["mode"],
@@ -239,6 +274,7 @@ def _pool_table(pools: list[dict[str, Any]]) -> list[str]:
         f"{p['minNodes']}-{p['maxNodes']}" if p["autoscale"] else str(p["maxNodes"]),
         "spot" if p["spot"] else "regular",
         ", ".join(p.get("gpuSoftware") or []) or ("none" if p["gpusPerNode"] else "-"),
+        *([p.get("promotion", "-")] if promotion else []),
     ] for p in pools]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()

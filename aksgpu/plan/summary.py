@@ -196,7 +196,7 @@ def check_environments(names: list[str] | None = None,
     from aksgpu.environments.file import load_environments
     from aksgpu.environments.render import plan_render
     from aksgpu.environments.replacement import system_pool_note
-    from aksgpu.errors import UserError
+    from aksgpu.errors import MISSING, Problem, UserError
     from aksgpu.plan.review import Stacks, review
     from aksgpu.preflight.tables import price_table
     from aksgpu.spec import SpecError, parse_cluster_spec
@@ -204,8 +204,9 @@ def check_environments(names: list[str] | None = None,
     environments = load_environments()
     environments.require(names or [])  # an unknown name is bad input (exit 2)
     if not (names or environments.names):
-        raise UserError(f"{environments.relative_path} defines no environments, so there is nothing to plan. "
-                        "Fix: add one with `aksgpu init ENV --preset NAME`.")
+        raise UserError(problems=[Problem("environments", MISSING, "the file defines no environments, so there "
+                                          "is nothing to plan", "add one with `aksgpu init ENV --preset NAME`",
+                                          source=environments.relative_path)])
     prices = price_table(environments.project_dir)
     planned = Stacks()  # a fleet's shared stack is resolved and planned once for all its members
     results = []

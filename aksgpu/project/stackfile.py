@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aksgpu.errors import UserError
+from aksgpu.errors import MISSING, Problem, UserError
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY, SPEC_KEYS
 
 
@@ -62,13 +62,14 @@ def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
     """`target` is an environment name (stacks/Pulumi.<env>.yaml) or a path to a stack file."""
     cwd = cwd or Path.cwd()
     if not target.strip() or target.strip(".") == "":
-        raise UserError(f'"{target}" names no stack. Fix: pass an environment name (e.g. dev) or a stack file '
-                        "(stacks/Pulumi.dev.yaml).")
+        raise UserError(problems=[Problem("STACK argument", target, "names no stack", "pass an environment name "
+                                          "(e.g. dev) or a stack file (stacks/Pulumi.dev.yaml)")])
     candidate = Path(target)
     if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
         path = (cwd / candidate).resolve()
         if not path.is_file():
-            raise UserError(f"stack file {target} does not exist. Fix: check the path, or pass an environment name.")
+            raise UserError(problems=[Problem("STACK argument", target, "no stack file at that path",
+                                              "check the path, or pass an environment name")])
         project_dir = find_project_dir(path.parent)
     else:
         project_dir = find_project_dir(cwd.resolve())
@@ -80,14 +81,18 @@ def resolve_stack(target: str, cwd: Path | None = None) -> StackFile:
 
             fix = (f"{did_you_mean(target, known)}use one of: {', '.join(known)}" if known else
                    "create it with `aksgpu init ENV --preset NAME`, or `aksgpu render` if environments.yaml has it")
-            raise UserError(f'no stack "{target}": {path.relative_to(project_dir)} does not exist. Fix: {fix}.')
+            raise UserError(problems=[Problem("STACK argument", target,
+                                              f"no stack of that name: {path.relative_to(project_dir)} does not exist",
+                                              fix)])
     name = path.name
     if name in ("Pulumi.yaml", "Pulumi.yml", "environments.yaml"):
         what = "the Pulumi project file" if name.startswith("Pulumi") else "the environments file"
-        raise UserError(f"{target} is {what}, not a stack file. Fix: pass an environment name or a "
-                        "stacks/Pulumi.<env>.yaml file (`aksgpu validate` with no argument checks everything).")
+        raise UserError(problems=[Problem("STACK argument", target, f"{what}, not a stack file",
+                                          "pass an environment name or a stacks/Pulumi.<env>.yaml file "
+                                          "(`aksgpu validate` with no argument checks everything)")])
     if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
-        raise UserError(f"{path.name} is not named like a stack file. Fix: name it Pulumi.<stack>.yaml.")
+        raise UserError(problems=[Problem("STACK argument", target, f"{path.name} is not named like a stack file",
+                                          "name it Pulumi.<stack>.yaml")])
     stack = name[len("Pulumi."):].rsplit(".", 1)[0]
     return StackFile(project_dir, path, stack, _read_config(path))
 
@@ -96,19 +101,23 @@ def stack_config_dir(project_dir: Path) -> str:
     """The folder of the project's stack files, relative to it (Pulumi.yaml's stackConfigDir)."""
     project = load_yaml(project_dir / "Pulumi.yaml")
     if not isinstance(project, dict):
-        raise UserError(f"{project_dir / 'Pulumi.yaml'} must be a YAML mapping (name:, runtime:, ...). "
-                        "Fix: see the Pulumi.yaml of aksgpu's repository.")
+        raise UserError(problems=[Problem("(top level)", project, "Pulumi.yaml must be a YAML mapping (name:, "
+                                          "runtime:, ...)", "see the Pulumi.yaml of aksgpu's repository",
+                                          source=str(project_dir / "Pulumi.yaml"))])
     folder = project.get("stackConfigDir", ".")
-    fix = "Fix: write stackConfigDir: stacks (or remove it to keep stack files beside Pulumi.yaml)."
+    fix = "write stackConfigDir: stacks (or remove it to keep stack files beside Pulumi.yaml)"
     if not isinstance(folder, str) or not folder.strip() or "\0" in folder:
-        raise UserError(f"Pulumi.yaml: stackConfigDir = {folder!r}: must be a folder name. {fix}")
+        raise UserError(problems=[Problem("stackConfigDir", folder, "must be a folder name", fix,
+                                          source="Pulumi.yaml")])
     resolved = (project_dir / folder).resolve()
     if Path(folder).is_absolute() or not resolved.is_relative_to(project_dir.resolve()):
-        raise UserError(f"Pulumi.yaml: stackConfigDir = {folder!r}: aksgpu keeps stack files in a folder inside "
-                        f"the project ({project_dir}), where it renders and finds them. {fix}")
+        raise UserError(problems=[Problem("stackConfigDir", folder, f"aksgpu keeps stack files in a folder inside "
+                                          f"the project ({project_dir}), where it renders and finds them", fix,
+                                          source="Pulumi.yaml")])
     if resolved.exists() and not resolved.is_dir():
-        raise UserError(f"Pulumi.yaml: stackConfigDir = {folder!r}: {resolved} is a file, not a folder. "
-                        "Fix: move the file away, or point stackConfigDir at a folder.")
+        raise UserError(problems=[Problem("stackConfigDir", folder, f"{resolved} is a file, not a folder",
+                                          "move the file away, or point stackConfigDir at a folder",
+                                          source="Pulumi.yaml")])
     return folder
 
 
@@ -117,15 +126,18 @@ def _read_config(path: Path) -> dict[str, Any]:
     if document is None:
         document = {}
     if not isinstance(document, dict):
-        raise UserError(f"{path.name}: a stack file is a YAML mapping with a config: key. Fix: render it from "
-                        "environments.yaml (`aksgpu render ENV`), or start one with `aksgpu init ENV --preset dev`.")
+        raise UserError(problems=[Problem("(top level)", document, "a stack file is a YAML mapping with a config: key",
+                                          "render it from environments.yaml (`aksgpu render ENV`), or start one "
+                                          "with `aksgpu init ENV --preset dev`", source=path.name)])
     config = document.get("config") or {}
     if not isinstance(config, dict):
-        raise UserError(f"{path.name}: config must be a mapping of keys to values. Fix: render it from "
-                        "environments.yaml (`aksgpu render ENV`).")
+        raise UserError(problems=[Problem("config", config, "must be a mapping of keys to values",
+                                          "render it from environments.yaml (`aksgpu render ENV`)",
+                                          source=path.name)])
     if not set(SPEC_KEYS) & set(config):
-        raise UserError(f"{path.name} has no {CLUSTER_KEY} in its config. Fix: render it from environments.yaml "
-                        f"(`aksgpu render ENV`), or add the cluster spec under config: {CLUSTER_KEY}:.")
+        raise UserError(problems=[Problem(f"config.{CLUSTER_KEY}", MISSING, "a stack file holds a cluster spec",
+                                          "render it from environments.yaml (`aksgpu render ENV`), or add the "
+                                          f"cluster spec under config: {CLUSTER_KEY}:", source=path.name)])
     return config
 
 

@@ -36,6 +36,7 @@ from aksgpu.spec.network import Network, Subnet, Vnet, check_network
 from aksgpu.spec.policy import PolicySettings, Waiver, check_policy
 from aksgpu.spec.pool_checks import check_pools
 from aksgpu.spec.pools import GpuSettings, NodePool, PoolBase, SpotSettings, SystemPool, ZonePool
+from aksgpu.spec.promotion import PoolPins, Promotion, Snapshot, check_promotion
 from aksgpu.spec.registry import Registry, check_registry, default_registry_name
 from aksgpu.spec.scheduling import GangScheduling, check_scheduling, spot_fallbacks
 from aksgpu.spec.security import KeyVaultSecretsProvider, Security, check_security
@@ -46,8 +47,10 @@ __all__ = [
     "Aad", "Access", "ApiServer", "Autoscaler", "ClusterSpec", "ControlPlane", "FleetMembership", "GangScheduling",
     "GpuHealth",
     "GpuSettings", "GpuSoftware", "InCluster", "Issue", "KeyVaultSecretsProvider", "LogAnalytics",
-    "MaintenanceWindow", "Monitoring", "Network", "NodePool", "PolicySettings", "PoolBase", "Registry",
-    "ResourceGroup", "Security", "SpecError", "SpotSettings", "Subnet", "SystemPool", "Team", "TeamQuota", "Vnet",
+    "MaintenanceWindow", "Monitoring", "Network", "NodePool", "PolicySettings", "PoolBase", "PoolPins", "Promotion",
+    "Registry",
+    "ResourceGroup", "Security", "Snapshot", "SpecError", "SpotSettings", "Subnet", "SystemPool", "Team", "TeamQuota",
+    "Vnet",
     "Waiver", "ZonePool", "default_registry_name", "parse_cluster_spec",
     "spot_fallbacks", "team_gpu_quota",
 ]
@@ -108,6 +111,8 @@ class ClusterSpec(SpecModel):
     """Waivers of aksgpu's security policies (`aksgpu policy list`) for this environment, each with a reason."""
     fleet: FleetMembership | None = None
     """The fleet this cluster is a member of (written by `aksgpu render` for a fleet environment's members): the FleetMember joins it to the fleet, and registry or workspaces in mode fleet come from the fleet's shared stack. None: a cluster on its own."""
+    promotion: Promotion | None = None
+    """Health-gated promotion of the GPU pools' stack: the canary pool, the rules its gate verdicts are held to (`aksgpu promote`), and the node pool snapshots pools pin. None: no canary; pools pin nothing unless nodePools[].pins says so."""
 
     @property
     def effective_dns_prefix(self) -> str:
@@ -133,7 +138,7 @@ class ClusterSpec(SpecModel):
         found: list[Issue] = []
         for check in (_check_cluster, check_derived_names, check_control_plane, check_pools, check_network,
                       check_access, check_registry, check_monitoring, check_in_cluster, check_gpu_health,
-                      check_scheduling, check_security, check_policy):
+                      check_scheduling, check_security, check_policy, check_promotion):
             found.extend(check(self))
         return found
 

@@ -13,6 +13,7 @@ from aksgpu import catalog
 from aksgpu.catalog.vm import VmSize
 from aksgpu.spec.base import Issue, did_you_mean, surge_nodes
 from aksgpu.spec.gpu_pool_checks import check_gpu, check_grace_blackwell
+from aksgpu.spec.reservation_checks import check_reservation
 from aksgpu.spec.resource_ids import check_id
 from aksgpu.spec.pools import (
     DEFAULT_EPHEMERAL_OS_DISK_GIB, DNS_SUBDOMAIN, LABEL_NAME, LABEL_VALUE, POOL_KIND_LABEL,
@@ -326,6 +327,7 @@ def _check_placement(pool: NodePool, path: str, spec: ClusterSpec) -> Iterator[I
                     f"grant it before `pulumi up`: az role assignment create --role Contributor --assignee-object-id "
                     f"<principal id of {spec.name}-control-plane> --assignee-principal-type ServicePrincipal --scope "
                     f"/subscriptions/<id>/resourceGroups/{group}", "warning")
+    yield from check_reservation(pool, path)
     if pool.proximity_placement_group_id is not None and len(pool.zones) > 1:
         # perZone pools too: each zone's AgentPool would name the same group.
         yield Issue(f"{path}.proximityPlacementGroupId", pool.proximity_placement_group_id,

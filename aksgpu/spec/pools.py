@@ -16,6 +16,7 @@ from aksgpu import catalog
 from aksgpu.catalog.vm import VmSize
 
 from aksgpu.spec.base import SpecModel, checked, surge_nodes
+from aksgpu.spec.promotion import PoolPins
 
 if TYPE_CHECKING:
     from aksgpu.spec import ClusterSpec
@@ -75,6 +76,8 @@ Surge = Annotated[
     checked(SURGE.fullmatch, "must be a whole number of nodes or a percentage", 'write "1" or "33%"'),
 ]
 Zone = Literal["1", "2", "3"]
+ReservationZone = Literal["1", "2", "3", "regional"]
+ReservedVms = Annotated[int, Field(ge=0, le=10_000)]
 OsSku = Literal["Ubuntu", "Ubuntu2204", "Ubuntu2404", "AzureLinux", "AzureLinux3"]
 
 
@@ -290,10 +293,14 @@ class NodePool(PoolBase):
     """What happens to nodes removed on scale-down: Delete deletes the VMs; Deallocate stops them and keeps them for the next scale-up."""
     capacity_reservation_group_id: str | None = None
     """Resource ID of a capacity reservation group (with reservations for this VM size in the pool's region and zones) whose reserved VMs the pool's nodes use: on-demand GPU capacity that is there when the pool scales. On-demand pools only. The cluster's control-plane identity (<name>-control-plane) needs Contributor on the group's resource group before `pulumi up`; aksgpu does not grant it. Changing it replaces the pool."""
+    capacity_reservations: dict[ReservationZone, ReservedVms] = Field(default_factory=dict)
+    """VMs of vmSize the capacity reservation group (capacityReservationGroupId) reserves, per zone of the pool ("1", "2", "3"; "regional" for a reservation without zones), e.g. {"1": 18}: what `az capacity reservation list -g GROUP_RG --capacity-reservation-group GROUP` shows as each reservation's sku.capacity and zones. With it, `aksgpu validate` and the plan check that the group covers maxCount plus upgrade surge (upgrade.maxSurge, a percentage rounded up) in each zone (docs/guides/capacity.md). Empty: not stated, not checked."""
     proximity_placement_group_id: str | None = None
     """Resource ID of a proximity placement group, for the lowest latency between the pool's nodes (one datacenter; at most one zone). Changing it replaces the pool."""
     balloon_nodes: int = Field(default=0, ge=0, le=1000)
     """Headroom, in nodes (0-1000): that many low-priority placeholder pods ("balloons"), each holding a whole node of this pool (all its GPUs), so the autoscaler keeps the nodes up and a real job evicts a balloon and starts at once. 0: none."""
+    pins: PoolPins | None = None
+    """What this GPU pool runs, pinned: its node image (a node pool snapshot) and, on gpu.driver None pools, the driver version (docs/guides/promotion.md). None: the pool follows AKS's node images and gpuSoftware's driver."""
 
     @property
     def spot_settings(self) -> SpotSettings | None:

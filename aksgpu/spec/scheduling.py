@@ -135,7 +135,9 @@ def check_scheduling(spec: ClusterSpec) -> Iterator[Issue]:
         yield Issue("gangScheduling.enabled", True, "Kueue's queues are per team, and no team is declared",
                     "declare access.teams (each gets a ClusterQueue and a LocalQueue), or set "
                     "gangScheduling.enabled: false")
-    elif gang.enabled:
+    if spec.in_cluster.enabled and spec.access.teams:  # the teams' quotas are the in-cluster layer's
+        yield from _check_team_domains(spec, gpu_flavors(spec))
+    if gang.enabled and spec.in_cluster.enabled and spec.access.teams:
         flavors = gpu_flavors(spec)
         names = [flavor.name for flavor in flavors]
         for name in sorted({n for n in names if names.count(n) > 1}):
@@ -248,10 +250,8 @@ def _check_infiniband(spec: ClusterSpec) -> Iterator[Issue]:
 
 def _check_topology(spec: ClusterSpec, flavors: list[GpuFlavor]) -> Iterator[Issue]:
     """What gangs on InfiniBand pools need of Kueue: a topology-aware flavor admits only onto nodes
-    that exist, and a team that may use several InfiniBand domains of one node shape can have a
-    multi-podset job placed across them."""
-    from aksgpu.spec.access import team_gpu_quota
-
+    that exist, and a team's queue should not mix topology-aware flavors with others (a team's quota
+    over one InfiniBand domain: _check_team_domains)."""
     if spec.gang_scheduling.topology == "on":
         for flavor in flavors:
             grows = [pool.name for pool in flavor.pools if pool.min_nodes != pool.max_nodes]
@@ -278,18 +278,32 @@ def _check_topology(spec: ClusterSpec, flavors: list[GpuFlavor]) -> Iterator[Iss
                             "(kueue v0.19.2 tas_flavorassigner.go)", "make the pools of one node shape alike "
                             "(all fixed-size for topology: auto, or topology: on or off), or annotate every job "
                             "that should use the topology-aware pools", "warning")
+
+
+def _check_team_domains(spec: ClusterSpec, flavors: list[GpuFlavor]) -> Iterator[Issue]:
+    """A team's GPU quota (access.teams[].quota.gpus: its ResourceQuota, and with gangScheduling its
+    ClusterQueues) larger than one InfiniBand domain: one scale-set placement group, at most the pool's
+    size and the group's cap (aksgpu/catalog/topology.yaml, placementGroups). Warned where the team can
+    actually use more InfiniBand GPUs of one node shape than the largest domain holds, over several
+    domains; with Kueue (podsets) and without it (the scheduler places pods one by one) alike."""
+    from aksgpu.spec.access import team_gpu_quota
+
+    for index, team in enumerate(spec.access.teams):
         shapes: dict[int, list[GpuFlavor]] = {}
         for flavor in flavors:
             if flavor.infiniband_pool is not None and flavor.team in (None, team.name):
                 shapes.setdefault(flavor.gpus_per_node, []).append(flavor)
         quota = team_gpu_quota(spec, team)
         for gpus, domains in sorted(shapes.items()):
-            if len(domains) < 2:
+            if len(domains) < 2:  # one pool past a placement group: _check_infiniband warns on the pool itself
                 continue
             sizes = {flavor.infiniband_pool: infiniband_domain_nodes(flavor.pools[0]) * gpus for flavor in domains}
             largest = max(sizes.values())
-            if min(quota, sum(sizes.values())) > largest:
-                yield Issue(f"access.teams[{index}].quota.gpus", quota,
+            if min(quota, sum(sizes.values())) <= largest:
+                continue
+            field = f"access.teams[{index}].quota.gpus"
+            if spec.gang_scheduling.enabled:
+                yield Issue(field, quota,
                             f"the team may use {len(domains)} InfiniBand domains of {gpus}-GPU nodes "
                             f"({', '.join(sorted(str(d) for d in sizes))}), the largest {largest} GPUs, and its quota "
                             f"is larger: Kueue keeps each podset in one flavor (one domain), but a job of several "
@@ -297,3 +311,12 @@ def _check_topology(spec: ClusterSpec, flavors: list[GpuFlavor]) -> Iterator[Iss
                             "does not connect", f"keep each multi-node job within {largest} GPUs, or give its "
                             "podsets one kueue.x-k8s.io/podset-group-name on topology-aware pools "
                             "(gangScheduling.topology), which places the group in one domain", "warning")
+            else:
+                yield Issue(field, quota,
+                            f"the team may use {len(domains)} InfiniBand domains of {gpus}-GPU nodes "
+                            f"({', '.join(sorted(str(d) for d in sizes))}), the largest {largest} GPUs, and its quota "
+                            "is larger; without gang scheduling the Kubernetes scheduler places each pod on its own, "
+                            "so one job's pods can land in domains that InfiniBand does not connect",
+                            f"keep each multi-node job within {largest} GPUs and pin it to one pool "
+                            "(nodeSelector kubernetes.azure.com/agentpool), or set gangScheduling.enabled: true",
+                            "warning")

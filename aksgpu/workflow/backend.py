@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.workflow.az_steps import (
     CONTAINER_NAME,
     KEY_NAME,
@@ -51,7 +51,7 @@ class BootstrapSettings:
         return f"azurekeyvault://{self.key_vault}.vault.azure.net/keys/{self.key}"
 
 
-def bootstrap_problems(settings: BootstrapSettings) -> list[str]:
+def bootstrap_problems(settings: BootstrapSettings) -> list[Problem]:
     """Each name that breaks Azure's naming rules, with the rule and a fix."""
     checks = [
         ("--resource-group", settings.resource_group, _RESOURCE_GROUP,
@@ -68,17 +68,17 @@ def bootstrap_problems(settings: BootstrapSettings) -> list[str]:
          "digit, unique across Azure", "kv-pulumi-7f3a"),
         ("--key", settings.key, KEY_NAME, "must be 1-127 letters, digits and hyphens", "pulumi-secrets"),
     ]
-    problems = [f'{option} "{value}" {rule}. Fix: e.g. {option} {example}.'
+    problems = [Problem(option, value, rule, f"e.g. {option} {example}")
                 for option, value, pattern, rule, example in checks if not pattern.fullmatch(value)]
     if settings.sku not in STORAGE_SKUS:
-        problems.append(f'--sku "{settings.sku}" must be one of {", ".join(STORAGE_SKUS)}. '
-                        "Fix: e.g. --sku Standard_ZRS.")
+        problems.append(Problem("--sku", settings.sku, f"must be one of {', '.join(STORAGE_SKUS)}",
+                                "e.g. --sku Standard_ZRS"))
     if not 1 <= settings.retention_days <= 365:
-        problems.append(f"--retention-days {settings.retention_days} must be 1-365 (Azure's soft-delete range). "
-                        "Fix: e.g. --retention-days 30.")
+        problems.append(Problem("--retention-days", settings.retention_days,
+                                "must be 1-365 (Azure's soft-delete range)", "e.g. --retention-days 30"))
     if settings.assignee is not None and not _ASSIGNEE.fullmatch(settings.assignee):
-        problems.append(f'--assignee "{settings.assignee}" must be an object ID, UPN or app ID (letters, digits and '
-                        "@ . _ - + #). Fix: e.g. --assignee ci-bot@contoso.com.")
+        problems.append(Problem("--assignee", settings.assignee, "must be an object ID, UPN or app ID (letters, "
+                                "digits and @ . _ - + #)", "e.g. --assignee ci-bot@contoso.com"))
     return problems
 
 

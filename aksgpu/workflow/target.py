@@ -154,12 +154,13 @@ def resolve_target(
         else:
             provider, provider_source = "passphrase", "default for a file backend"
     if recorded_provider and provider != recorded_provider and provider_source != f"recorded in {stack_path.name}":
-        raise UserError(f'{stack_path.name} records the secrets provider "{recorded_provider}", but {provider_source} '
-                        f'asks for "{provider}": an existing stack keeps the provider it was created with. Fix: '
-                        f"move it with `pulumi stack change-secrets-provider \"{provider}\" --stack {stack}` "
-                        f"(PULUMI_BACKEND_URL={backend_url}); or, if the stack does not exist in this backend yet, "
-                        f"delete the encryptionsalt/secretsprovider/encryptedkey lines from {stack_path.name} so it "
-                        "is created with the new provider; or drop the new setting.")
+        raise UserError(problems=[Problem(
+            "secretsProvider", provider, f'{stack_path.name} records the secrets provider "{recorded_provider}", and '
+            "an existing stack keeps the provider it was created with",
+            f"move it with `pulumi stack change-secrets-provider \"{provider}\" --stack {stack}` "
+            f"(PULUMI_BACKEND_URL={backend_url}); or, if the stack does not exist in this backend yet, "
+            f"delete the encryptionsalt/secretsprovider/encryptedkey lines from {stack_path.name} so it "
+            "is created with the new provider; or drop the new setting", source=f"from {provider_source}")])
 
     return Target(
         stack=stack,
@@ -182,9 +183,11 @@ def target_for(stack_file: StackFile, *, backend_flag: str | None, secrets_provi
 
     config_dir = (stack_file.project_dir / stack_config_dir(stack_file.project_dir)).resolve()
     if stack_file.path.parent.resolve() != config_dir:
-        raise UserError(f"{stack_file.path} is not in {config_dir.relative_to(stack_file.project_dir.resolve())}/, "
-                        "where Pulumi reads stack files (stackConfigDir in Pulumi.yaml). Fix: move it there, "
-                        f"or pass the environment name ({stack_file.stack}).")
+        raise UserError(problems=[Problem(
+            "STACK argument", str(stack_file.path.relative_to(stack_file.project_dir)),
+            f"not in {config_dir.relative_to(stack_file.project_dir.resolve())}/, where Pulumi reads stack files "
+            "(stackConfigDir in Pulumi.yaml)",
+            f"move it there, or pass the environment name ({stack_file.stack})")])
     environments = load_environments(stack_file.project_dir)
     backend = secrets_provider = None
     if environments.exists:

@@ -34,6 +34,7 @@ CRD_FILES = {
     ("resource.nvidia.com", "ComputeDomain"):
         DATA / "dra-driver-nvidia-gpu" / "crds" / "resource.nvidia.com_computedomains.yaml",
     ("mellanox.com", "NicClusterPolicy"): DATA / "network-operator" / "mellanox.com_nicclusterpolicies.yaml",
+    ("nvidia.com", "NVIDIADriver"): DATA / "gpu-operator" / "crds" / "nvidia.com_nvidiadrivers.yaml",
 }
 
 

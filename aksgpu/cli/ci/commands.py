@@ -279,8 +279,7 @@ def oidc(
     with command_errors("ci oidc", []):
         problems = input_problems(repo, branch, subscription)
         if problems:
-            raise UserError(problems[0] if len(problems) == 1 else "\n".join(
-                [f"{len(problems)} options are wrong:", *(f"  - {problem}" for problem in problems)]))
+            raise UserError(problems=problems, source="the command line")
         try:
             settings = oidc_settings(environment, repo, branch, subscription)
         except SpecError as error:

@@ -116,15 +116,20 @@ def plan(
         except UserError as error:
             fail(error)
         say(f"wrote {len(written)} manifests to {manifests}")
+    where = (stack_file.project_dir, stack_file.stack)  # the capacity section reads the stack's verdict history
+    try:
+        preflight = preflight_document(spec, *where) if as_json else preflight_lines(spec, *where)
+    except UserError as error:
+        fail(error)
     if as_json:
-        document = {**plan_document(result, warnings, reviewed.deploy_time), "preflight": preflight_document(spec),
+        document = {**plan_document(result, warnings, reviewed.deploy_time), "preflight": preflight,
                     "cost": found.json(), "policy": policy.document()}
         typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
     else:
         from aksgpu.preflight.cost_report import text_lines
 
         typer.echo(render_text(result, warnings, reviewed.deploy_time))
-        typer.echo("\n".join([*preflight_lines(spec), "", *text_lines(found), "", *policy_lines(policy)]))
+        typer.echo("\n".join([*preflight, "", *text_lines(found), "", *policy_lines(policy)]))
         if note:
             typer.echo(note, err=True)
     if policy.failed:

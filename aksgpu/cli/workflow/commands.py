@@ -22,7 +22,7 @@ import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
 from aksgpu.cli.console import fail, say
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.errors import EXIT_CHANGES, EXIT_FAILED
 from aksgpu.stack_config import CLUSTER_KEY
 from aksgpu.workflow.az_steps import AZ_MISSING
@@ -157,8 +157,9 @@ def up(
                       policy_pack=policy_pack, as_json=as_json, backend=backend, secrets_provider=secrets_provider)
             return
         if member:
-            raise UserError(f"--member picks members of a fleet, and {stack_file.path.name} is not a fleet's shared "
-                            "stack. Fix: drop --member, or pass the fleet environment's name.")
+            raise UserError(problems=[Problem("--member", member, f"picks members of a fleet, and "
+                                              f"{stack_file.path.name} is not a fleet's shared stack",
+                                              "drop --member, or pass the fleet environment's name")])
         spec = validate_spec(stack_file)
         require_rendered("up", stack_file)
         policy_packs(policy_pack)  # a folder that is not a pack is bad input, before anything runs
@@ -202,13 +203,13 @@ def destroy(
 
         refuse_a_fleet_with_members(stack_file)
         if is_protected(stack_file):
-            raise UserError(
-                f"stack {name} is protected: {target.stack_path.relative_to(target.project_dir)} sets "
-                f"{CLUSTER_KEY} protect: true, so Pulumi refuses to delete the cluster, registry, workspaces and "
-                "resource group; a destroy would delete everything else first and then fail halfway. Fix, if you "
-                f"mean to destroy it: set protect: false in the {name} environment (its overrides in "
+            raise UserError(problems=[Problem(
+                "protect", True, f"stack {name} is protected, so Pulumi refuses to delete the cluster, registry, "
+                "workspaces and resource group; a destroy would delete everything else first and then fail halfway",
+                f"if you mean to destroy it: set protect: false in the {name} environment (its overrides in "
                 f"stacks/environments.yaml), run `aksgpu render {name}`, apply that with `aksgpu up {name}` (it only "
-                f"lifts the protection in Pulumi's state), then run `aksgpu destroy {name}`.")
+                f"lifts the protection in Pulumi's state), then run `aksgpu destroy {name}`",
+                source=f"{CLUSTER_KEY} in {target.stack_path.relative_to(target.project_dir)}")])
         if not yes:
             require_confirmable("destroy", name)
         require_ready("destroy", stack_file, target, needs_azure=True)
@@ -300,9 +301,10 @@ def kubeconfig(
     with command_errors("stack output", box):
         stack_file, target = prepare(stack, backend, secrets_provider, box)
         if stack_file.is_fleet or stack_file.is_fleet_upgrades:
-            raise UserError(f"{stack_file.path.name} is a fleet's {'shared' if stack_file.is_fleet else 'upgrades'} "
-                            "stack, which has no cluster. Fix: name a member's stack (`aksgpu kubeconfig "
-                            "FLEET-MEMBER`).")
+            raise UserError(problems=[Problem(
+                "STACK argument", stack, f"{stack_file.path.name} is a fleet's "
+                f"{'shared' if stack_file.is_fleet else 'upgrades'} stack, which has no cluster",
+                "name a member's stack (`aksgpu kubeconfig FLEET-MEMBER`)")])
         require_ready("kubeconfig", stack_file, target, needs_azure=False)
         value = open_stack(target, create=False).outputs().get("kubeconfig")
         if value is None or not value.value:
@@ -355,8 +357,7 @@ def bootstrap(
     with command_errors("bootstrap", []):
         problems = bootstrap_problems(settings)
         if problems:
-            raise UserError(problems[0] if len(problems) == 1 else "\n".join(
-                [f"{len(problems)} names break Azure's rules:", *(f"  - {problem}" for problem in problems)]))
+            raise UserError(problems=problems, source="the command line")
         if not apply:
             if as_json:
                 typer.echo(json.dumps({

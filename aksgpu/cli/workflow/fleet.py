@@ -22,7 +22,7 @@ import typer
 
 from aksgpu.cli.console import say
 from aksgpu.environments.file import UPGRADES
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.errors import EXIT_FAILED
 from aksgpu.project.stackfile import StackFile, resolve_stack
 from aksgpu.cli.workflow.runner import (
@@ -78,8 +78,9 @@ def fleet_steps(shared: StackFile, members: list[str] | None, *, backend: str | 
     wanted = list(members or [])
     unknown = [name for name in wanted if name not in known and name not in known.values()]
     if unknown:
-        raise UserError(f"--member {', '.join(unknown)}: not a member of fleet {shared.stack}. Fix: use some of: "
-                        f"{', '.join(known)}.")
+        raise UserError(problems=[Problem("--member", name, f"not a member of fleet {shared.stack}",
+                                          f"use some of: {', '.join(known)}") for name in unknown],
+                        source="the command line")
     steps = []
     for name, stack in known.items():
         if wanted and name not in wanted and stack not in wanted:
@@ -202,8 +203,8 @@ def up_whole_fleet(stack_file: StackFile, *, member: list[str] | None, parallel:
     if not yes:
         require_confirmable("up", stack_file.stack)
     if only_shared and member:
-        raise UserError("--no-members deploys the shared stack alone, and --member names members to deploy. Fix: "
-                        "drop one of them.")
+        raise UserError(problems=[Problem("--member", member, "--no-members deploys the shared stack alone, and "
+                                          "--member names members to deploy", "drop one of them")])
     shared, members, upgrades = fleet_steps(stack_file, member, backend=backend, secrets_provider=secrets_provider,
                                             env=dict(os.environ))
     if only_shared:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from aksgpu.cli.console import fail, fail_problems, say
-from aksgpu.errors import UserError
+from aksgpu.errors import MISSING, Problem, UserError
 from aksgpu.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 from aksgpu.workflow.target import PULUMI_CLI_MISSING, Target, check_readiness, readiness_message, target_for
@@ -185,17 +185,18 @@ def require_ready(command: str, stack_file: StackFile, target: Target, *, needs_
 
 def require_confirmable(command: str, stack: str) -> None:
     if not stdin_is_interactive():
-        raise UserError(f"`aksgpu {command} {stack}` asks for confirmation, but stdin is not a terminal (a script or "
-                        f"CI job), so it cannot ask. Fix: pass --yes to go ahead without asking "
-                        f"(review `aksgpu preview {stack}` first).")
+        raise UserError(problems=[Problem("--yes", MISSING, f"`aksgpu {command} {stack}` asks for confirmation, but "
+                                          "stdin is not a terminal (a script or CI job), so it cannot ask",
+                                          f"pass --yes to go ahead without asking (review `aksgpu preview {stack}` "
+                                          "first)")])
 
 
 def policy_packs(folders: list[Path] | None) -> list[str] | None:
     """Policy pack folders as the engine takes them; each must hold a PulumiPolicy.yaml."""
     for folder in folders or []:
         if not (folder / "PulumiPolicy.yaml").is_file():
-            raise UserError(f"--policy-pack {folder}: no PulumiPolicy.yaml there, so it is not a policy pack. Fix: "
-                            "point at the folder of a Pulumi policy pack.")
+            raise UserError(problems=[Problem("--policy-pack", str(folder), "no PulumiPolicy.yaml there, so it is not "
+                                              "a policy pack", "point at the folder of a Pulumi policy pack")])
     return [str(folder.resolve()) for folder in folders] if folders else None
 
 

@@ -23,19 +23,17 @@ from typing import Any
 from aksgpu import catalog
 from aksgpu.node import fabric_acceptance, fabric_decision, node_api, node_verdicts
 from aksgpu.components.kubernetes.objects import (
-    NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
-    api_token_volume,
     driver_mode,
     labels,
     metadata,
+    node_program_cronjob,
     policy_exceptions,
     pool_affinity,
     pool_tolerations,
     program_files,
     program_source,
     secured_pod,
-    system_pool_placement,
 )
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.fabric import FabricProfile, fabric_profile, pod_requirements
@@ -304,44 +302,15 @@ def controller_cronjob(spec: ClusterSpec, namespace: str, breaker_args: list[str
     """The acceptance pass, on the system pool: the gate's node_api.py and node_verdicts.py (from the
     gate's ConfigMap) and fabric_acceptance.py and fabric_decision.py with its settings (from this
     ConfigMap) side by side in one folder."""
-    placement = system_pool_placement()
-    gate = spec.gpu_health.gate
-    token_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
-    container = {
-        "name": "acceptance",
-        "image": gate.helper_image,
-        "command": ["python3", f"{SCRIPT_DIR}/fabric_acceptance.py", "--settings", f"{SCRIPT_DIR}/{SETTINGS_KEY}",
-                    *breaker_args],
-        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
-        "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-        "volumeMounts": [{"name": "programs", "mountPath": SCRIPT_DIR, "readOnly": True},
-                         {"name": "api-token", "mountPath": token_dir, "readOnly": True}],
-    }
-    pod_spec = {
-        "serviceAccountName": ACCEPTANCE,
-        "automountServiceAccountToken": False,
-        "restartPolicy": "Never",
-        "nodeSelector": placement["nodeSelector"],
-        "tolerations": placement["tolerations"],
-        "containers": [container],
-        "volumes": [
-            {"name": "programs", "projected": {"sources": [
-                {"configMap": {"name": script_config, "items": [{"key": key, "path": key} for key in GATE_FILES]}},
-                {"configMap": {"name": ACCEPTANCE, "items": [
-                    *({"key": key, "path": key} for key in ("fabric_acceptance.py", "fabric_decision.py")),
-                    {"key": SETTINGS_KEY, "path": SETTINGS_KEY}]}}]}},
-            api_token_volume(),
-        ],
-    }
-    return {"metadata": metadata(ACCEPTANCE, namespace), "spec": {
-        "schedule": spec.gpu_health.acceptance.schedule,
-        "timeZone": "Etc/UTC",
-        "concurrencyPolicy": "Forbid",
-        "startingDeadlineSeconds": 120,
-        "successfulJobsHistoryLimit": 1,
-        "failedJobsHistoryLimit": 3,
-        "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 150, "ttlSecondsAfterFinished": 3600,
-                                 "template": {"metadata": {"labels": labels(ACCEPTANCE)},
-                                              "spec": secured_pod(pod_spec)}}},
-    }}
+    programs = {"name": "programs", "projected": {"sources": [
+        {"configMap": {"name": script_config, "items": [{"key": key, "path": key} for key in GATE_FILES]}},
+        {"configMap": {"name": ACCEPTANCE, "items": [
+            *({"key": key, "path": key} for key in ("fabric_acceptance.py", "fabric_decision.py")),
+            {"key": SETTINGS_KEY, "path": SETTINGS_KEY}]}}]}}
+    return node_program_cronjob(
+        ACCEPTANCE, namespace, container="acceptance", image=spec.gpu_health.gate.helper_image,
+        command=["python3", f"{SCRIPT_DIR}/fabric_acceptance.py", "--settings", f"{SCRIPT_DIR}/{SETTINGS_KEY}",
+                 *breaker_args],
+        env=[{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        programs=programs, program_dir=SCRIPT_DIR, schedule=spec.gpu_health.acceptance.schedule,
+        starting_deadline_seconds=120, active_deadline_seconds=150)

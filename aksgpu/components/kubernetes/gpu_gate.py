@@ -18,6 +18,7 @@ from aksgpu.components.kubernetes.objects import (
     HEALTH_LABEL,
     NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
+    api_token_mount,
     api_token_volume,
     daemonset,
     pool_affinity,
@@ -42,7 +43,6 @@ GATE_PROGRAM = (node_gate, node_api, node_verdicts, node_passive, node_watchdog)
 
 RESULTS = "/var/run/aksgpu"
 SCRIPT_DIR = "/opt/aksgpu"
-TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Runs the check with a time limit (killed a minute after it ignores SIGTERM) and records its exit
 # code for the verdict step; a node the pending step chose not to check (node_gate.py) is skipped.
 CHECK_WRAPPER = (
@@ -127,7 +127,7 @@ def _gate_container(spec: ClusterSpec, name: str, step_args: list[str], token: b
     holds node rights)."""
     mounts = [_script_mount(), {"name": "results", "mountPath": RESULTS}]
     if token:
-        mounts.append({"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True})
+        mounts.append(api_token_mount())
     return {
         "name": name,
         "image": spec.gpu_health.gate.helper_image,
@@ -296,6 +296,10 @@ def gate_daemonsets(spec: ClusterSpec, namespace: str) -> list[dict[str, Any]]:
             verdict = _gate_container(spec, "verdict", ["verdict", "--results", RESULTS, "--hold",
                                                         "--release-operands", *verdict_args(spec, namespace),
                                                         *acceptance_args(spec, targets)])
+            if spec.promotion is not None:
+                # The node shows no GPU Operator version (node_verdicts.py): the verdict records the chart's.
+                verdict["env"].append({"name": node_verdicts.GPU_OPERATOR_VERSION_ENV,
+                                       "value": spec.gpu_software.gpu_operator.chart_version})
             pod = _gate_pod(spec, targets, SERVICE_ACCOUNT, health="pending", op="In",
                             init=[wait, _check_container(spec, "gate", gpus, vcpus, request_gpus=False,
                                                          rdma=rdma_request(targets))], main=verdict,

@@ -15,6 +15,8 @@ from aksgpu.components.kubernetes.gpu_gate import (
     CHECK_POD_SECURITY,
     HOST_LOG_EXCEPTION,
     RESULTS,
+    SCRIPT_CONFIG,
+    SCRIPT_DIR,
     SERVICE_ACCOUNT,
     _by_fabric,
     _check_container,
@@ -34,11 +36,11 @@ from aksgpu.components.kubernetes.objects import (
     admitted_by_gate,
     labels,
     metadata,
+    node_program_cronjob,
     policy_exceptions,
     pool_affinity,
     pool_tolerations,
     secured_pod,
-    system_pool_placement,
 )
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.gpu_startup import gate_startup_minutes
@@ -75,7 +77,6 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
     gate off never strands a node."""
     health = spec.gpu_health
     max_pending = max_pending_minutes(spec)
-    placement = system_pool_placement()
     install, operator = device_plugin_targets(spec), operator_targets(spec)
     step = ["watchdog", "--max-pending-minutes", str(max_pending), *verdict_args(spec, namespace),
             "--pools", ",".join(sorted({target.name for target in [*install, *operator]}))]
@@ -101,32 +102,12 @@ def gate_watchdog(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
         if install:
             # AKS's node-problem-detector raises its GPU conditions where AKS installs the driver.
             step += ["--npd-conditions", ",".join(catalog.load("gpu_gate")["npdConditions"]["cordon"])]
-    container = _gate_container(spec, "watchdog", step)
-    container["env"] = []
-    container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "results"]
-    pod_spec = {
-        "serviceAccountName": WATCHDOG,
-        "automountServiceAccountToken": False,
-        "restartPolicy": "Never",
-        "nodeSelector": placement["nodeSelector"],
-        "tolerations": placement["tolerations"],
-        "containers": [container],
-        "volumes": [v for v in _pod_volumes() if v["name"] != "results"],
-    }
-    return {
-        "metadata": metadata(WATCHDOG, namespace),
-        "spec": {
-            "schedule": "*/5 * * * *",
-            "timeZone": "Etc/UTC",
-            "concurrencyPolicy": "Forbid",
-            "startingDeadlineSeconds": 240,
-            "successfulJobsHistoryLimit": 1,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": 240, "ttlSecondsAfterFinished": 3600,
-                                     "template": {"metadata": {"labels": labels(WATCHDOG)},
-                                                  "spec": secured_pod(pod_spec)}}},
-        },
-    }
+    # The gate's program, without the node's name: the pass runs on the system pool over every node.
+    return node_program_cronjob(
+        WATCHDOG, namespace, container="watchdog", image=health.gate.helper_image,
+        command=["python3", f"{SCRIPT_DIR}/node_gate.py", *step], env=[], memory=("32Mi", "128Mi"),
+        programs={"name": "node-gate", "configMap": {"name": SCRIPT_CONFIG}}, program_dir=SCRIPT_DIR,
+        schedule="*/5 * * * *", starting_deadline_seconds=240, active_deadline_seconds=240, backoff_limit=1)
 
 
 def recheck_groups(spec: ClusterSpec) -> dict[str, tuple[list[PoolTarget], int, bool]]:

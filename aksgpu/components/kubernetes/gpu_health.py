@@ -51,7 +51,7 @@ from aksgpu.components.kubernetes.gpu_metrics import (
 from aksgpu.components.kubernetes.gpu_software import DCGM_METRICS_CONFIG, device_plugin_targets, operator_targets
 from aksgpu.components.kubernetes.network_policy import PROMETHEUS_RELEASE, declares_policies, network_policies
 from aksgpu.components.kubernetes.objects import metadata, program_files
-from aksgpu.components.kubernetes.rbac_resources import declare_rbac
+from aksgpu.components.kubernetes.rbac_resources import declare_admission_policy, declare_rbac
 from aksgpu.spec import ClusterSpec
 
 
@@ -172,13 +172,8 @@ class GpuHealth(pulumi.ComponentResource):
         created.append(k8s.core.v1.ConfigMap(f"{name}-gate-record", metadata=record["metadata"],
                                              opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
                                                  ignore_changes=["data"]))))
-        policy, policy_binding = node_change_policy(ns)
-        admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-node-policy", metadata=policy["metadata"], spec=policy["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
-        created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-node-policy-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
+        created.append(declare_admission_policy(f"{name}-node-policy", node_change_policy(ns),
+                                                pulumi.ResourceOptions(parent=self, provider=args.provider)))
         ready = pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(depends_on=[*created, script]))
         for manifest in daemonsets:
             k8s.apps.v1.DaemonSet(f"{name}-{manifest['metadata']['name'].removeprefix('aksgpu-gpu-')}",
@@ -251,13 +246,8 @@ def _repair_resources(owner: pulumi.Resource, name: str, spec: ClusterSpec, args
         k8s.networking.v1.NetworkPolicy(f"{name}-repair-egress", metadata=policy["metadata"], spec=policy["spec"],
                                         opts=opts)
     if gpu_repair.acts(spec):
-        node_policy, binding = gpu_repair.repair_node_policy(ns)
-        admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-repair-node-policy", metadata=node_policy["metadata"], spec=node_policy["spec"],
-            opts=pulumi.ResourceOptions(parent=owner, provider=args.provider))
-        created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-repair-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
-            opts=pulumi.ResourceOptions(parent=owner, provider=args.provider, depends_on=[admission])))
+        created.append(declare_admission_policy(f"{name}-repair-node-policy", gpu_repair.repair_node_policy(ns),
+                                                pulumi.ResourceOptions(parent=owner, provider=args.provider)))
     cronjob = gpu_repair.repair_cronjob(spec, ns, args.repair_cluster_id)
     k8s.batch.v1.CronJob(f"{name}-repair", metadata=cronjob["metadata"], spec=cronjob["spec"],
                          opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=created)))

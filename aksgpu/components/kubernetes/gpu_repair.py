@@ -11,14 +11,10 @@ from aksgpu.components.kubernetes.gpu_software import device_plugin_targets, ope
 from aksgpu.components.kubernetes.objects import (
     GATE_TAINT_VARIABLES,
     NODE_METADATA_VARIABLES,
-    NODE_PROGRAM_SECURITY_CONTEXT,
-    api_token_volume,
-    labels,
     metadata,
+    node_program_cronjob,
     node_update_policy,
     program_files,
-    secured_pod,
-    system_pool_placement,
     unchanged_but,
 )
 from aksgpu.node import node_api, node_repair, node_verdicts, repair_azure, repair_decision
@@ -28,7 +24,6 @@ REPAIR = "aksgpu-gpu-repair"
 PROGRAM_CONFIG = "aksgpu-gpu-repair-program"
 PROGRAM = (node_repair, repair_decision, repair_azure, node_api, node_verdicts)
 PROGRAM_DIR = "/opt/aksgpu-repair"
-TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 SCHEDULE = "*/5 * * * *"
 # Entra Workload ID: the service account names the identity, the pod opts in with this label, and
 # the webhook mounts the federated token (https://learn.microsoft.com/en-us/azure/aks/workload-identity-overview,
@@ -105,43 +100,12 @@ def program_config_map(namespace: str) -> dict[str, Any]:
 
 def repair_cronjob(spec: ClusterSpec, namespace: str, cluster_id: Any = None) -> dict[str, Any]:
     """The loop's pass every 5 minutes on the system pool, one at a time, under the gate's helper image."""
-    placement = system_pool_placement()
-    container = {
-        "name": "repair",
-        "image": spec.gpu_health.gate.helper_image,
-        "command": ["python3", f"{PROGRAM_DIR}/node_repair.py", *repair_args(spec, namespace, cluster_id)],
-        "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-        "volumeMounts": [{"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True},
-                         {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}],
-    }
-    pod_spec = {
-        "serviceAccountName": REPAIR,
-        "automountServiceAccountToken": False,
-        "restartPolicy": "Never",
-        "nodeSelector": placement["nodeSelector"],
-        "tolerations": placement["tolerations"],
-        "containers": [container],
-        "volumes": [
-            {"name": "program", "configMap": {"name": PROGRAM_CONFIG}},
-            api_token_volume(),
-        ],
-    }
-    pod_labels = {**labels(REPAIR), **({USE_LABEL: "true"} if acts(spec) else {})}
-    return {
-        "metadata": metadata(REPAIR, namespace),
-        "spec": {
-            "schedule": SCHEDULE,
-            "timeZone": "Etc/UTC",
-            "concurrencyPolicy": "Forbid",
-            "startingDeadlineSeconds": 240,
-            "successfulJobsHistoryLimit": 3,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 280, "ttlSecondsAfterFinished": 86400,
-                                     "template": {"metadata": {"labels": pod_labels},
-                                                  "spec": secured_pod(pod_spec)}}},
-        },
-    }
+    return node_program_cronjob(
+        REPAIR, namespace, container="repair", image=spec.gpu_health.gate.helper_image,
+        command=["python3", f"{PROGRAM_DIR}/node_repair.py", *repair_args(spec, namespace, cluster_id)],
+        programs={"name": "program", "configMap": {"name": PROGRAM_CONFIG}}, program_dir=PROGRAM_DIR,
+        schedule=SCHEDULE, starting_deadline_seconds=240, active_deadline_seconds=280, successful_jobs_history=3,
+        ttl_seconds_after_finished=86400, extra_pod_labels={USE_LABEL: "true"} if acts(spec) else None)
 
 
 def repair_network_policy(namespace: str) -> dict[str, Any]:

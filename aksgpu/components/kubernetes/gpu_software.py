@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from aksgpu import catalog
 from aksgpu.components.kubernetes.objects import (
+    AGENT_POOL_LABEL,
     GPU_OPERATOR_NAMESPACE,
     PoolTarget,
     advertised_by_gate,
@@ -133,7 +134,30 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
     }
     if spec.gpu_software.gpu_operator.driver_version:
         values["driver"]["version"] = spec.gpu_software.gpu_operator.driver_version
+    if pinned_driver_targets(spec):
+        # One driver per pool: the chart's default NVIDIADriver (driver.version) serves the GPU nodes no
+        # other NVIDIADriver selects, the pinned pools get their own (templates/nvidiadriver.yaml and
+        # the CRD's `default` field, v26.7.0).
+        values["driver"]["nvidiaDriverCRD"] = {"enabled": True, "deployDefaultCR": True}
     return values
+
+
+def pinned_driver_targets(spec: ClusterSpec) -> list[PoolTarget]:
+    """The GPU Operator's pools with a driver pin (nodePools[].pins.driverVersion)."""
+    return [t for t in operator_targets(spec) if t.pool.pins and t.pool.pins.driver_version]
+
+
+def nvidia_drivers(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """An NVIDIADriver (nvidia.com/v1alpha1, the CRD of gpu-operator v26.7.0) per pinned agent pool:
+    the pinned version, on the nodes of that pool only (nodeSelector on AKS's agentpool label); the
+    image is the chart's default driver image (values.yaml driver.repository, driver.image)."""
+    return [{
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
+        "metadata": metadata(f"aksgpu-{target.name}"),
+        "spec": {"default": False, "driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
+                 "version": target.pool.pins.driver_version if target.pool.pins else None,
+                 "nodeSelector": {AGENT_POOL_LABEL: target.name}},
+    } for target in pinned_driver_targets(spec)]
 
 
 class GpuSoftware(pulumi.ComponentResource):
@@ -174,4 +198,10 @@ class GpuSoftware(pulumi.ComponentResource):
                 # The operator's pods start only once GPU nodes join; do not hold `up` for them.
                 skip_await=True,
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]))
+            # The NVIDIADriver CRD comes with the chart.
+            for driver in nvidia_drivers(spec):
+                k8s.apiextensions.CustomResource(
+                    f"{name}-{driver['metadata']['name']}", api_version=driver["apiVersion"], kind=driver["kind"],
+                    metadata=driver["metadata"], spec=driver["spec"],
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.gpu_operator]))
         self.register_outputs({})

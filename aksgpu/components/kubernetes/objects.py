@@ -233,6 +233,66 @@ def api_token_volume() -> dict[str, Any]:
     ]}}
 
 
+# Where a node program reads api_token_volume: the default token mount's folder.
+API_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def api_token_mount() -> dict[str, Any]:
+    """The mount of api_token_volume (a new dict each time)."""
+    return {"name": "api-token", "mountPath": API_TOKEN_DIR, "readOnly": True}
+
+
+def node_program_container(name: str, image: str, command: list[Any], programs: str, program_dir: str, *,
+                           env: list[dict[str, Any]] | None = None,
+                           memory: tuple[str, str] = ("64Mi", "256Mi")) -> dict[str, Any]:
+    """A container running a node program as NODE_PROGRAM_SECURITY_CONTEXT: the volume named
+    `programs` read-only in `program_dir`, the API token (api_token_mount), `env` (no env key when
+    None), 10m CPU and `memory` (request, limit)."""
+    return {
+        "name": name,
+        "image": image,
+        "command": command,
+        **({"env": env} if env is not None else {}),
+        "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
+        "resources": {"requests": {"cpu": "10m", "memory": memory[0]}, "limits": {"memory": memory[1]}},
+        "volumeMounts": [{"name": programs, "mountPath": program_dir, "readOnly": True}, api_token_mount()],
+    }
+
+
+def node_program_cronjob(name: str, namespace: str, *, container: str, image: str, command: list[Any],
+                         programs: dict[str, Any], program_dir: str, schedule: str,
+                         starting_deadline_seconds: int, active_deadline_seconds: int, backoff_limit: int = 0,
+                         successful_jobs_history: int = 1, ttl_seconds_after_finished: int = 3600,
+                         env: list[dict[str, Any]] | None = None, memory: tuple[str, str] = ("64Mi", "256Mi"),
+                         extra_pod_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A CronJob (metadata and spec) that runs a node program on the system pool, one run at a time,
+    under the service account named as it (no automounted token: api_token_volume): one container
+    (node_program_container) with the volume `programs` in `program_dir`."""
+    placement = system_pool_placement()
+    program = node_program_container(container, image, command, programs["name"], program_dir, env=env, memory=memory)
+    pod_spec = {
+        "serviceAccountName": name,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "nodeSelector": placement["nodeSelector"],
+        "tolerations": placement["tolerations"],
+        "containers": [program],
+        "volumes": [programs, api_token_volume()],
+    }
+    return {"metadata": metadata(name, namespace), "spec": {
+        "schedule": schedule,
+        "timeZone": "Etc/UTC",
+        "concurrencyPolicy": "Forbid",
+        "startingDeadlineSeconds": starting_deadline_seconds,
+        "successfulJobsHistoryLimit": successful_jobs_history,
+        "failedJobsHistoryLimit": 3,
+        "jobTemplate": {"spec": {"backoffLimit": backoff_limit, "activeDeadlineSeconds": active_deadline_seconds,
+                                 "ttlSecondsAfterFinished": ttl_seconds_after_finished,
+                                 "template": {"metadata": {"labels": {**labels(name), **(extra_pod_labels or {})}},
+                                              "spec": secured_pod(pod_spec)}}},
+    }}
+
+
 def unchanged_but(field: str, allowed: str) -> str:
     """CEL: the map variables.new<field> differs from variables.old<field> only in keys `allowed` (a
     CEL condition on k) admits."""

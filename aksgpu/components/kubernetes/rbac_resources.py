@@ -1,6 +1,6 @@
 """Pulumi resources for the plain RBAC objects the components build (ServiceAccount, ClusterRole,
 Role, ClusterRoleBinding, RoleBinding), one function for every component that declares its own
-service account and rights."""
+service account and rights; and for a ValidatingAdmissionPolicy with its binding."""
 
 from __future__ import annotations
 
@@ -37,3 +37,15 @@ def declare_rbac(objects: Iterable[dict[str, Any]], resource_name: Callable[[dic
         else:
             raise ValueError(f"declare_rbac: {kind} is not an RBAC object")
     return created
+
+
+def declare_admission_policy(resource_name: str, policy_and_binding: tuple[dict[str, Any], dict[str, Any]],
+                             opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    """A ValidatingAdmissionPolicy (resource `resource_name`) and its binding (`resource_name`-binding,
+    after the policy). Returns the binding: what waits for the policy to take effect waits for it."""
+    policy, binding = policy_and_binding
+    admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        resource_name, metadata=policy["metadata"], spec=policy["spec"], opts=opts)
+    return k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        f"{resource_name}-binding", metadata=binding["metadata"], spec=binding["spec"],
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[admission])))

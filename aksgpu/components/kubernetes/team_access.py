@@ -41,6 +41,7 @@ from aksgpu.components.kubernetes.pod_security import (
     infiniband_teams,
     namespace_pod_security_labels,
 )
+from aksgpu.components.kubernetes.rbac_resources import declare_admission_policy
 from aksgpu.components.kubernetes.team_admission import gpu_exposure_policy, team_namespaces_binding, toleration_policy
 from aksgpu.spec import ClusterSpec, Team, team_gpu_quota
 from aksgpu.spec.access import DEFAULT_PRIORITY_CLASS
@@ -157,26 +158,15 @@ class TeamAccess(pulumi.ComponentResource):
                                            subjects=binding["subjects"], role_ref=binding["roleRef"], opts=base)
         self.namespaces = {}
         if spec.access.teams:
-            for label, (policy, policy_binding) in (("toleration-policy", toleration_policy()),
-                                                    ("gpu-policy", gpu_exposure_policy())):
-                admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-                    f"{name}-{label}", metadata=policy["metadata"], spec=policy["spec"], opts=base)
-                k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                    f"{name}-{label}-binding", metadata=policy_binding["metadata"], spec=policy_binding["spec"],
-                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission]))
+            for label, policy in (("toleration-policy", toleration_policy()), ("gpu-policy", gpu_exposure_policy())):
+                declare_admission_policy(f"{name}-{label}", policy, base)
         # Teams that may use InfiniBand pools: baseline is enforced by aksgpu's policy, not by Pod Security
         # Admission, so their namespaces wait for the policy's binding (no window without either).
         infiniband = infiniband_teams(spec)
         baseline = infiniband_baseline(spec)
         baseline_binding: list[pulumi.Resource] = []
         if baseline is not None:
-            policy, policy_binding = baseline
-            admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-                f"{name}-infiniband-baseline-policy", metadata=policy["metadata"], spec=policy["spec"], opts=base)
-            baseline_binding.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                f"{name}-infiniband-baseline-policy-binding", metadata=policy_binding["metadata"],
-                spec=policy_binding["spec"],
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
+            baseline_binding.append(declare_admission_policy(f"{name}-infiniband-baseline-policy", baseline, base))
         for team in spec.access.teams:
             manifest = team_namespace(team, team.name in infiniband)
             namespace = k8s.core.v1.Namespace(

@@ -1,7 +1,7 @@
 """NodeTopology: labels every InfiniBand GPU node with its Azure placement group.
 
-Azure puts no topology labels on AKS nodes. node_topology.py (shipped as a ConfigMap, run by the
-gate's Python image) reads the VM's placement group from IMDS and writes
+Azure puts no topology labels on AKS nodes. node_topology.py (shipped as a ConfigMap with
+node_api.py, run by the gate's Python image) reads the VM's placement group from IMDS and writes
 aksgpu.io/placement-group on its own node: the InfiniBand domain Kueue's Topology uses
 (gang_scheduling.py). A DaemonSet runs it on the InfiniBand pools' nodes that lack the label; once
 labelled, the node leaves the DaemonSet's node affinity and its pod goes away.
@@ -24,27 +24,26 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from aksgpu.node import node_topology
-from aksgpu.components.kubernetes.rbac_resources import declare_rbac
+from aksgpu.components.kubernetes.rbac_resources import declare_admission_policy, declare_rbac
 from aksgpu.components.kubernetes.objects import (
     NODE_METADATA_VARIABLES,
     NODE_NAME_CLAIM,
-    NODE_PROGRAM_SECURITY_CONTEXT,
     PoolTarget,
     api_token_volume,
     daemonset,
     metadata,
+    node_program_container,
     node_update_policy,
     pool_affinity,
     pool_targets,
     pool_tolerations,
-    program_source,
+    program_files,
 )
 from aksgpu.spec import ClusterSpec
 
 LABELLER = "aksgpu-topology-labeller"
 SCRIPT_CONFIG = "aksgpu-node-topology"
 SCRIPT_DIR = "/opt/aksgpu"
-TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 NODE_POLICY = "aksgpu-topology-node-labels"
 HOST_NETWORK_EXCEPTION = {
     "k8s-host-namespaces": "hostNetwork: the labeller reads the VM's placement group from Azure's Instance Metadata "
@@ -81,16 +80,10 @@ def labeller_daemonset(spec: ClusterSpec, namespace: str) -> dict[str, Any]:
         # Under the gate's startup taint as well: labelled before the node is admitted.
         "tolerations": pool_tolerations(targets, gate=True),
         "priorityClassName": "system-node-critical",
-        "containers": [{
-            "name": "labeller",
-            "image": spec.gpu_health.gate.helper_image,
-            "command": ["python3", f"{SCRIPT_DIR}/node_topology.py"],
-            "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
-            "securityContext": NODE_PROGRAM_SECURITY_CONTEXT,
-            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
-            "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
-                             {"name": "api-token", "mountPath": TOKEN_DIR, "readOnly": True}],
-        }],
+        "containers": [node_program_container(
+            "labeller", spec.gpu_health.gate.helper_image, ["python3", f"{SCRIPT_DIR}/node_topology.py"], "script",
+            SCRIPT_DIR, env=[{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+            memory=("32Mi", "64Mi"))],
         "volumes": [
             {"name": "script", "configMap": {"name": SCRIPT_CONFIG}},
             api_token_volume(),
@@ -149,15 +142,10 @@ class NodeTopology(pulumi.ComponentResource):
         base = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.namespace_resource])
         created = declare_rbac(labeller_rbac(ns), lambda obj: f"{name}-labeller-{obj['kind'].lower()}", base,
                                chained=True)
-        policy, binding = node_label_policy(ns)
-        admission = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-node-policy", metadata=policy["metadata"], spec=policy["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
-        created.append(k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-node-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[admission])))
+        created.append(declare_admission_policy(f"{name}-node-policy", node_label_policy(ns),
+                                                pulumi.ResourceOptions(parent=self, provider=args.provider)))
         script = k8s.core.v1.ConfigMap(f"{name}-script", metadata=metadata(SCRIPT_CONFIG, ns),
-                                       data={"node_topology.py": program_source(node_topology)}, opts=base)
+                                       data=program_files(node_topology, node_topology.node_api), opts=base)
         manifest = labeller_daemonset(spec, ns)
         k8s.apps.v1.DaemonSet(f"{name}-labeller", metadata=manifest["metadata"], spec=manifest["spec"],
                               opts=pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(

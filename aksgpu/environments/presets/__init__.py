@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aksgpu.errors import UserError
+from aksgpu.errors import Problem, UserError
 from aksgpu.project.yaml_input import parse_yaml
 from aksgpu.spec.base import did_you_mean
 
@@ -26,13 +26,15 @@ def preset_names() -> list[str]:
     return sorted(path.stem for path in PRESETS_DIR.glob("*.yaml"))
 
 
-def load_preset(name: str) -> Preset:
-    """The preset `name`; an unknown name is a UserError that lists the known ones."""
+def load_preset(name: str, where: str = "preset", source: str | None = None) -> Preset:
+    """The preset `name`; an unknown name is a UserError that lists the known ones (`where` and
+    `source`: where the name was written, for the error)."""
     path = PRESETS_DIR / f"{name}.yaml"
     names = preset_names()
     if name not in names:
-        raise UserError(f'no preset "{name}". Fix: {did_you_mean(name, names)}use one of: {", ".join(names)} '
-                        "(aksgpu presets list).")
+        raise UserError(problems=[Problem(where, name, "no preset of that name",
+                                          f'{did_you_mean(name, names)}use one of: {", ".join(names)} '
+                                          "(aksgpu presets list)", source=source)])
     document = parse_yaml(path.read_text(encoding="utf-8"))
     return Preset(name, document["description"], document.get("spec") or {}, path)
 

@@ -1,0 +1,1 @@
+"""`aksgpu promote ENV`: health-gated promotion of the GPU pools' stack (aksgpu.promotion)."""

@@ -1,0 +1,169 @@
+"""The promotion decision: a pure function over recorded verdicts (records.py).
+
+Given the canary pool's verdicts on the candidate stack and the baseline's verdicts (the same VM
+size on the stack the other pools are pinned to), decide:
+
+- rollback: the canary is failing: the gate's circuit breaker held a canary node (its own rule
+  for a systemic failure: a broken image or driver), or at least `rollback_failures` canary nodes
+  failed and they are more than half of the canary's nodes. Failures need no quorum: a broken
+  driver shows on the first nodes.
+- wait: fewer than `min_canary_nodes` canary nodes have a final verdict, or a measurement the
+  rules compare is missing on a passed canary node, or on every baseline node (named in `missing`).
+- refuse: the canary's pass rate is below `min_pass_rate`; its GEMM or memory-bandwidth median
+  (over nodes, each node's value a median over its GPUs) is more than the tolerance below the
+  baseline's; or, where a floor is set, a canary node's NCCL bus bandwidth is below it.
+- promote: none of the above.
+
+Each outcome carries its reasons and the figures behind them (`evidence`)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aksgpu.promotion.records import CHECK_SOURCES, FINAL, Verdict
+
+Action = Literal["promote", "wait", "refuse", "rollback"]
+Stack = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The spec's promotion section (aksgpu/spec/promotion.py), as the decision reads it."""
+
+    min_canary_nodes: int = 3
+    min_pass_rate: float = 0.9
+    gemm_tolerance: float = 0.05
+    bandwidth_tolerance: float = 0.05
+    nccl_floor_gbps: float | None = None
+    rollback_failures: int = 2
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reasons: tuple[str, ...]
+    candidate: Stack = ()
+    missing: tuple[str, ...] = ()
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def compatible(stack: Stack, other: Stack) -> bool:
+    """Two stacks agree on every part both know, and both know the node image (GPU Feature
+    Discovery may label the driver only after a node's first verdict)."""
+    mine, theirs = dict(stack), dict(other)
+    return ("nodeImage" in mine and "nodeImage" in theirs
+            and all(mine[key] == theirs[key] for key in mine.keys() & theirs.keys()))
+
+
+def describe(stack: Stack) -> str:
+    return ", ".join(f"{key} {value}" for key, value in stack) or "an unknown stack"
+
+
+def latest_by_node(records: Sequence[Verdict]) -> dict[str, Verdict]:
+    """Each node's newest check verdict (records are oldest first, as the record keeps them);
+    a node whose newest is not final ("accepting") is left out until its acceptance ends."""
+    newest: dict[str, Verdict] = {}
+    for record in records:
+        if record.source in CHECK_SOURCES and (record.verdict in FINAL or record.verdict == "accepting"):
+            newest[record.node] = record
+    return {node: record for node, record in newest.items() if record.verdict in FINAL}
+
+
+def select(records: Sequence[Verdict], canary_pool: str,
+           baseline: Stack | None = None) -> tuple[Stack, list[Verdict], list[Verdict]]:
+    """(candidate stack, the canary's records on it, the baseline's records). The candidate is the
+    stack of the canary pool's newest verdict; the baseline is the same VM sizes' verdicts on
+    `baseline` (the pinned stack) or, without one, on any other stack."""
+    canary_all = [r for r in records if r.pool == canary_pool and r.source in CHECK_SOURCES and r.stack]
+    if not canary_all:
+        return (), [], []
+    candidate = canary_all[-1].stack
+    canary = [r for r in canary_all if compatible(r.stack, candidate)]
+    sizes = {r.vm_size for r in canary}
+    others = [r for r in records if r.source in CHECK_SOURCES and r.vm_size in sizes and r.stack
+              and not compatible(r.stack, candidate)]
+    if baseline:
+        others = [r for r in others if compatible(r.stack, baseline)]
+    return candidate, canary, others
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 1) if values else None
+
+
+def _worse(what: str, canary: float, baseline: float, tolerance: float) -> str | None:
+    floor = baseline * (1 - tolerance)
+    if canary < floor:
+        return (f"the canary's {what} median {canary:g} is {1 - canary / baseline:.1%} below the baseline's "
+                f"{baseline:g} (tolerance {tolerance:.0%})")
+    return None
+
+
+def decide(canary: Sequence[Verdict], baseline: Sequence[Verdict], rules: Rules, candidate: Stack = ()) -> Decision:
+    """The decision over the canary's records on `candidate` and the baseline's records."""
+    nodes = latest_by_node(canary)
+    passed = [r for r in nodes.values() if r.verdict == "passed"]
+    failed = [r for r in nodes.values() if r.verdict == "failed"]
+    held = [r for r in nodes.values() if r.verdict == "held"]
+    total = len(nodes)
+    evidence: dict[str, Any] = {
+        "candidate": dict(candidate), "canaryNodes": total, "passed": len(passed), "failed": len(failed),
+        "held": len(held), "failures": {r.node: f"{r.check or 'check'}: {r.reason}" for r in [*failed, *held]}}
+
+    def out(action: Action, reasons: list[str], missing: list[str] | None = None) -> Decision:
+        return Decision(action, tuple(reasons), candidate, tuple(missing or ()), evidence)
+
+    if held:
+        return out("rollback", [f"the gate's circuit breaker held {len(held)} canary node(s) on {describe(candidate)}: "
+                                "a systemic failure (image, driver or operator), not one node's GPUs"])
+    if len(failed) >= rules.rollback_failures and len(failed) * 2 > total:
+        checks = sorted({r.check or "check" for r in failed})
+        return out("rollback", [f"{len(failed)} of {total} canary nodes failed on {describe(candidate)} "
+                                f"({', '.join(checks)})"])
+    if total < rules.min_canary_nodes:
+        return out("wait", [f"{total} of the {rules.min_canary_nodes} canary nodes the rule needs have a final "
+                            f"verdict on {describe(candidate)}"])
+    evidence["passRate"] = round(len(passed) / total, 3)
+    refusals = []
+    if len(passed) / total < rules.min_pass_rate:
+        refusals.append(f"pass rate {len(passed)}/{total} = {len(passed) / total:.0%} is below the rule's "
+                        f"{rules.min_pass_rate:.0%}")
+    base = list(latest_by_node(baseline).values())
+    base_passed = [r for r in base if r.verdict == "passed"]
+    missing = []
+    figures = {"gemm": ("GEMM TFLOPS", "gemm_tflops", rules.gemm_tolerance),
+               "hbm": ("memory bandwidth GB/s", "hbm_gbps", rules.bandwidth_tolerance)}
+    for key, (what, attribute, tolerance) in figures.items():
+        mine = _median([v for r in passed if (v := getattr(r.measurements, attribute)) is not None])
+        theirs = _median([v for r in base_passed if (v := getattr(r.measurements, attribute)) is not None])
+        evidence[f"{key}Median"] = {"canary": mine, "baseline": theirs}
+        lacking = sorted(r.node for r in passed if getattr(r.measurements, attribute) is None)
+        if lacking:
+            missing.append(f"the canary's {what} on {', '.join(lacking)} (each passed canary node must record "
+                           "it: the gate's check level must include the GEMM and bandwidth checks)")
+        if theirs is None:
+            missing.append(f"the baseline's {what} (no passed node of the canary's VM size on the baseline "
+                           "stack recorded it)")
+        if mine is not None and theirs is not None:
+            worse = _worse(what, mine, theirs, tolerance)
+            if worse:
+                refusals.append(worse)
+    if rules.nccl_floor_gbps is not None:
+        busbw = [v for r in passed if (v := r.measurements.nccl_busbw_gbps) is not None]
+        evidence["ncclBusBwGbps"] = {"canaryMin": min(busbw) if busbw else None, "floor": rules.nccl_floor_gbps}
+        lacking = sorted(r.node for r in passed if r.measurements.nccl_busbw_gbps is None)
+        if lacking:
+            missing.append(f"the canary's NCCL bus bandwidth on {', '.join(lacking)} (the rule has a floor)")
+        if busbw and min(busbw) < rules.nccl_floor_gbps:
+            low = sorted(r.node for r in passed if (r.measurements.nccl_busbw_gbps or 0) < rules.nccl_floor_gbps)
+            refusals.append(f"NCCL bus bandwidth {min(busbw):g} GB/s on {', '.join(low)} is below the floor "
+                            f"{rules.nccl_floor_gbps:g} GB/s")
+    if refusals:
+        return out("refuse", refusals)
+    if missing:
+        return out("wait", ["a measurement the rules compare is missing"], missing)
+    return out("promote", [f"{len(passed)} of {total} canary nodes passed on {describe(candidate)}, "
+                           "medians within tolerance of the baseline"])

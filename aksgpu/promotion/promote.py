@@ -1,0 +1,210 @@
+"""`aksgpu promote ENV`: decide from the canary's recorded verdicts and move the pins in
+environments.yaml (docs/guides/promotion.md).
+
+promote: a node pool snapshot of the canary is added to promotion.snapshots and every other GPU
+pool of the canary's VM size and OS SKU is pinned to it (nodePools[].pins.nodeImageSnapshot); the
+canary's driver pin, where it has one, goes to those of them with gpu.driver None. rollback:
+the canary's driver pin goes back to the baseline's; its node image cannot be moved back through
+a pin (AKS cannot downgrade a node image: learn.microsoft.com/azure/aks/node-image-upgrade, read
+2026-11-27), so the other pools' pins stay and the canary is rolled back or recreated by hand (the
+message says how). The file
+is edited in place (yaml_edit.py: comments and order kept), under the project's lock, written
+atomically, and only when the environment still validates with the change."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aksgpu.environments.file import EnvironmentsDocument, EnvironmentsFile, load_environments
+from aksgpu.errors import MISSING, Problem, UserError
+from aksgpu.project.files import locked_for_writing, write_text_atomically
+from aksgpu.project.stackfile import find_project_dir
+from aksgpu.project.yaml_input import parse_yaml
+from aksgpu.promotion.decision import Decision, Rules, decide, select
+from aksgpu.promotion.records import Verdict
+from aksgpu.promotion.yaml_edit import Step, set_in_text, set_value
+from aksgpu.spec import ClusterSpec, NodePool
+
+# AKS node pool version rollback restores a pool's previous Kubernetes and node image versions:
+# GA with API 2026-04-01 and Azure CLI 2.88.0 (no aks-preview extension), within 7 days of the
+# upgrade, one version back, and with the node OS upgrade channel off if the node image must go back
+# too (learn.microsoft.com/azure/aks/roll-back-node-pool-version, read 2026-11-27). aksgpu deploys
+# with 2025-09-01, so it prints the command rather than calling the API itself.
+ROLLBACK_DOC = ("AKS node pool version rollback (learn.microsoft.com/azure/aks/roll-back-node-pool-version: "
+                "Azure CLI 2.88.0 or later, within 7 days of the upgrade, with the node OS upgrade channel off), "
+                "or delete the canary pool and let `aksgpu up` recreate it pinned to the baseline snapshot")
+
+
+def rollback_command(spec: ClusterSpec, canary: NodePool) -> str:
+    """The Azure CLI line that rolls the canary's AgentPools back one version."""
+    return " && ".join(shlex.join(["az", "aks", "nodepool", "rollback", "--resource-group", spec.resource_group.name,
+                                   "--cluster-name", spec.name, "--name", agent_pool.name])
+                       for agent_pool in canary.agent_pools())
+
+
+@dataclass(frozen=True)
+class Change:
+    """One value promote writes: where in environments.yaml, and what it was in the spec."""
+
+    path: list[Step]
+    value: str
+    before: str | None
+    what: str
+
+    @property
+    def field(self) -> str:
+        """The spec path it sets, after the stack's overrides ("nodePools.h100a.pins.nodeImageSnapshot")."""
+        rest = self.path[len(self.path) - self.path[::-1].index("overrides"):]
+        return ".".join(s if isinstance(s, str) else s[1] for s in rest)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    decision: Decision
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    written: bool = False
+
+
+def rules_of(spec: ClusterSpec) -> Rules:
+    promotion = spec.promotion
+    if promotion is None:
+        raise UserError(problems=[Problem(
+            "promotion", MISSING,
+            f"cluster {spec.name} needs a promotion section to name the canary pool to promote from",
+            "add promotion: {canaryPool: <a GPU pool>} to the environment (docs/guides/promotion.md)")])
+    return Rules(promotion.min_canary_nodes, promotion.min_pass_rate, promotion.gemm_tolerance,
+                 promotion.bandwidth_tolerance, promotion.nccl_floor_gbps, promotion.rollback_failures)
+
+
+def _agent_pools(pool: NodePool) -> set[str]:
+    return {zone_pool.name for zone_pool in pool.agent_pools()}
+
+
+def decide_for(spec: ClusterSpec, records: Sequence[Verdict]) -> Decision:
+    """The decision for `spec`'s canary over `records` (the whole record: canary and baseline)."""
+    rules = rules_of(spec)
+    assert spec.promotion is not None
+    canary = next(p for p in spec.node_pools if p.name == spec.promotion.canary_pool)
+    names = _agent_pools(canary)
+    pool_records = [r for r in records if r.pool in names]
+    relabelled = [r if r.pool not in names else _as_pool(r, canary.name) for r in records]
+    candidate, canary_records, baseline = select(relabelled, canary.name)
+    if not pool_records or not canary_records:
+        return Decision("wait", (f"no verdict of the canary pool {canary.name} names its node image yet",), (), (),
+                        {"canaryNodes": 0})
+    return decide(canary_records, baseline, rules, candidate)
+
+
+def _as_pool(record: Verdict, pool: str) -> Verdict:
+    from dataclasses import replace
+
+    return replace(record, pool=pool)
+
+
+def fleet_group(environments: EnvironmentsFile, stack: str) -> str:
+    """The update group of fleet member stack `stack` (environments.yaml fleet.members[].group)."""
+    environment, member = environments.stacks().get(stack, (stack, None))
+    settings = environments.document.environments.get(environment)
+    fleet = settings.fleet if settings else None
+    group = next((m.group for m in fleet.members if m.name == member), None) if fleet and member else None
+    if group is None:
+        raise UserError(problems=[Problem(
+            "ENVIRONMENT argument", stack, "with --update-run, a fleet member's stack, which has an update group",
+            "name the canary member's stack (<fleet environment>-<member>)")])
+    return group
+
+
+def snapshot_name(pool: str, node_image: str) -> str:
+    """A snapshot's name from the canary pool and its node image's version
+    ("AKSUbuntu-2204gen2containerd-202611.10.0" -> "<pool>-202611-10-0"), within Azure's 63 characters."""
+    version = re.sub(r"[^A-Za-z0-9]+", "-", node_image.rsplit("-", 1)[-1]).strip("-") or "image"
+    return f"{pool}-{version}"[:63].strip("-_")
+
+
+def overrides_path(environments: EnvironmentsFile, stack: str) -> list[Step]:
+    """Where stack `stack`'s own overrides live in environments.yaml: an environment's, or a fleet
+    member's (environments.<fleet>.fleet.members[name].overrides)."""
+    environment, member = environments.stacks().get(stack, (stack, None))
+    if member is None:
+        return ["environments", environment, "overrides"]
+    return ["environments", environment, "fleet", "members", ("name", member), "overrides"]
+
+
+def changes_for(env: str, spec: ClusterSpec, decision: Decision,
+                base: list[Step] | None = None) -> tuple[list[Change], list[str]]:
+    """What promote writes for `decision` (nothing for wait and refuse), and what it says beside."""
+    assert spec.promotion is not None
+    canary = next(p for p in spec.node_pools if p.name == spec.promotion.canary_pool)
+    # The canary's verdicts speak for its VM size and OS SKU only (one node image per OS SKU and
+    # architecture; each GPU model its own check): other GPU pools need a canary of their own.
+    gpu_pools = [p for p in spec.node_pools if p.kind == "gpu" and p.name != canary.name]
+    others = [p for p in gpu_pools if p.vm_size == canary.vm_size and p.os_sku == canary.os_sku]
+    uncovered = [p.name for p in gpu_pools if p not in others]
+    base = base or ["environments", env, "overrides"]
+    changes: list[Change] = []
+    notes: list[str] = []
+    canary_driver = canary.pins.driver_version if canary.pins else None
+    if decision.action == "promote":
+        image = dict(decision.candidate).get("nodeImage", "")
+        name = snapshot_name(canary.name, image)
+        if name not in {s.name for s in spec.promotion.snapshots}:
+            changes.append(Change([*base, "promotion", "snapshots", ("name", name), "sourcePool"], canary.name, None,
+                                  f"snapshot {name} of pool {canary.name} (node image {image})"))
+        for pool in others:
+            pins = pool.pins
+            if (pins.node_image_snapshot if pins else None) != name:
+                changes.append(Change([*base, "nodePools", ("name", pool.name), "pins", "nodeImageSnapshot"], name,
+                                      pins.node_image_snapshot if pins else None, f"pool {pool.name}: node image"))
+            gpu = pool.gpu_settings
+            if canary_driver and gpu is not None and gpu.driver == "None" and \
+                    (pins.driver_version if pins else None) != canary_driver:
+                before = pins.driver_version if pins else None
+                changes.append(Change([*base, "nodePools", ("name", pool.name), "pins", "driverVersion"],
+                                      canary_driver, before, f"pool {pool.name}: driver"))
+        if uncovered:
+            notes.append(f"not moved: {', '.join(uncovered)} (another VM size or OS SKU than the canary "
+                         f"{canary.vm_size} {canary.os_sku}: the canary's verdicts do not speak for them)")
+        notes.append(f"`aksgpu up {env}` creates snapshot {name} from {canary.name}'s nodes as they are then: keep "
+                     f"the canary on {image} until it has run (controlPlane.nodeOsUpgradeChannel None)")
+    elif decision.action == "rollback":
+        drivers = Counter(p.pins.driver_version for p in gpu_pools if p.pins and p.pins.driver_version)
+        if canary_driver and drivers:
+            baseline_driver = drivers.most_common(1)[0][0]
+            if baseline_driver != canary_driver:
+                changes.append(Change([*base, "nodePools", ("name", canary.name), "pins", "driverVersion"],
+                                      baseline_driver, canary_driver, f"canary {canary.name}: driver back"))
+        notes.append(f"the other GPU pools keep their pins. AKS cannot downgrade a node image through a pin "
+                     f"(learn.microsoft.com/azure/aks/node-image-upgrade): roll the canary {canary.name} back with "
+                     f"`{rollback_command(spec, canary)}`: {ROLLBACK_DOC}")
+    return changes, notes
+
+
+def apply(env: str, changes: list[Change], project_dir: Path | None = None,
+          validate: Any = None) -> Path:
+    """Write `changes` into environments.yaml under the project's lock: the text edited in place, read
+    back and compared with the document with the changes set, the environment validated by
+    `validate(EnvironmentsFile)` (raises on a spec error), then written atomically."""
+    project_dir = project_dir or find_project_dir(Path.cwd().resolve())
+    with locked_for_writing(project_dir):
+        environments = load_environments(project_dir)
+        text = environments.path.read_text(encoding="utf-8")
+        expected = parse_yaml(text)
+        for change in changes:
+            text = set_in_text(text, change.path, change.value)
+            expected = set_value(expected, change.path, change.value)
+        if parse_yaml(text) != expected:
+            raise UserError(f"could not change {environments.relative_path} without changing what else is there; "
+                            "nothing was written. Fix: set the pins by hand (see `aksgpu promote --dry-run`)")
+        candidate = EnvironmentsFile(environments.project_dir, environments.path,
+                                     EnvironmentsDocument.model_validate(expected), exists=True)
+        if validate is not None:
+            validate(candidate)
+        write_text_atomically(environments.path, text)
+        return environments.path

@@ -1,0 +1,148 @@
+"""The promotion decision over recorded verdicts (aksgpu/promotion/decision.py), on the fixtures of
+tests/data/promotion/: each rule has a fixture or a variation that a wrong rule would decide
+differently."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from aksgpu.errors import UserError
+from aksgpu.node import node_verdicts
+from aksgpu.promotion import records
+from aksgpu.promotion.decision import Decision, Rules, decide, select
+
+DATA = Path(__file__).resolve().parent / "data" / "promotion"
+RULES = Rules(min_canary_nodes=3, min_pass_rate=0.9, gemm_tolerance=0.05, bandwidth_tolerance=0.05)
+
+
+def _decide(name: str, rules: Rules = RULES, baseline: records.Verdict | None = None) -> Decision:
+    found = records.read_file(DATA / f"{name}.jsonl")
+    candidate, canary, base = select(found, "h100c", baseline.stack if baseline else None)
+    return decide(canary, base, rules, candidate)
+
+
+def test_a_healthy_canary_promotes() -> None:
+    decision = _decide("healthy")
+    assert decision.action == "promote", decision
+    assert dict(decision.candidate)["nodeImage"] == "AKSUbuntu-2204gen2containerd-202611.10.0"
+    assert decision.evidence["passed"] == 3 and decision.evidence["gemmMedian"] == {"canary": 709.0,
+                                                                                    "baseline": 706.5}
+
+
+def test_a_driver_mismatch_rolls_the_canary_back_with_the_failing_check() -> None:
+    decision = _decide("driver-mismatch")
+    assert decision.action == "rollback"
+    assert "3 of 3 canary nodes failed" in decision.reasons[0] and "driver" in decision.reasons[0]
+    assert all("CUDA driver version is insufficient" in why for why in decision.evidence["failures"].values())
+
+
+def test_a_driver_mismatch_rolls_back_before_the_quorum() -> None:
+    """Failures need no quorum: two of two failed is already a failing canary."""
+    decision = _decide("driver-mismatch", dataclasses.replace(RULES, min_canary_nodes=10))
+    assert decision.action == "rollback"
+
+
+def test_one_failed_node_of_many_refuses_rather_than_rolls_back() -> None:
+    found = records.read_file(DATA / "healthy.jsonl")
+    last = found[-1]
+    found[-1] = dataclasses.replace(last, verdict="failed", check="ecc", reason="GPU 2: 3 DBE errors")
+    candidate, canary, base = select(found, "h100c")
+    decision = decide(canary, base, RULES, candidate)
+    assert decision.action == "refuse"
+    assert decision.reasons == ("pass rate 2/3 = 67% is below the rule's 90%",)
+
+
+def test_a_held_canary_node_is_systemic_and_rolls_back() -> None:
+    found = records.read_file(DATA / "healthy.jsonl")
+    found[-1] = dataclasses.replace(found[-1], verdict="held", check="gemm", reason="circuit breaker open")
+    candidate, canary, base = select(found, "h100c")
+    assert decide(canary, base, RULES, candidate).action == "rollback"
+
+
+def test_a_slow_gemm_is_refused_with_the_figures() -> None:
+    decision = _decide("slow-gemm")
+    assert decision.action == "refuse"
+    [reason] = decision.reasons
+    assert reason.startswith("the canary's GEMM TFLOPS median 611 is 13.5% below the baseline's 706.5")
+
+
+def test_the_tolerance_is_what_decides_a_slow_gemm() -> None:
+    assert _decide("slow-gemm", dataclasses.replace(RULES, gemm_tolerance=0.15)).action == "promote"
+
+
+def test_too_few_canary_nodes_wait_and_say_how_many() -> None:
+    decision = _decide("partial-data")
+    assert decision.action == "wait"
+    assert decision.reasons == ("2 of the 3 canary nodes the rule needs have a final verdict on nodeImage "
+                                "AKSUbuntu-2204gen2containerd-202611.10.0, driver 580.105.08",)
+
+
+def test_a_missing_measurement_waits_and_names_it() -> None:
+    decision = _decide("partial-data", dataclasses.replace(RULES, min_canary_nodes=2, nccl_floor_gbps=400.0))
+    assert decision.action == "wait"
+    # Both passed nodes recorded bandwidth; the second has neither a GEMM nor an NCCL figure.
+    assert decision.missing == (
+        "the canary's GEMM TFLOPS on aks-h100c-87654321-vmss000001 (each passed canary node must record it: the "
+        "gate's check level must include the GEMM and bandwidth checks)",
+        "the canary's NCCL bus bandwidth on aks-h100c-87654321-vmss000001 (the rule has a floor)")
+
+
+def test_no_gemm_anywhere_on_the_canary_is_missing() -> None:
+    found = [dataclasses.replace(r, measurements=records.Measurements(hbm_gbps=2950.0)) if r.pool == "h100c" else r
+             for r in records.read_file(DATA / "healthy.jsonl")]
+    candidate, canary, base = select(found, "h100c")
+    decision = decide(canary, base, RULES, candidate)
+    assert decision.action == "wait"
+    assert [m.split(" on ")[0] for m in decision.missing] == ["the canary's GEMM TFLOPS"]
+
+
+def test_without_a_baseline_the_comparison_waits() -> None:
+    found = [r for r in records.read_file(DATA / "healthy.jsonl") if r.pool == "h100c"]
+    candidate, canary, base = select(found, "h100c")
+    decision = decide(canary, base, RULES, candidate)
+    assert decision.action == "wait" and len(decision.missing) == 2
+
+
+def test_the_nccl_floor_refuses_a_slow_fabric() -> None:
+    decision = _decide("healthy", dataclasses.replace(RULES, nccl_floor_gbps=490.0))
+    assert decision.action == "refuse"
+    assert decision.reasons[0].startswith("NCCL bus bandwidth 482 GB/s on aks-h100c-87654321-vmss000000")
+
+
+def test_the_pinned_baseline_narrows_the_comparison() -> None:
+    found = records.read_file(DATA / "healthy.jsonl")
+    other = (("nodeImage", "AKSUbuntu-2204gen2containerd-202609.01.0"),)
+    candidate, canary, base = select(found, "h100c", other)
+    assert base == [] and len(canary) == 3
+
+
+def test_entries_parse_from_log_lines_configmaps_and_lists(tmp_path: Path) -> None:
+    lines = (DATA / "healthy.jsonl").read_text().splitlines()
+    logs = tmp_path / "logs.txt"
+    logs.write_text("\n".join(f"2026-11-26T10:00:00Z stdout F {node_verdicts.LOG_PREFIX} {line}" for line in lines))
+    configmap = tmp_path / "cm.json"
+    configmap.write_text(json.dumps({"kind": "ConfigMap", "data": {"verdicts": "\n".join(lines)}}))
+    listed = tmp_path / "list.json"
+    listed.write_text(json.dumps([json.loads(line) for line in lines]))
+    expected = records.read_file(DATA / "healthy.jsonl")
+    assert records.read_file(logs) == records.read_file(configmap) == records.read_file(listed) == expected
+
+
+def test_old_entries_without_evidence_keys_parse() -> None:
+    [record] = records.parse_lines(['{"node": "n", "verdict": "passed", "pool": "p", "time": "bad"}'])
+    assert record.fingerprint == {} and record.measurements == records.Measurements() and record.time is None
+
+
+def test_an_empty_or_missing_file_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("not json\n")
+    with pytest.raises(UserError) as empty:
+        records.read_file(tmp_path / "empty.jsonl")
+    [problem] = empty.value.problems
+    assert (problem.path, problem.value) == ("--verdicts", str(tmp_path / "empty.jsonl"))
+    assert "kubectl get configmap aksgpu-gpu-health-record" in problem.fix
+    with pytest.raises(UserError, match="cannot read the verdicts file"):
+        records.read_file(tmp_path / "absent.jsonl")
