@@ -3,14 +3,18 @@ nodes each (tests/fleet_scale.py), for N = 1, 5, 10 and 20: wall time, CPU time,
 and the time each added member costs (between one row and the next): constant if the plan time
 grows linearly with the members.
 
-Run: .venv/bin/python tests/benchmark_fleet.py [N ...] [--quick]
+Run: .venv/bin/python tests/benchmark_fleet.py [N ...] [--quick] [--baseline DIR] [--every-core-only]
 Each figure is one fresh `aksgpu plan FLEET --json` process (plans on every core: aksgpu/plan/workers.py),
 after `aksgpu render` wrote the fleet's stacks. Then, for the largest N, `aksgpu validate` and
 `aksgpu plan FLEET` on every core against the same command planning one stack after another
 (AKSGPU_WORKERS=1), interleaved (tests/command_timing.py), their output checked equal.
---quick: N = 2 and one round (CI runs it so that it cannot rot). The CPU column is the command's own
-process: its plan workers are the plan server's children, which the command does not wait for. A failed command ends the
-benchmark with its output and a non-zero exit.
+--baseline DIR adds the same commands of another checkout (DIR/.venv, in a fleet its own
+tests/fleet_scale.py generates and its aksgpu renders), interleaved, and their ratio (issue 28
+measures against 638439c); --every-core-only then leaves out the one-after-another runs and the
+table (the largest N only). --quick: N = 2 and one round (CI runs it so that it cannot rot). The CPU
+column is the command's and the plan workers it forks and waits for (on Linux; a plan server's
+workers, which it does not wait for, are left out). A failed command ends the benchmark with its
+output and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -41,7 +45,13 @@ def _run(args: list[str], cwd: Path) -> tuple[float, float, str]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), result.stdout
 
 
-def main(counts: list[int], rounds: int = 3) -> None:
+def main(counts: list[int], rounds: int = 3, baseline: Path | None = None, table: bool = True) -> None:
+    if not table:
+        with tempfile.TemporaryDirectory(prefix="aksgpu-fleet-bench-") as folder:
+            project = fleet_project(Path(folder) / f"fleet{counts[-1]}", counts[-1])
+            _run(["render"], project)
+            _every_core(project, counts[-1], rounds, baseline, Path(folder), sequential=False)
+        return
     print(f"aksgpu plan of a fleet of N members x {NODES_PER_MEMBER:,} nodes (one fresh process each)")
     print(f"{'members':>7}  {'nodes':>9}  {'resources':>9}  {'wall s':>7}  {'cpu s':>7}  {'peak MB':>7}  "
           f"{'s per added member':>18}")
@@ -59,23 +69,53 @@ def main(counts: list[int], rounds: int = 3) -> None:
             slope = f"{(wall - rows[-1][1]) / (members - rows[-1][0]):.2f}" if rows else "-"
             rows.append((members, wall))
             print(f"{members:>7}  {nodes:>9,}  {resources:>9,}  {wall:>7.1f}  {cpu:>7.1f}  {peak:>7.0f}  {slope:>18}")
-        _every_core(project, counts[-1], rounds)
+        _every_core(project, counts[-1], rounds, baseline, Path(folder))
 
 
-def _every_core(project: Path, members: int, rounds: int) -> None:
-    """validate and plan of the fleet on every core against one stack after another."""
-    from tests.command_timing import interleaved, machine
+def _baseline_project(baseline: Path, folder: Path, members: int) -> Path:
+    """The fleet of `members` as the baseline checkout generates it (its spec rules are its own), rendered."""
+    from tests.command_timing import baseline_aksgpu
 
-    print(f"\n{members} members ({machine()}; median of {rounds} interleaved rounds):")
+    project = folder / f"baseline{members}"
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+            "from tests.fleet_scale import fleet_project; fleet_project(Path(sys.argv[2]), int(sys.argv[3]))")
+    subprocess.run([str(baseline / ".venv" / "bin" / "python"), "-c", code, str(baseline), str(project), str(members)],
+                   check=True, cwd=baseline)
+    subprocess.run([baseline_aksgpu(baseline), "render"], cwd=project, check=True, capture_output=True)
+    return project
+
+
+def _every_core(project: Path, members: int, rounds: int, baseline: Path | None, folder: Path,
+                sequential: bool = True) -> None:
+    """validate and plan of the fleet on every core against one stack after another (and the baseline's)."""
+    from tests.command_timing import Variant, baseline_aksgpu, interleaved, machine
+
+    base_project = _baseline_project(baseline, folder, members) if baseline is not None else None
+    print(f"\n{members} members ({machine()}; median of {rounds} interleaved rounds"
+          f"{f'; baseline {baseline}' if baseline is not None else ''}):")
     for args in (["validate"], ["plan", "scale"]):
-        times = interleaved({"every core": ([AKSGPU, *args], {}),
-                             "one after another": ([AKSGPU, *args], {"AKSGPU_WORKERS": "1"})}, project, rounds)
-        print(f"  aksgpu {' '.join(args):<16} {times['every core']:6.1f} s on every core, "
-              f"{times['one after another']:.1f} s one stack after another: "
-              f"{times['every core'] / times['one after another']:.2f}x")
+        variants: dict[str, Variant] = {"every core": ([AKSGPU, *args], {})}
+        if sequential:
+            variants["one after another"] = ([AKSGPU, *args], {"AKSGPU_WORKERS": "1"})
+        if baseline is not None and base_project is not None:
+            variants["baseline"] = ([baseline_aksgpu(baseline), *args], {}, base_project)
+        times = interleaved(variants, project, rounds)
+        line = f"  aksgpu {' '.join(args):<16} {times['every core']:6.1f} s on every core"
+        if sequential:
+            line += (f", {times['one after another']:.1f} s one stack after another: "
+                     f"{times['every core'] / times['one after another']:.2f}x")
+        if "baseline" in times:
+            line += f"; baseline {times['baseline']:.1f} s: {times['every core'] / times['baseline']:.2f}x"
+        print(line)
 
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
-    main([int(arg) for arg in sys.argv[1:] if arg != "--quick"] or ([2] if quick else [1, 5, 10, 20]),
-         rounds=1 if quick else 3)
+    arguments = sys.argv[1:]
+    baseline = None
+    if "--baseline" in arguments:
+        at = arguments.index("--baseline")
+        baseline = Path(arguments[at + 1]).resolve()
+        del arguments[at:at + 2]
+    main([int(arg) for arg in arguments if arg.isdigit()] or ([2] if quick else [1, 5, 10, 20]),
+         rounds=1 if quick else 3, baseline=baseline, table="--every-core-only" not in arguments)

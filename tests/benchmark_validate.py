@@ -1,14 +1,16 @@
 """How many generated hostile specs per second `aksgpu validate` gets through (prints figures).
 
-Run: .venv/bin/python tests/benchmark_validate.py [CASES] [--quick]
+Run: .venv/bin/python tests/benchmark_validate.py [CASES] [--quick] [--baseline DIR]
 Cases come from tests/fuzz.py (seeded). Two figures: the whole command in-process (read the
 file, strict YAML, every spec rule, the report), and the spec rules alone on the same specs.
 Then, in fresh processes in the example project, interleaved (tests/command_timing.py): the quick
 commands (`--help`, `--version`, `validate --spec-only`, `render --check`) against `python -c pass`,
 and `validate` and `ci summary` with plans on every core against the same commands planning one
-stack after another (AKSGPU_WORKERS=1), their output checked equal. --quick: 50 cases, 2 rounds
-(CI runs it so that it cannot rot). A case that ends in an internal error (a traceback instead of a
-message) ends the benchmark with a non-zero exit.
+stack after another (AKSGPU_WORKERS=1), their output checked equal. --baseline DIR adds the same
+commands of another checkout (DIR/.venv, in DIR's own example project), interleaved with these, and
+their ratio (issue 28 measures against 638439c). --quick: 50 cases, 2 rounds (CI runs it so that it
+cannot rot). A case that ends in an internal error (a traceback instead of a message) ends the
+benchmark with a non-zero exit. Commands run with Python's bytecode cache, as an install has it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ from tests.helpers import EXAMPLE
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    numbers = [arg for arg in sys.argv[1:] if arg != "--quick"]
+    arguments = sys.argv[1:]
+    baseline = None
+    if "--baseline" in arguments:
+        at = arguments.index("--baseline")
+        baseline = Path(arguments[at + 1]).resolve()
+        del arguments[at:at + 2]
+    numbers = [arg for arg in arguments if arg != "--quick"]
     count = int(numbers[0]) if numbers else 50 if quick else 500
     cases = [case for case in Generator(1).cases(count * 3) if case.kind == "stack"][:count]
     with tempfile.TemporaryDirectory() as folder:
@@ -71,30 +79,48 @@ def main() -> None:
           f"{len(cases) / command_seconds:.0f} specs/s")
     print(f"spec rules alone (parse_cluster_spec): {len(specs)} specs in {rules_seconds:.2f} s, "
           f"{len(specs) / rules_seconds:.0f} specs/s")
-    commands(rounds=2 if quick else 9)
+    commands(rounds=2 if quick else 9, baseline=baseline)
 
 
-def commands(rounds: int) -> None:
+def commands(rounds: int, baseline: Path | None = None) -> None:
     """The quick commands against a bare interpreter, and the planning commands against their
-    sequential path, in the example project (interleaved, medians of `rounds`)."""
-    from tests.command_timing import AKSGPU, interleaved, machine
+    sequential path, in the example project (interleaved, medians of `rounds`); with `baseline`, each
+    against the same command of that checkout in its own example project too."""
+    from tests.command_timing import AKSGPU, Variant, baseline_aksgpu, interleaved, machine
 
-    print(f"\nIn {EXAMPLE.name} ({machine()}; median of {rounds} interleaved rounds):")
+    base = baseline_aksgpu(baseline) if baseline is not None else None
+    base_project = baseline / "examples" / EXAMPLE.name if baseline is not None else EXAMPLE
+
+    def with_baseline(variants: dict[str, Variant], args: list[str]) -> dict[str, Variant]:
+        return {**variants, "baseline": ([base, *args], {}, base_project)} if base is not None else variants
+
+    print(f"\nIn {EXAMPLE.name} ({machine()}; median of {rounds} interleaved rounds"
+          f"{f'; baseline {baseline}' if baseline is not None else ''}):")
     quick = interleaved({"python -c pass": ([sys.executable, "-c", "pass"], {}),
                          "aksgpu --help": ([AKSGPU, "--help"], {}),
-                         "aksgpu --version": ([AKSGPU, "--version"], {}),
-                         "aksgpu validate --spec-only": ([AKSGPU, "validate", "--spec-only"], {}),
-                         "aksgpu render --check": ([AKSGPU, "render", "--check"], {})}, EXAMPLE, rounds)
+                         "aksgpu --version": ([AKSGPU, "--version"], {})}, EXAMPLE, rounds)
     bare = quick.pop("python -c pass")
     print(f"  {'python -c pass':<30} {bare * 1000:6.0f} ms")
     for name, seconds in quick.items():
         print(f"  {name:<30} {seconds * 1000:6.0f} ms  ({seconds / bare:.1f}x python -c pass)")
+    for args in (["validate", "--spec-only"], ["render", "--check"]):
+        name = "aksgpu " + " ".join(args)
+        times = interleaved(with_baseline({"this": ([AKSGPU, *args], {}),
+                                           "python -c pass": ([sys.executable, "-c", "pass"], {})}, args),
+                            EXAMPLE, rounds)
+        against = (f", baseline {times['baseline'] * 1000:.0f} ms: {times['this'] / times['baseline']:.2f}x"
+                   if "baseline" in times else "")
+        print(f"  {name:<30} {times['this'] * 1000:6.0f} ms  ({times['this'] / times['python -c pass']:.1f}x "
+              f"python -c pass{against})")
     for args in (["ci", "summary"], ["validate"]):
         name = "aksgpu " + " ".join(args)
-        times = interleaved({"every core": ([AKSGPU, *args], {}),
-                             "one after another": ([AKSGPU, *args], {"AKSGPU_WORKERS": "1"})}, EXAMPLE, rounds)
+        times = interleaved(with_baseline({"every core": ([AKSGPU, *args], {}),
+                                           "one after another": ([AKSGPU, *args], {"AKSGPU_WORKERS": "1"})}, args),
+                            EXAMPLE, rounds)
+        against = (f"; baseline {times['baseline']:.2f} s: {times['every core'] / times['baseline']:.2f}x"
+                   if "baseline" in times else "")
         print(f"  {name:<30} {times['every core']:6.2f} s on every core, {times['one after another']:.2f} s one "
-              f"stack after another: {times['every core'] / times['one after another']:.2f}x")
+              f"stack after another: {times['every core'] / times['one after another']:.2f}x{against}")
 
 
 if __name__ == "__main__":

@@ -14,29 +14,49 @@ from pathlib import Path
 AKSGPU = str(Path(sys.executable).with_name("aksgpu"))
 
 
+def _environment(env: dict[str, str] | None) -> dict[str, str]:
+    """The commands run as an installed aksgpu does: with Python's bytecode cache (a shell that sets
+    PYTHONDONTWRITEBYTECODE=1 makes every start compile aksgpu's modules again, about 60 ms)."""
+    inherited = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    return {**inherited, **(env or {})}
+
+
 def timed(command: list[str], cwd: Path,
           env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False,
-                            env={**os.environ, **(env or {})})
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False, env=_environment(env))
     return time.perf_counter() - started, result
 
 
-def interleaved(variants: dict[str, tuple[list[str], dict[str, str]]], cwd: Path, rounds: int) -> dict[str, float]:
-    """Median wall seconds of each variant (command, extra environment) over `rounds` interleaved
-    rounds; fails when a variant's output or exit code differs from the first variant's."""
+Variant = tuple[list[str], dict[str, str]] | tuple[list[str], dict[str, str], Path]
+
+
+def interleaved(variants: dict[str, Variant], cwd: Path, rounds: int) -> dict[str, float]:
+    """Median wall seconds of each variant (command, extra environment, and a folder of its own
+    where given: a baseline checkout's project) over `rounds` interleaved rounds; fails when a
+    variant that runs the first variant's very command prints other output or exit code."""
     seconds: dict[str, list[float]] = {name: [] for name in variants}
+    first_command = next(iter(variants.values()))[0]
     first: tuple[int, str, str] | None = None
     for _ in range(rounds):
-        for name, (command, env) in variants.items():
-            wall, result = timed(command, cwd, env)
+        for name, (command, env, *folder) in variants.items():
+            wall, result = timed(command, folder[0] if folder else cwd, env)
             seconds[name].append(wall)
             seen = (result.returncode, result.stdout, result.stderr)
             if first is None:
                 first = seen
-            elif command[1:] == next(iter(variants.values()))[0][1:] and seen != first:
+            elif command == first_command and not folder and seen != first:
                 raise SystemExit(f"{name}: output differs from {next(iter(variants))}'s")
     return {name: statistics.median(values) for name, values in seconds.items()}
+
+
+def baseline_aksgpu(checkout: Path) -> str:
+    """The console script of a baseline checkout (its own virtual environment, .venv)."""
+    script = checkout / ".venv" / "bin" / "aksgpu"
+    if not script.exists():
+        raise SystemExit(f"{script} does not exist: give --baseline a checkout with its own .venv (git worktree "
+                         "add DIR COMMIT; python3.11 -m venv DIR/.venv; DIR/.venv/bin/pip install -e DIR)")
+    return str(script)
 
 
 def machine() -> str:

@@ -196,7 +196,7 @@ def test_app_only_wires_commands() -> None:
     commands = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
                 and any("command" in ast.unparse(decorator) for decorator in node.decorator_list)]
     assert commands == []
-    registered = {node.value.func.value.id for node in tree.body if isinstance(node, ast.Expr)
+    registered = {node.value.func.value.id for node in ast.walk(tree) if isinstance(node, ast.Expr)
                   and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
                   and node.value.func.attr == "register" and isinstance(node.value.func.value, ast.Name)}
     assert registered == {"plan_commands", "environment_commands", "workflow_commands", "preflight_commands",

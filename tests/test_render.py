@@ -148,3 +148,20 @@ def test_keys_pulumi_adds_do_not_make_a_stack_file_hand_edited(project: Path) ->
     # A comment the user changes is still a hand edit.
     stack.write_text(stack.read_text().replace("# Pulumi stack", "# My stack", 1))
     assert plan_render(load_environments(project), "dev").state == "hand-edited"
+
+
+def test_rendering_an_environment_parses_its_stack_file_once_while_it_stays_the_same(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its names and its state both read the stack file: one parse (issue 28), and a file that
+    changed in between is parsed again."""
+    from aksgpu.environments import render as render_module
+
+    parsed: list[Path] = []
+    real = render_module.load_yaml
+    monkeypatch.setattr(render_module, "load_yaml", lambda path: parsed.append(path) or real(path))
+    environments = load_environments(project)
+    first = plan_render(environments, "dev")
+    assert parsed == [first.path] and first.state == "current"
+    first.path.write_text(first.text.replace("# ", "#  ", 1), encoding="utf-8")
+    again = plan_render(environments, "dev")
+    assert parsed == [first.path, first.path] and again.state == "hand-edited"

@@ -85,7 +85,7 @@ def test_workers_one_per_core_at_most_one_per_plan(monkeypatch: pytest.MonkeyPat
     assert worker_count(20) == 3 and worker_count(2) == 2 and worker_count(1) == 0
     monkeypatch.delenv(WORKERS_VARIABLE)
     monkeypatch.setattr(workers_module, "cores", lambda: 2)
-    assert worker_count(2) == 0 and worker_count(5) == 0  # a worker's first plan costs its imports
+    assert worker_count(2) == 0 and worker_count(5) == 0  # forking and a forked plan cost more than a plan
     assert worker_count(6) == 2 and worker_count(1000) == 2
     monkeypatch.setattr(workers_module, "cores", lambda: 1)
     assert worker_count(1000) == 0
@@ -106,8 +106,8 @@ def test_ctrl_c_while_workers_plan_ends_in_one_line_and_no_worker_left(fleet: Pa
     command = subprocess.Popen([str(aksgpu), "validate"], cwd=fleet, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True, env={**os.environ, WORKERS_VARIABLE: "2"})
     deadline = time.monotonic() + 120
-    while len(_session(command.pid)) < 4 and time.monotonic() < deadline and command.poll() is None:
-        time.sleep(0.1)  # the resource tracker, the plan server and two workers
+    while len(_session(command.pid)) < 2 and time.monotonic() < deadline and command.poll() is None:
+        time.sleep(0.1)  # the two workers (forked from the command; from a plan server beside a thread)
     assert command.poll() is None, "the command ended before its workers started"
     os.killpg(command.pid, signal.SIGINT)
     _, err = command.communicate(timeout=60)
@@ -135,3 +135,49 @@ def test_a_command_resolves_a_fleet_once_for_all_its_members(args: list[str], fl
     monkeypatch.chdir(fleet)
     assert CliRunner().invoke(app, args).exit_code == 0
     assert resolved == Counter({"training": 1})
+
+
+def test_workers_fork_from_the_command_only_while_it_has_one_thread() -> None:
+    """A child forked beside another thread may inherit a lock that thread held: the command forks
+    its workers only while its main thread is its only one (the kernel's count); else a plan server."""
+    import threading
+
+    code = "from aksgpu.plan.workers import _forks_here; print(_forks_here())"
+    alone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert alone.stdout == ("True\n" if sys.platform == "linux" else "False\n")
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not workers_module._forks_here()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_the_plan_server_path_reads_the_same(fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the command may not fork (another thread), its workers come from the plan server: the
+    same bytes as planning one after another."""
+    monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
+    monkeypatch.chdir(fleet)
+    *sequential, _ = _run(["ci", "summary"], 1, monkeypatch)
+    monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
+    monkeypatch.chdir(fleet)
+    *parallel, in_process = _run(["ci", "summary"], 2, monkeypatch)
+    assert parallel == sequential and sequential[0] == 0
+    assert in_process == 0
+
+
+@pytest.mark.parametrize(("terminal", "forks_here", "started"), [(False, True, False), (True, True, True),
+                                                                (False, False, True)])
+def test_the_plan_server_starts_early_where_the_workers_will_come_from_it(
+        terminal: bool, forks_here: bool, started: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the spinner's thread rules out forking from the command when it plans: the plan
+    server starts at once, to import while the command validates; elsewhere the command forks them."""
+    calls: list[str] = []
+    monkeypatch.setattr(workers_module, "_context", lambda: calls.append("server"))
+    monkeypatch.setattr(workers_module, "_forks_here", lambda: forks_here)
+    monkeypatch.setattr(workers_module, "worker_count", lambda jobs: 2)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    workers_module.warm_up(10)
+    assert calls == (["server"] if started else [])

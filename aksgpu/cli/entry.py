@@ -44,6 +44,11 @@ def main() -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(EXIT_BROKEN_PIPE)
         return
+    # The collector is paused while the app loads (Typer and the commands' module allocate what lives
+    # until the command ends); cli/app.py's main turns it back on unless the command is a short one.
+    import gc
+
+    gc.disable()
     try:
         from aksgpu.cli.app import main as run
 

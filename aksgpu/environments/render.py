@@ -42,7 +42,7 @@ from aksgpu.environments.stack_text import aksgpu_text, value_digest
 from aksgpu.errors import Problem, UserError
 from aksgpu.project.files import read_text_if_exists, write_text_atomically
 from aksgpu.project.generated import free_backup_path, stamp_state
-from aksgpu.project.stackfile import load_yaml
+from aksgpu.project.stackfile import MAX_YAML_BYTES, load_yaml
 from aksgpu.spec.base import Issue
 from aksgpu.stack_config import CLUSTER_KEY, DIGEST_KEY, FLEET_KEY, SPEC_KEYS
 
@@ -201,11 +201,28 @@ def with_named_cluster(document: Any) -> Any:
     return document
 
 
+# The last stack file parsed, by its bytes: rendering an environment reads it twice, one read right
+# after the other (_spec_on_disk for its names, _compare for its state), and parsing it (PyYAML in
+# Python) is about 4 ms of the example's `validate --spec-only` per file (issue 28).
+_last_parsed: list[tuple[Path, bytes, tuple[Any, str]]] = []
+
+
 def _parse_existing(path: Path) -> tuple[Any, str]:
+    """The stack file's document and "", or None and why it cannot be read; the same bytes of the
+    same file are parsed once (the document is shared: neither reader changes it)."""
     try:
-        return load_yaml(path), ""
+        with path.open("rb") as stream:
+            data: bytes | None = stream.read(MAX_YAML_BYTES + 1)
+    except OSError:
+        data = None
+    if data is not None and _last_parsed and _last_parsed[0][:2] == (path, data):
+        return _last_parsed[0][2]
+    try:
+        parsed: tuple[Any, str] = (load_yaml(path), "")
     except UserError as error:
-        return None, str(error)
+        parsed = (None, str(error))
+    _last_parsed[:] = [(path, data, parsed)] if data is not None else []
+    return parsed
 
 
 def _existing_state(text: str, document: Any, problem: str) -> tuple[State, str]:

@@ -5,10 +5,14 @@ through its stacks in its own order as before, finding each plan made (plan/revi
 Only what the command itself would plan is planned ahead, with the same inputs, so every plan, line
 and exit code is what planning one stack after another gives. A plan that fails in a worker is left
 out: the command plans that stack itself when it gets to it and reports the error as it always did
-(one message, never a traceback). Workers are forked from a server process that has imported the
-planner and the program once (multiprocessing's forkserver; spawn where there is none), and sit in
-a process group of their own, deaf to SIGINT: Ctrl-C at the terminal reaches only the command, which
-stops them and ends as it always does (one line, exit 130).
+(one message, never a traceback). Workers start with the planner, the program and the provider SDK
+modules a plan declares (plan/preload.py) imported once for all of them: on Linux they are forked from
+the command itself once it imported them, while it has no thread but its main one (nothing of gRPC,
+asyncio or a thread pool runs before the fork; _forks_here); else (beside a thread: a terminal's
+spinner, pytest-xdist) from a server process that imported them (multiprocessing's forkserver;
+spawn where there is none). They sit in a process group of their
+own, deaf to SIGINT: Ctrl-C at the terminal reaches only the command, which stops them and ends as it
+always does (one line, exit 130).
 
 AKSGPU_WORKERS=N sets how many workers (default: one per core, where each gets a few plans; 1: none,
 every plan in the command's process, one after another).
@@ -17,9 +21,11 @@ every plan in the command's process, one after another).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -31,13 +37,16 @@ if TYPE_CHECKING:
     from aksgpu.project.stackfile import StackFile
 
 WORKERS_VARIABLE = "AKSGPU_WORKERS"
-# What the server process imports once, so that each worker it forks starts with them.
-PRELOAD = ["aksgpu.plan.planner", "aksgpu.program"]
+# What the workers' parent (the command, or the server process) imports once, so that each worker
+# forked from it starts with them.
+PRELOAD = ["aksgpu.plan.planner", "aksgpu.program", "aksgpu.plan.preload"]
 
-# A worker's first plan imports the providers' modules (about a second on a 2-core machine, where
-# the command's own process pays it once): with fewer plans than this per worker, planning them one
-# after another is faster (the two-environment example's 2 plans on 2 workers took 1.4x as long,
-# measured interleaved on 2026-11-27 on a busy 2-core machine; tests/benchmark_validate.py).
+# Workers start with the provider SDK modules imported (PRELOAD, about a second here, which the
+# command's own process would pay once too), but forking them, and their first plan in a forked
+# process, still cost more than a plan of the example (0.15 to 0.3 s): with fewer plans than this per
+# worker, one after another in the command's process is faster (the two-environment example's
+# `ci summary` on 2 workers took 1.4x as long, a 2-member fleet's `validate` 1.1x, measured
+# interleaved on 2026-11-27 on this busy 2-core machine; tests/benchmark_validate.py, benchmark_fleet.py).
 PLANS_PER_WORKER = 3
 
 Job = tuple["StackFile", "str | None", "Mapping[str, Mapping[str, Any]]"]
@@ -97,11 +106,39 @@ def _plan(stack_file: StackFile, project: str | None, stack_outputs: Mapping[str
 
 
 def warm_up(jobs: int) -> None:
-    """Start the server the workers are forked from, so that it imports the planner and the program
-    while the command does its own work first (validating, rendering); nothing where `jobs`, the
-    plans the command expects to make, stay in this process, or where there is no forkserver."""
-    if worker_count(jobs):
+    """Start the server the workers are forked from, so that it imports the planner, the program and
+    the SDK modules while the command does its own work first (validating, rendering); nothing where
+    `jobs`, the plans the command expects to make, stay in this process, or where the workers will be
+    forked from this process (_forks_here) or there is no forkserver. On a terminal the command shows
+    a spinner while it plans (cli/console.py progress), whose thread rules out forking from it then."""
+    if worker_count(jobs) and (not _forks_here() or sys.stderr.isatty()):
         _context()
+
+
+def os_threads() -> int:
+    """The threads of this process as the kernel counts them (a C library's too, which threading
+    does not see: gRPC's, say); threading's count where there is no /proc."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _forks_here() -> bool:
+    """Whether the workers are forked from this process: on Linux, while it has no thread but its
+    main one (a child forked beside another thread may inherit a lock that thread held, forever).
+    Elsewhere, or beside threads (pytest-xdist's, a command that started one), a forkserver does."""
+    return (sys.platform == "linux" and "fork" in multiprocessing.get_all_start_methods()
+            and threading.current_thread() is threading.main_thread() and os_threads() == 1)
+
+
+def _fork_context() -> Any:
+    """fork's context, with the planner, the program and the provider SDK modules (plan/preload.py)
+    imported here first, once, so that every worker forked from this process plans without importing
+    them; None where this process may not fork (an import started a thread: _forks_here)."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    return multiprocessing.get_context("fork") if _forks_here() else None
 
 
 def _context() -> Any:
@@ -130,11 +167,14 @@ class Workers:
     def submit(self, job: Job) -> Future[Plan | None]:
         """Plan `job` (stack file, project, the outputs its stack references read) on a worker."""
         if self._pool is None:
-            self._forked = (context := _context()).get_start_method() == "forkserver"
+            context = (_forks_here() and _fork_context()) or _context()
+            self._forked = context.get_start_method() == "forkserver"
             self._pool = ProcessPoolExecutor(max_workers=self.count, mp_context=context, initializer=_start_worker)
         if self._forked:
             return self._pool.submit(_plan, *job)  # its workers start deaf to SIGINT, as the server is
-        with _no_interrupt_while_starting():  # spawn: they start from this process
+        # fork (all workers at the first job, before the pool's own thread starts) or spawn: they
+        # start from this process.
+        with _no_interrupt_while_starting():
             return self._pool.submit(_plan, *job)
 
     def close(self, stop: bool = False) -> None:

@@ -44,6 +44,10 @@ class SpecModel(BaseModel):
         # The string under each field is its description (JSON Schema, `aksgpu presets show`),
         # read from the source only when asked for: see descriptions.py.
         json_schema_extra=describe_schema_properties,
+        # Each model's validator is built when it first validates, not when its class is made: a
+        # command builds the ones it uses (ClusterSpec's holds its parts; a cluster's command never
+        # builds the fleet's models), pydantic's defer_build.
+        defer_build=True,
     )
 
 
