@@ -200,13 +200,13 @@ def test_new_never_writes_into_a_folder_with_something_in_it(installed: Path, tm
     (tmp_path / "infra").mkdir()
     (tmp_path / "infra" / "notes.md").write_text("mine")
     result = _aksgpu(installed, tmp_path, "new", "infra", "--location", "eastus2")
-    assert result.returncode == 2 and "is not an empty folder" in result.stderr
+    assert result.returncode == 2 and 'DIRECTORY argument = "infra": not an empty folder' in result.stderr
     assert sorted(p.name for p in (tmp_path / "infra").iterdir()) == ["notes.md"]
 
 
 def test_new_writes_nothing_when_the_first_environment_is_invalid(installed: Path, tmp_path: Path) -> None:
     result = _aksgpu(installed, tmp_path, "new", "infra", "--preset", "nosuch", "--location", "eastus2")
-    assert result.returncode == 2 and 'no preset "nosuch"' in result.stderr
+    assert result.returncode == 2 and '--preset = "nosuch": no preset of that name' in result.stderr
     result = _aksgpu(installed, tmp_path, "new", "infra", "--location", "eastus22")
     assert result.returncode == 1 and "did you mean" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from aksgpu.errors import Problem, UserError
+from aksgpu.errors import MISSING, Problem, UserError
 
 OPTION = "--aksgpu-source"
 VENDOR = "vendor"  # the project folder a local wheel is copied into
@@ -161,7 +161,7 @@ def resolve_source(value: str | None, version: str) -> InstallSource:
     found = installed_source()
     if found is None:
         raise UserError(problems=[Problem(
-            OPTION, None, "the new project's requirements.txt must name where aksgpu comes from (aksgpu is not on "
+            OPTION, MISSING, "the new project's requirements.txt must name where aksgpu comes from (aksgpu is not on "
             "PyPI), and this aksgpu was not installed from a wheel or a git commit to use by default",
             f"pass {OPTION} with {FORMS}")], source="the command line")
     try:
