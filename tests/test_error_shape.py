@@ -124,6 +124,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "an operation failed: Azure refused the request",
     ("promotion/fleet.py", "send", "{} {} failed: {}. Fix: check the network"):
         "an operation failed: the network",
+    ("promotion/promote.py", "roll_back_canary", "cannot run the Azure CLI: {}. Fix: insta"):
+        "a missing prerequisite: the Azure CLI",
+    ("promotion/promote.py", "roll_back_canary", "`{}` failed: {}. Fix: AKS rolls a pool b"):
+        "an az command failed: AKS refused the rollback",
     ("promotion/promote.py", "apply", "could not change {} without changing wha"):
         "a refusal that protects the user's file: the edit would change other text; nothing was written",
     ("promotion/records.py", "read_file", "cannot read the verdicts file {}: {}. Fi"):

@@ -113,6 +113,40 @@ def test_rollback_names_the_aks_rollback_of_the_canarys_agent_pool(lab: Path) ->
             in " ".join(result.output.split()))
 
 
+def test_roll_back_canary_runs_the_aks_rollback_only_on_a_rollback(lab: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    ran: list[list[str]] = []
+
+    def fake_az(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        ran.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", fake_az)
+    result = _promote("--verdicts", str(DATA / "healthy.jsonl"), "--roll-back-canary", "--dry-run")
+    assert result.exit_code == 0 and ran == []  # promote: nothing to roll back
+    result = _promote("--verdicts", str(DATA / "driver-mismatch.jsonl"), "--roll-back-canary", "--dry-run")
+    assert result.exit_code == 1 and ran == []  # a dry run runs nothing
+    result = _promote("--verdicts", str(DATA / "driver-mismatch.jsonl"), "--roll-back-canary")
+    assert result.exit_code == 1
+    assert ran == [["az", "aks", "nodepool", "rollback", "--resource-group", "rg-gpu-lab", "--cluster-name", "gpu-lab",
+                    "--name", "h100c"]]
+    assert "ran `az aks nodepool rollback" in " ".join(result.output.split())
+
+
+def test_a_refused_aks_rollback_says_what_else_to_do(lab: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    def refusing_az(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 1, "", "ERROR: (OperationNotAllowed) no rollback within 7 days\n")
+
+    monkeypatch.setattr(subprocess, "run", refusing_az)
+    result = _promote("--verdicts", str(DATA / "driver-mismatch.jsonl"), "--roll-back-canary")
+    assert result.exit_code == 1 and result.output.startswith("ROLL BACK:")  # the decision's report, still
+    assert "the canary's rollback did not run" in result.output and "no rollback within 7 days" in result.output and "recreate it pinned to" in " ".join(result.output.split())
+
+
 def test_rollback_puts_the_canarys_driver_pin_back(lab: Path) -> None:
     text = lab.read_text().replace('''          maxCount: 2
 ''', '''          maxCount: 2

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,11 +42,43 @@ ROLLBACK_DOC = ("AKS node pool version rollback (learn.microsoft.com/azure/aks/r
                 "or delete the canary pool and let `aksgpu up` recreate it pinned to the baseline snapshot")
 
 
+def rollback_commands(spec: ClusterSpec, canary: NodePool) -> list[list[str]]:
+    """The Azure CLI commands that roll the canary's AgentPools back one version."""
+    return [["az", "aks", "nodepool", "rollback", "--resource-group", spec.resource_group.name,
+             "--cluster-name", spec.name, "--name", agent_pool.name] for agent_pool in canary.agent_pools()]
+
+
 def rollback_command(spec: ClusterSpec, canary: NodePool) -> str:
-    """The Azure CLI line that rolls the canary's AgentPools back one version."""
-    return " && ".join(shlex.join(["az", "aks", "nodepool", "rollback", "--resource-group", spec.resource_group.name,
-                                   "--cluster-name", spec.name, "--name", agent_pool.name])
-                       for agent_pool in canary.agent_pools())
+    """The same as one shell line."""
+    return " && ".join(shlex.join(argv) for argv in rollback_commands(spec, canary))
+
+
+def canary_pool(spec: ClusterSpec) -> NodePool:
+    assert spec.promotion is not None
+    return next(p for p in spec.node_pools if p.name == spec.promotion.canary_pool)
+
+
+def roll_back_canary(spec: ClusterSpec,
+                     run: Callable[..., subprocess.CompletedProcess[str]] | None = None) -> list[str]:
+    """Run AKS's node pool version rollback on the canary's AgentPools (`aksgpu promote
+    --roll-back-canary` on a rollback decision); returns the commands run. Tested against a fake
+    `run` only: the Azure CLI is the boundary."""
+    run = run or subprocess.run
+    done = []
+    for argv in rollback_commands(spec, canary_pool(spec)):
+        try:
+            result = run(argv, capture_output=True, text=True, check=False)
+        except OSError as error:
+            raise UserError(f"cannot run the Azure CLI: {error}. Fix: install the Azure CLI (2.88.0 or later) "
+                            f"and sign in with `az login`, or run `{shlex.join(argv)}` yourself") from None
+        if result.returncode != 0:
+            lines = (result.stderr or result.stdout or "").strip().splitlines()
+            raise UserError(f"`{shlex.join(argv)}` failed: {lines[-1] if lines else result.returncode}. Fix: AKS "
+                            "rolls a pool back within 7 days of its upgrade, one version, with the node OS upgrade "
+                            "channel off; otherwise delete the canary pool and let `aksgpu up` recreate it pinned to "
+                            "the baseline snapshot")
+        done.append(shlex.join(argv))
+    return done
 
 
 @dataclass(frozen=True)
@@ -91,7 +124,7 @@ def decide_for(spec: ClusterSpec, records: Sequence[Verdict]) -> Decision:
     """The decision for `spec`'s canary over `records` (the whole record: canary and baseline)."""
     rules = rules_of(spec)
     assert spec.promotion is not None
-    canary = next(p for p in spec.node_pools if p.name == spec.promotion.canary_pool)
+    canary = canary_pool(spec)
     names = _agent_pools(canary)
     pool_records = [r for r in records if r.pool in names]
     relabelled = [r if r.pool not in names else _as_pool(r, canary.name) for r in records]
@@ -141,7 +174,7 @@ def changes_for(env: str, spec: ClusterSpec, decision: Decision,
                 base: list[Step] | None = None) -> tuple[list[Change], list[str]]:
     """What promote writes for `decision` (nothing for wait and refuse), and what it says beside."""
     assert spec.promotion is not None
-    canary = next(p for p in spec.node_pools if p.name == spec.promotion.canary_pool)
+    canary = canary_pool(spec)
     # The canary's verdicts speak for its VM size and OS SKU only (one node image per OS SKU and
     # architecture; each GPU model its own check): other GPU pools need a canary of their own.
     gpu_pools = [p for p in spec.node_pools if p.kind == "gpu" and p.name != canary.name]

@@ -38,6 +38,10 @@ def promote(
         "--update-run", metavar="RUN",
         help="The Fleet Manager update run whose approval after ENVIRONMENT's update group to answer "
              "(ENVIRONMENT: the canary member's stack; approved only on promote, with minCanaryNodes passed).")] = None,
+    roll_back_canary: Annotated[bool, typer.Option(
+        "--roll-back-canary",
+        help="On a roll back decision, also run AKS's node pool version rollback on the canary's AgentPools "
+             "(`az aks nodepool rollback`, Azure CLI 2.88.0 or later; within 7 days of the upgrade).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the decision and what would change; "
                                                             "write nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
@@ -88,6 +92,12 @@ def promote(
             domain.apply(env, changes, environments.project_dir,
                          validate=lambda candidate: plan_render(candidate, env))
             written = True
+        if roll_back_canary and decision.action == "rollback" and not dry_run:
+            # After the pins were written: a refused rollback is reported beside them, not instead.
+            try:
+                notes = [*notes, *(f"ran `{command}`" for command in domain.roll_back_canary(spec))]
+            except UserError as error:
+                notes = [*notes, f"the canary's rollback did not run: {error}"]
     except SpecError as error:
         fail_problems(error)
     except UserError as error:
