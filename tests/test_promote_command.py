@@ -144,7 +144,9 @@ def test_a_refused_aks_rollback_says_what_else_to_do(lab: Path, monkeypatch: pyt
     monkeypatch.setattr(subprocess, "run", refusing_az)
     result = _promote("--verdicts", str(DATA / "driver-mismatch.jsonl"), "--roll-back-canary")
     assert result.exit_code == 1 and result.output.startswith("ROLL BACK:")  # the decision's report, still
-    assert "the canary's rollback did not run" in result.output and "no rollback within 7 days" in result.output and "recreate it pinned to" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert "the canary's rollback did not run" in said and "no rollback within 7 days" in said
+    assert "recreate it pinned to" in said
 
 
 def test_rollback_puts_the_canarys_driver_pin_back(lab: Path) -> None:
