@@ -16,6 +16,7 @@ with their source) and against the behaviour it relies on:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import json
 import re
@@ -29,6 +30,8 @@ from aksgpu.node import fabric_acceptance as fa
 from aksgpu.node import fabric_decision
 from aksgpu.components.kubernetes import fabric_acceptance_objects as objects
 from aksgpu.node import node_api, node_gate, node_verdicts, node_watchdog
+from aksgpu.promotion import decision as promotion_decision
+from aksgpu.promotion import records
 from aksgpu.components.kubernetes.gpu_gate import UNDECIDED
 from aksgpu.components.kubernetes.gpu_gate_access import node_change_policy
 from aksgpu.components.kubernetes.gpu_software import device_plugin_targets
@@ -234,6 +237,33 @@ def test_at_the_hold_bound_an_undecided_node_takes_work_with_a_warning() -> None
     assert unconfirmed.verdict == "released" and "with b fell short" in unconfirmed.reason
     assert fabric_decision.decide([_r("inconclusive", "g")], set(), 121,
                                   120).reason.endswith("(1 run(s) did not start)")
+
+
+def test_a_decision_carries_the_bus_bandwidth_its_reason_cites() -> None:
+    floor = _floor(H100)
+    measured = fabric_decision.Measurement(371.64, 16 * GIB, 16, ("a", "b"))
+    assert fabric_decision.figure(measured, floor) == 371.6
+    assert fabric_decision.figure(fabric_decision.Measurement(450.0, GIB), floor) is None, "another size: no figure"
+    assert fabric_decision.figure(None, floor) is None
+    result = fabric_decision.Result(("b",), "pass", "busbw 371.6", "2026-11-26T11:00:00Z", (), 371.6)
+    assert fabric_decision.Result.parse(json.loads(json.dumps(result.to_json()))) == result
+    assert "busbwGBs" not in dataclasses.replace(result, busbw_gbs=None).to_json(), "absent where not measured"
+    passed = fabric_decision.decide([result], set(), 5, 120)
+    assert passed.verdict == "passed" and passed.measurements() == {"crossNodeBusBwGbps": 371.6}
+    low = dataclasses.replace(result, outcome="fail", busbw_gbs=121.4, known_good=("b",))
+    assert fabric_decision.decide([low], set(), 5, 120).measurements() == {"crossNodeBusBwGbps": 121.4}
+    twice = [dataclasses.replace(low, known_good=(), busbw_gbs=140.0), dataclasses.replace(low, peers=("c",),
+                                                                                           known_good=())]
+    assert fabric_decision.decide(twice, set(), 5, 120).busbw_gbs == 140.0, "a pair is bounded by its slower member"
+    assert fabric_decision.decide([], set(), 121, 120).measurements() == {}, "released unmeasured: no figure"
+
+
+def test_the_results_annotation_of_a_node_stays_small() -> None:
+    """RESULTS_KEPT results of the longest reasons and node names, with the figure: far inside the
+    256 KiB a node's annotations may hold together (k8s.io/apimachinery validation
+    TotalAnnotationSizeLimitB)."""
+    longest = fabric_decision.Result(("n" * 63,), "fail", "r" * 1000, "2026-11-26T11:00:00Z", ("n" * 63,), 99999.9)
+    assert len(json.dumps([longest.to_json()] * fa.RESULTS_KEPT, separators=(",", ":"))) < 4096
 
 
 def test_new_nodes_are_paired_two_by_two_and_a_lone_one_with_an_idle_in_service_node() -> None:
@@ -547,6 +577,10 @@ def test_new_nodes_are_held_after_their_check_and_released_when_their_pairing_pa
     assert state.jobs == {} and state.pods == [], "the run and its pods are deleted"
     passed = [e for e in state.record() if e["source"] == "acceptance"]
     assert [e["verdict"] for e in passed] == ["passed", "passed"] and "431.7 GB/s" in passed[0]["reason"]
+    assert [e["measurements"] for e in passed] == [{"crossNodeBusBwGbps": 431.7}] * 2, "the figure promote reads"
+    read = records.parse_lines(json.dumps(e) for e in state.record())
+    assert promotion_decision.nccl_figure(read) == promotion_decision.CROSS_NODE
+    assert promotion_decision.measured_by_node(read)["aks-h100-0"].cross_node_busbw_gbps == 431.7
     assert state.denied == []
 
 
@@ -573,7 +607,8 @@ def test_a_node_short_of_the_floor_with_an_in_service_peer_fails_naming_the_peer
     event = state.events[-1]
     assert event["reason"] == "GpuCheckFailed" and "aks-h100-9" in event["message"]
     assert state.record()[-1] | {"time": None} == state.record()[-1] | {
-        "time": None, "source": "acceptance", "verdict": "failed", "check": fa.FAILED_CHECK}
+        "time": None, "source": "acceptance", "verdict": "failed", "check": fa.FAILED_CHECK,
+        "measurements": {"crossNodeBusBwGbps": 121.4}}
     peer = state.nodes["aks-h100-9"]
     assert _state(state, "aks-h100-9") == "passed" and not peer["spec"].get("unschedulable"), "the peer is untouched"
     assert state.denied == []

@@ -113,6 +113,51 @@ def test_the_nccl_floor_refuses_a_slow_fabric() -> None:
     assert decision.reasons[0].startswith("NCCL bus bandwidth 482 GB/s on aks-h100c-87654321-vmss000000")
 
 
+def test_on_an_infiniband_canary_the_floor_holds_the_cross_node_figure() -> None:
+    """slow-fabric: every canary node's intra-node all-reduce (482 GB/s) clears the floor, but one
+    node's cross-node acceptance measured 371.6 GB/s (above Azure's 300 GB/s line, so the acceptance
+    passed it; below the rule's 400)."""
+    decision = _decide("slow-fabric", dataclasses.replace(RULES, nccl_floor_gbps=400.0))
+    assert decision.action == "refuse", decision
+    assert decision.reasons == ("cross-node NCCL bus bandwidth 371.6 GB/s on aks-h100c-87654321-vmss000002 is "
+                                "below the floor 400 GB/s (the cross-node acceptance's all-reduce between pairs "
+                                "of nodes)",)
+    nccl = decision.evidence["ncclBusBwGbps"]
+    assert nccl["figure"] == "crossNodeBusBwGbps" and nccl["canaryMin"] == 371.6 and nccl["floor"] == 400.0
+    # The GEMM and bandwidth medians are the gate's, from each node's "accepting" verdict: the
+    # acceptance's final verdict carries the cross-node figure only.
+    assert decision.evidence["gemmMedian"] == {"canary": 709.0, "baseline": 706.5}
+
+
+def test_an_infiniband_canary_over_the_floor_promotes_on_the_merged_figures() -> None:
+    decision = _decide("slow-fabric", dataclasses.replace(RULES, nccl_floor_gbps=300.0))
+    assert decision.action == "promote", decision
+    assert decision.evidence["ncclBusBwGbps"]["figure"] == "crossNodeBusBwGbps"
+    assert decision.evidence["passed"] == 3 and decision.missing == ()
+
+
+def test_without_the_acceptance_the_floor_holds_the_intra_node_figure() -> None:
+    decision = _decide("healthy", dataclasses.replace(RULES, nccl_floor_gbps=400.0))
+    assert decision.action == "promote"
+    assert decision.evidence["ncclBusBwGbps"] == {
+        "canaryMin": 482.0, "floor": 400.0, "figure": "ncclBusBwGbps",
+        "measuredBy": "the gate check's all-reduce within each node"}
+
+
+def test_an_acceptance_verdict_without_the_cross_node_figure_is_missing_not_replaced() -> None:
+    """An acceptance older than the figure (or a node released unmeasured): the intra-node figure
+    does not stand in for it."""
+    found = records.read_file(DATA / "slow-fabric.jsonl")
+    found[-1] = dataclasses.replace(found[-1], measurements=records.Measurements())
+    candidate, canary, base = select(found, "h100c")
+    decision = decide(canary, base, dataclasses.replace(RULES, nccl_floor_gbps=400.0), candidate)
+    assert decision.action == "wait", decision
+    assert decision.missing == (
+        "the canary's cross-node NCCL bus bandwidth on aks-h100c-87654321-vmss000002 (the rule has a floor; the "
+        "pool runs the cross-node acceptance: a node it released unmeasured, or an acceptance older than this "
+        "figure, records none)",)
+
+
 def test_the_pinned_baseline_narrows_the_comparison() -> None:
     found = records.read_file(DATA / "healthy.jsonl")
     other = (("nodeImage", "AKSUbuntu-2204gen2containerd-202609.01.0"),)

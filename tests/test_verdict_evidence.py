@@ -116,6 +116,21 @@ def test_a_full_record_of_the_largest_ascii_entries_fits_a_configmap() -> None:
     assert sum(len(line) + 1 for line in lines) < node_verdicts.RECORD_BYTES < 1024 * 1024
 
 
+def test_an_acceptance_entry_with_its_cross_node_figure_is_no_larger_than_a_gate_entry() -> None:
+    """The acceptance's entries (fabric_acceptance.py) carry one figure, crossNodeBusBwGbps: the
+    largest of them stays within the gate's largest, so the sizing above holds for a mixed record."""
+    gate = _largest_entry(0)
+    node = {"metadata": {"name": gate["node"], "labels": {
+        node_api.AGENT_POOL_LABEL: gate["pool"], "node.kubernetes.io/instance-type": gate["vmSize"],
+        node_verdicts.ZONE_LABEL: gate["zone"], node_api.NODE_IMAGE_LABEL: gate["fingerprint"]["nodeImage"],  # type: ignore[index]
+        "nvidia.com/cuda.driver-version.full": "580.105.08"}},
+        "status": {"nodeInfo": {"kernelVersion": "6.8.0-1030-azure-nvidia-64k"}}}
+    acceptance = node_verdicts.verdict_entry(node, "acceptance", "failed", "fabric-acceptance", "x" * 2000, NOW,
+                                             {"crossNodeBusBwGbps": 99999.9})
+    assert acceptance["measurements"] == {"crossNodeBusBwGbps": 99999.9}
+    assert len(json.dumps(acceptance, sort_keys=True)) <= len(json.dumps(gate, sort_keys=True))
+
+
 class _Api:
     def __init__(self) -> None:
         self.configmap: dict[str, object] = {"metadata": {"name": node_verdicts.RECORD_CONFIGMAP}, "data": {}}

@@ -214,8 +214,10 @@ def collect(api: Api, settings: Settings, now: datetime.datetime) -> list[str]:
             measured = fabric_decision.read_measurement(_message(pods), floor.message_bytes)
             outcome, reason = fabric_decision.judge(measured, floor, _started(pods, len(nodes)) and not overdue)
             stamp = node_api._stamp(now)
+            busbw = fabric_decision.figure(measured, floor)
             record_results(api, nodes, {
-                name: fabric_decision.Result(tuple(n for n in nodes if n != name), outcome, reason, stamp, known_good)
+                name: fabric_decision.Result(tuple(n for n in nodes if n != name), outcome, reason, stamp, known_good,
+                                             busbw)
                 for name in nodes if name not in known_good})
             print(f"aksgpu: acceptance run {meta['name']} ({', '.join(nodes)}): {outcome}: {reason}", flush=True)
         node_api._per_node(meta["name"], lambda: api.delete_job(settings.namespace, meta["name"]))
@@ -274,13 +276,16 @@ def acceptance_pass(api: Api, settings: Settings, policy: node_verdicts.Policy,
 def apply(api: Api, policy: node_verdicts.Policy, node: dict[str, Any], decision: fabric_decision.Decision,
           now: datetime.datetime) -> str:
     """A decision through the gate's own steps: a pass or a release removes the taint and labels the
-    node passed; a failure goes through fail_or_hold (cordon, or the breaker's hold)."""
+    node passed; a failure goes through fail_or_hold (cordon, or the breaker's hold). Each record
+    entry carries the cross-node bus bandwidth its reason cites (measurements.crossNodeBusBwGbps,
+    GB/s), where a run measured one: `aksgpu promote` holds the NCCL floor to it."""
     name = node["metadata"]["name"]
     expected = node_api._state_is(ACCEPTING)
+    measured = decision.measurements() or None
     if decision.verdict == "failed":
         return node_verdicts.fail_or_hold(api, name, SOURCE, FAILED_CHECK, decision.reason,
                                       {node_api.CHECKED_AT_ANNOTATION: node_api._stamp(now), SINCE_ANNOTATION: None},
-                                      policy, now, expected) or "failed"
+                                      policy, now, expected, measured) or "failed"
     released = decision.verdict == "released"
     outcome_value = ("released-unconfirmed" if "fell short" in decision.reason else "released-unmeasured") \
         if released else "passed"
@@ -296,13 +301,13 @@ def apply(api: Api, policy: node_verdicts.Policy, node: dict[str, Any], decision
     if released:
         entry = node_verdicts.verdict_entry(node, SOURCE, "passed", FAILED_CHECK,
                                             f"released unaccepted: {decision.reason}",
-                                        now)
+                                        now, measured)
         node_verdicts.log_verdict(entry)
         node_verdicts.emit_event(api, node, "Warning", "GpuFabricUnaccepted",
                                  f"{SOURCE}: released: {decision.reason}", now)
         node_verdicts.append_record(api, policy.namespace, entry)
         return "released"
-    node_verdicts.report(api, policy, node, SOURCE, "passed", None, decision.reason, now)
+    node_verdicts.report(api, policy, node, SOURCE, "passed", None, decision.reason, now, measurements=measured)
     return "passed"
 
 

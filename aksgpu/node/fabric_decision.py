@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +157,14 @@ def judge(measurement: Measurement | None, floor: Floor, started: bool) -> tuple
     return "pass", f"busbw {figure}"
 
 
+def figure(measurement: Measurement | None, floor: Floor) -> float | None:
+    """The bus bandwidth a run measured at the floor's message size (GB/s, one decimal), the figure
+    the record carries (crossNodeBusBwGbps); None where the run gave none at that size."""
+    if measurement is None or measurement.message_bytes != floor.message_bytes:
+        return None
+    return round(measurement.busbw_gbs, 1)
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes / 2**30:g} GiB" if nbytes >= 2**30 else f"{nbytes} B"
 
@@ -169,15 +178,19 @@ class Result:
     reason: str
     at: str
     known_good: tuple[str, ...] = ()
+    busbw_gbs: float | None = None  # the pairing's bus bandwidth at the floor's size (figure())
 
     def to_json(self) -> dict[str, Any]:
         return {"peers": list(self.peers), "outcome": self.outcome, "reason": self.reason[:240], "at": self.at,
-                **({"knownGood": list(self.known_good)} if self.known_good else {})}
+                **({"knownGood": list(self.known_good)} if self.known_good else {}),
+                **({"busbwGBs": self.busbw_gbs} if self.busbw_gbs is not None else {})}
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Result:
+        busbw = raw.get("busbwGBs")
         return cls(tuple(str(p) for p in raw.get("peers") or ()), str(raw.get("outcome")), str(raw.get("reason", "")),
-                   str(raw.get("at", "")), tuple(str(p) for p in raw.get("knownGood") or ()))
+                   str(raw.get("at", "")), tuple(str(p) for p in raw.get("knownGood") or ()),
+                   float(busbw) if isinstance(busbw, (int, float)) and not isinstance(busbw, bool) else None)
 
 
 def results_of(node: dict[str, Any]) -> list[Result]:
@@ -193,6 +206,11 @@ class Decision:
     verdict: str  # passed, failed, released, wait
     reason: str = ""
     suspect: bool = False  # failed once against an unconfirmed peer: pair it with a known-good node next
+    busbw_gbs: float | None = None  # the cross-node bus bandwidth of the pairing the reason names
+
+    def measurements(self) -> dict[str, float]:
+        """What the verdict's record entry carries (node_verdicts.verdict_entry `measurements`)."""
+        return {} if self.busbw_gbs is None else {"crossNodeBusBwGbps": self.busbw_gbs}
 
 
 def decide(results: list[Result], good: set[str], waited_minutes: float, hold_minutes: float) -> Decision:
@@ -205,26 +223,35 @@ def decide(results: list[Result], good: set[str], waited_minutes: float, hold_mi
     nodes on evidence, and a wrong failure costs a whole VM."""
     passes = [r for r in results if r.outcome == "pass"]
     if passes:
-        return Decision("passed", f"{passes[-1].reason} with {', '.join(passes[-1].peers)}")
+        return Decision("passed", f"{passes[-1].reason} with {', '.join(passes[-1].peers)}",
+                        busbw_gbs=passes[-1].busbw_gbs)
     failures = [r for r in results if r.outcome == "fail"]
     against_good = [r for r in failures if set(r.peers) & (good | set(r.known_good))]
     if against_good:
         last = against_good[-1]
         peer = ", ".join(sorted(set(last.peers) & (good | set(last.known_good))))
-        return Decision("failed", f"the all-reduce with known-good peer {peer} fell short: {last.reason}")
+        return Decision("failed", f"the all-reduce with known-good peer {peer} fell short: {last.reason}",
+                        busbw_gbs=last.busbw_gbs)
     peers = {peer for r in failures for peer in r.peers}
     if len(peers) >= 2:
         return Decision("failed", "the all-reduce fell short with two different peers: " +
-                        "; ".join(f"with {', '.join(r.peers)}: {r.reason}" for r in failures[-2:]))
+                        "; ".join(f"with {', '.join(r.peers)}: {r.reason}" for r in failures[-2:]),
+                        busbw_gbs=_highest(r.busbw_gbs for r in failures[-2:]))
     if waited_minutes >= hold_minutes:
         if failures:
             return Decision("released", f"no decision within {hold_minutes:g} minutes: the all-reduce with "
                             f"{', '.join(failures[-1].peers)} fell short ({failures[-1].reason}), and no second "
-                            "peer was free to tell which node is at fault")
+                            "peer was free to tell which node is at fault", busbw_gbs=failures[-1].busbw_gbs)
         tried = len(results)
         return Decision("released", f"not measured within {hold_minutes:g} minutes: no peer was free"
                         + (f" ({tried} run(s) did not start)" if tried else ""))
     return Decision("wait", suspect=bool(failures))
+
+
+def _highest(values: Iterable[float | None]) -> float | None:
+    """The best of a node's figures (a pairing is bounded by its slower member)."""
+    found = [v for v in values if v is not None]
+    return max(found) if found else None
 
 
 def plan_pairings(waiting: list[str], results: dict[str, list[Result]], idle_good: list[str]) -> list[tuple[str, ...]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aksgpu.environments.file import UPGRADES
 from aksgpu.errors import MISSING, Problem, UserError
@@ -19,6 +19,9 @@ from aksgpu.spec.fleet import FleetSpec, FleetUpgradesSpec, parse_fleet_spec, pa
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY, FLEET_UPGRADES_KEY
 from aksgpu.policy.engine import PolicyReport
 from aksgpu.preflight.cost import CostEstimate, Scale
+
+if TYPE_CHECKING:
+    from aksgpu.plan.preflight_report import CapacitySection
 
 UP_PARALLEL = 4  # `aksgpu up FLEET --parallel`'s default
 
@@ -260,6 +263,21 @@ def fleet_lines(facts: dict[str, Any]) -> list[str]:
                  f"{round(deploy['slowestMemberSeconds'] / 60)} min, "
                  f"upgrades {round(deploy['upgradesSeconds'] / 60)} min).")
     return lines
+
+
+def fleet_capacity(fleet: FleetPlan) -> dict[str, CapacitySection]:
+    """Each member's capacity section, as `aksgpu plan STACK` shows it for the member's stack: from
+    its own checked-in verdict history (stacks/verdicts/<member stack>.jsonl), in member order."""
+    from aksgpu.plan.preflight_report import capacity_section
+
+    return {member.stack_file.stack: capacity_section(member.spec, member.stack_file.project_dir,
+                                                      member.stack_file.stack) for member in fleet.members}
+
+
+def fleet_capacity_lines(sections: dict[str, CapacitySection]) -> list[str]:
+    """The capacity sections of the members with GPU pools, each headed by its member stack."""
+    return [line for stack, section in sections.items()
+            for line in section.lines(f"Capacity of the GPU pools of member {stack}")]
 
 
 def _makespan(seconds: list[int], parallel: int) -> int:

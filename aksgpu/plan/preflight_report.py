@@ -4,13 +4,14 @@ gives at full scale (aksgpu/preflight/, spec/network.py address_plan), and the G
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.base import network
 from aksgpu.spec.network import AddressRange, address_plan
-from aksgpu.preflight.capacity import capacity, capacity_lines
+from aksgpu.preflight.capacity import PoolCapacity, capacity, capacity_lines
 from aksgpu.preflight.quota import quota_needs, request_command, usage_command
 from aksgpu.preflight.verdict_history import history_path, read_history
 
@@ -23,17 +24,37 @@ def _history(project_dir: Path | None, stack: str | None) -> tuple[list[dict[str
     return history, None if history is None else str(history_path(project_dir, stack).relative_to(project_dir))
 
 
+@dataclass
+class CapacitySection:
+    """The capacity section of one cluster's plan: its GPU pools' capacity and the history it read."""
+
+    pools: list[PoolCapacity]
+    source: str | None  # the history file, relative to the project (None: anchors only)
+    entries: int | None  # the history's entries (None: no history)
+
+    def document(self) -> dict[str, Any]:
+        return {"history": self.source, "historyEntries": self.entries, "pools": [p.document for p in self.pools]}
+
+    def lines(self, heading: str = "Capacity of the GPU pools") -> list[str]:
+        return capacity_lines(self.pools, self.source, heading)
+
+
+def capacity_section(spec: ClusterSpec, project_dir: Path | None = None, stack: str | None = None) -> CapacitySection:
+    """The cluster's capacity section, from the stack's checked-in verdict history where it has one
+    (a UserError naming the file and line when a line of it is not a verdict entry)."""
+    history, source = _history(project_dir, stack)
+    return CapacitySection(capacity(spec, history), source, None if history is None else len(history))
+
+
 def preflight_document(spec: ClusterSpec, project_dir: Path | None = None, stack: str | None = None
                        ) -> dict[str, Any]:
     """The `preflight` object of `aksgpu plan --json` (the capacity section reads the stack's history)."""
     needs = quota_needs(spec)
-    history, source = _history(project_dir, stack)
     return {
         "quota": [{**need.to_json(), "requestCommand": request_command(need)} for need in needs],
         "quotaUsageCommand": usage_command(needs),
         "addresses": [_range_json(found) for found in address_plan(spec)],
-        "capacity": {"history": source, "historyEntries": None if history is None else len(history),
-                     "pools": [found.document for found in capacity(spec, history)]},
+        "capacity": capacity_section(spec, project_dir, stack).document(),
     }
 
 
@@ -63,8 +84,7 @@ def preflight_lines(spec: ClusterSpec, project_dir: Path | None = None, stack: s
     if subnet is not None and subnet.cidr:
         lines.append(f"  subnet {subnet.name} {subnet.cidr}: the API server's (VNet integration; AKS needs a /28 "
                      "or larger, delegated to it)")
-    history, source = _history(project_dir, stack)
-    return lines + capacity_lines(capacity(spec, history), source)
+    return lines + capacity_section(spec, project_dir, stack).lines()
 
 
 def _range_line(found: AddressRange) -> str:

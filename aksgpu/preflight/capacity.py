@@ -257,13 +257,14 @@ def capacity(spec: ClusterSpec, history: list[dict[str, Any]] | None) -> list[Po
             for index, pool in enumerate(spec.node_pools) if pool.kind == "gpu"]
 
 
-def capacity_lines(found: list[PoolCapacity], history_source: str | None) -> list[str]:
-    """The plan's text section."""
+def capacity_lines(found: list[PoolCapacity], history_source: str | None,
+                   heading: str = "Capacity of the GPU pools") -> list[str]:
+    """The plan's text section (`heading`: a fleet's plan names the member)."""
     if not found:
         return []
     source = (f"the gate's verdict history {history_source}" if history_source else
               "anchors only: no verdict history (docs/guides/capacity.md: `aksgpu verdict-history query STACK`)")
-    lines = ["", f"Capacity of the GPU pools (estimates from {source}):"]
+    lines = ["", f"{heading} (estimates from {source}):"]
     for pool in found:
         lines.append(f"  {pool.pool.name} ({pool.pool.vm_size}):")
         lines += [f"    {line}" for line in pool.lines]

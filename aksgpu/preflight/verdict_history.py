@@ -32,6 +32,8 @@ from typing import Any
 from aksgpu.errors import Problem, UserError
 from aksgpu.project.files import locked_for_writing, read_text_if_exists, write_text_atomically
 from aksgpu.spec import ClusterSpec
+from aksgpu.spec.fleet import FleetSpec
+from aksgpu.spec.fleet import log_analytics_workspace as fleet_workspace
 from aksgpu.spec.names import log_analytics_workspace
 
 LOG_PREFIX = "aksgpu-gpu-health"  # node_verdicts.LOG_PREFIX; tests/test_verdict_history.py holds them equal
@@ -76,9 +78,12 @@ def record_command(output: str) -> str:
             f"-o jsonpath='{{.data.{RECORD_KEY}}}' > {output}")
 
 
-def workspace_of(spec: ClusterSpec) -> tuple[str, str | None] | str:
+def workspace_of(spec: ClusterSpec, fleet: FleetSpec | None = None) -> tuple[str, str | None] | str:
     """(workspace name, its resource group) or (customer ID placeholder, None) for the query command;
-    a text saying why there is nothing to query when the cluster sends no container logs."""
+    a text saying why there is nothing to query when the cluster sends no container logs. `fleet`:
+    the spec of the fleet whose shared workspace a member with logAnalytics mode "fleet" uses, which
+    names it as the shared stack creates it (components/fleet.py _workspaces: per member region, or
+    the fleet's single one, in the fleet's resource group)."""
     analytics = spec.monitoring.log_analytics
     if analytics.mode == "none" or not spec.monitoring.container_insights:
         return (f"{spec.name} sends no container logs to Log Analytics (monitoring.containerInsights off or "
@@ -88,6 +93,9 @@ def workspace_of(spec: ClusterSpec) -> tuple[str, str | None] | str:
     if analytics.mode == "existing" and analytics.workspace_id and analytics.workspace_id.count("/") >= 8:
         parts = analytics.workspace_id.strip("/").split("/")
         return parts[-1], parts[3]
+    if analytics.mode == "fleet" and fleet is not None and fleet.log_analytics.mode != "perMember":
+        region = spec.location if fleet.log_analytics.mode == "perRegion" else None
+        return fleet_workspace(fleet.name, region), fleet.resource_group
     return "<customer ID of the fleet's workspace in the cluster's region>", None
 
 

@@ -11,19 +11,26 @@ size on the stack the other pools are pinned to), decide:
   rules compare is missing on a passed canary node, or on every baseline node (named in `missing`).
 - refuse: the canary's pass rate is below `min_pass_rate`; its GEMM or memory-bandwidth median
   (over nodes, each node's value a median over its GPUs) is more than the tolerance below the
-  baseline's; or, where a floor is set, a canary node's NCCL bus bandwidth is below it.
+  baseline's; or, where a floor is set, a canary node's NCCL bus bandwidth is below it: the
+  cross-node figure (the acceptance's all-reduce between nodes) where the canary's pool runs the
+  cross-node acceptance (InfiniBand pools), else the intra-node one (the gate check's all-reduce).
 - promote: none of the above.
+
+A node's figures are the newest of each over its check verdicts on the candidate: on an InfiniBand
+pool its final verdict is the acceptance's, which carries the cross-node figure only, and the GEMM,
+memory-bandwidth and intra-node figures are those of its gate verdict before ("accepting").
 
 Each outcome carries its reasons and the figures behind them (`evidence`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aksgpu.promotion.records import CHECK_SOURCES, FINAL, Verdict
+from aksgpu.promotion.records import CHECK_SOURCES, FINAL, Measurements, Verdict
 
 Action = Literal["promote", "wait", "refuse", "rollback"]
 Stack = tuple[tuple[str, str], ...]
@@ -72,6 +79,31 @@ def latest_by_node(records: Sequence[Verdict]) -> dict[str, Verdict]:
     return {node: record for node, record in newest.items() if record.verdict in FINAL}
 
 
+def measured_by_node(records: Sequence[Verdict]) -> dict[str, Measurements]:
+    """Each node's figures over its check verdicts (records oldest first): per figure, the newest
+    verdict that recorded it."""
+    found: dict[str, dict[str, float]] = {}
+    for record in records:
+        if record.source in CHECK_SOURCES:
+            found.setdefault(record.node, {}).update(
+                {key: value for key, value in dataclasses.asdict(record.measurements).items() if value is not None})
+    return {node: Measurements(**figures) for node, figures in found.items()}
+
+
+# The NCCL figure the floor is held to: (the record's key, the Measurements attribute, what it is).
+CROSS_NODE = ("crossNodeBusBwGbps", "cross_node_busbw_gbps",
+              "the cross-node acceptance's all-reduce between pairs of nodes")
+INTRA_NODE = ("ncclBusBwGbps", "nccl_busbw_gbps", "the gate check's all-reduce within each node")
+
+
+def nccl_figure(canary: Sequence[Verdict]) -> tuple[str, str, str]:
+    """CROSS_NODE where the canary's pool runs the cross-node acceptance (InfiniBand pools: the
+    acceptance has recorded verdicts of its nodes), else INTRA_NODE."""
+    if any(r.source == "acceptance" for r in canary):
+        return CROSS_NODE
+    return INTRA_NODE
+
+
 def select(records: Sequence[Verdict], canary_pool: str,
            baseline: Stack | None = None) -> tuple[Stack, list[Verdict], list[Verdict]]:
     """(candidate stack, the canary's records on it, the baseline's records). The candidate is the
@@ -105,6 +137,7 @@ def _worse(what: str, canary: float, baseline: float, tolerance: float) -> str |
 def decide(canary: Sequence[Verdict], baseline: Sequence[Verdict], rules: Rules, candidate: Stack = ()) -> Decision:
     """The decision over the canary's records on `candidate` and the baseline's records."""
     nodes = latest_by_node(canary)
+    measured = measured_by_node(canary)
     passed = [r for r in nodes.values() if r.verdict == "passed"]
     failed = [r for r in nodes.values() if r.verdict == "failed"]
     held = [r for r in nodes.values() if r.verdict == "held"]
@@ -132,15 +165,16 @@ def decide(canary: Sequence[Verdict], baseline: Sequence[Verdict], rules: Rules,
         refusals.append(f"pass rate {len(passed)}/{total} = {len(passed) / total:.0%} is below the rule's "
                         f"{rules.min_pass_rate:.0%}")
     base = list(latest_by_node(baseline).values())
+    base_measured = measured_by_node(baseline)
     base_passed = [r for r in base if r.verdict == "passed"]
     missing = []
     figures = {"gemm": ("GEMM TFLOPS", "gemm_tflops", rules.gemm_tolerance),
                "hbm": ("memory bandwidth GB/s", "hbm_gbps", rules.bandwidth_tolerance)}
     for key, (what, attribute, tolerance) in figures.items():
-        mine = _median([v for r in passed if (v := getattr(r.measurements, attribute)) is not None])
-        theirs = _median([v for r in base_passed if (v := getattr(r.measurements, attribute)) is not None])
+        mine = _median([v for r in passed if (v := getattr(measured[r.node], attribute)) is not None])
+        theirs = _median([v for r in base_passed if (v := getattr(base_measured[r.node], attribute)) is not None])
         evidence[f"{key}Median"] = {"canary": mine, "baseline": theirs}
-        lacking = sorted(r.node for r in passed if getattr(r.measurements, attribute) is None)
+        lacking = sorted(r.node for r in passed if getattr(measured[r.node], attribute) is None)
         if lacking:
             missing.append(f"the canary's {what} on {', '.join(lacking)} (each passed canary node must record "
                            "it: the gate's check level must include the GEMM and bandwidth checks)")
@@ -152,15 +186,22 @@ def decide(canary: Sequence[Verdict], baseline: Sequence[Verdict], rules: Rules,
             if worse:
                 refusals.append(worse)
     if rules.nccl_floor_gbps is not None:
-        busbw = [v for r in passed if (v := r.measurements.nccl_busbw_gbps) is not None]
-        evidence["ncclBusBwGbps"] = {"canaryMin": min(busbw) if busbw else None, "floor": rules.nccl_floor_gbps}
-        lacking = sorted(r.node for r in passed if r.measurements.nccl_busbw_gbps is None)
+        record_key, attribute, source = nccl_figure(canary)
+        cross = record_key == CROSS_NODE[0]
+        what = "cross-node NCCL bus bandwidth" if cross else "NCCL bus bandwidth"
+        figure = {r.node: getattr(measured[r.node], attribute) for r in passed}
+        busbw = [v for v in figure.values() if v is not None]
+        evidence["ncclBusBwGbps"] = {"canaryMin": min(busbw) if busbw else None, "floor": rules.nccl_floor_gbps,
+                                     "figure": record_key, "measuredBy": source}
+        lacking = sorted(node for node, value in figure.items() if value is None)
         if lacking:
-            missing.append(f"the canary's NCCL bus bandwidth on {', '.join(lacking)} (the rule has a floor)")
+            missing.append(f"the canary's {what} on {', '.join(lacking)} (the rule has a floor" + (
+                "; the pool runs the cross-node acceptance: a node it released unmeasured, or an acceptance "
+                "older than this figure, records none)" if cross else ")"))
         if busbw and min(busbw) < rules.nccl_floor_gbps:
-            low = sorted(r.node for r in passed if (r.measurements.nccl_busbw_gbps or 0) < rules.nccl_floor_gbps)
-            refusals.append(f"NCCL bus bandwidth {min(busbw):g} GB/s on {', '.join(low)} is below the floor "
-                            f"{rules.nccl_floor_gbps:g} GB/s")
+            low = sorted(node for node, value in figure.items() if value is not None and value < rules.nccl_floor_gbps)
+            refusals.append(f"{what} {min(busbw):g} GB/s on {', '.join(low)} is below the floor "
+                            f"{rules.nccl_floor_gbps:g} GB/s ({source})")
     if refusals:
         return out("refuse", refusals)
     if missing:

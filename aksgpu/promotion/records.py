@@ -27,7 +27,8 @@ class Measurements:
 
     gemm_tflops: float | None = None
     hbm_gbps: float | None = None  # GB/s, the check's device memory bandwidth
-    nccl_busbw_gbps: float | None = None
+    nccl_busbw_gbps: float | None = None  # GB/s, the check's intra-node all-reduce
+    cross_node_busbw_gbps: float | None = None  # GB/s, the cross-node acceptance's all-reduce (InfiniBand pools)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ def parse_entry(entry: dict[str, Any]) -> Verdict | None:
         fingerprint={str(k): str(v) for k, v in raw_fingerprint.items()} if isinstance(raw_fingerprint, dict) else {},
         measurements=Measurements(_number(measured.get("gemmTflopsMedian")),
                                   _number(measured.get("hbmBandwidthGbpsMedian")),
-                                  _number(measured.get("ncclBusBwGbps"))))
+                                  _number(measured.get("ncclBusBwGbps")),
+                                  _number(measured.get("crossNodeBusBwGbps"))))
 
 
 def parse_lines(lines: Iterable[str]) -> list[Verdict]:

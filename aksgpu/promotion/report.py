@@ -30,7 +30,8 @@ def text(env: str, decision: Decision, changes: list[Change], notes: list[str], 
             lines.append(f"  {label}: canary {evidence[key]['canary']}, baseline {evidence[key]['baseline']}")
     if "ncclBusBwGbps" in evidence:
         nccl = evidence["ncclBusBwGbps"]
-        lines.append(f"  NCCL bus bandwidth: canary lowest {nccl['canaryMin']} GB/s, floor {nccl['floor']}")
+        lines.append(f"  NCCL bus bandwidth: canary lowest {nccl['canaryMin']} GB/s, floor {nccl['floor']}"
+                     + (f" ({nccl['figure']}: {nccl['measuredBy']})" if nccl.get("figure") else ""))
     lines += [f"  failed {node}: {why}" for node, why in sorted((evidence.get("failures") or {}).items())]
     if event_only:
         lines.append(f"  note: {len(event_only)} node(s) have gate Events but no record entry (not counted): "

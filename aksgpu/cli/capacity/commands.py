@@ -15,6 +15,7 @@ from aksgpu.stack_config import CLUSTER_KEY
 if TYPE_CHECKING:
     from aksgpu.project.stackfile import StackFile
     from aksgpu.spec import ClusterSpec
+    from aksgpu.spec.fleet import FleetSpec
 
 history_app = typer.Typer(help="The GPU gate's verdict history behind the plan's capacity section: how to export "
                                "it from Log Analytics, and importing the export.",
@@ -40,6 +41,27 @@ def _cluster(stack: str) -> tuple[StackFile, ClusterSpec]:
     return stack_file, spec
 
 
+def _fleet(stack_file: StackFile, spec: ClusterSpec) -> FleetSpec | None:
+    """The spec of the fleet whose shared workspace the member uses (logAnalytics mode "fleet"), from
+    the fleet's shared stack file; None where there is none or it cannot be read (the command then
+    prints a placeholder for the workspace's customer ID)."""
+    from aksgpu.errors import UserError
+    from aksgpu.project.stackfile import resolve_stack
+    from aksgpu.spec.fleet import parse_fleet_spec
+    from aksgpu.stack_config import FLEET_KEY
+
+    if spec.monitoring.log_analytics.mode != "fleet" or spec.fleet is None:
+        return None
+    try:
+        fleet_file = resolve_stack(spec.fleet.stack, cwd=stack_file.project_dir)
+        if not isinstance(fleet_file.fleet, dict):
+            return None
+        fleet, _ = parse_fleet_spec(fleet_file.fleet, source=fleet_file.source(FLEET_KEY))
+    except UserError:  # SpecError too
+        return None
+    return fleet
+
+
 @history_app.command("query")
 def query(
     stack: StackArg,
@@ -63,7 +85,7 @@ def query(
     except UserError as error:
         fail(error)
     target = history_path(stack_file.project_dir, stack_file.stack).relative_to(stack_file.project_dir)
-    workspace = workspace_of(spec)
+    workspace = workspace_of(spec, _fleet(stack_file, spec))
     lines = [f"The gate's verdicts of cluster {spec.name}, last {days} days, into {target} (the plan reads it):", ""]
     if isinstance(workspace, str):
         lines += [f"  {workspace}.", ""]

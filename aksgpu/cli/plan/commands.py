@@ -141,7 +141,7 @@ def plan(
 def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) -> None:
     """`aksgpu plan FLEET`: the shared stack and every member, then the fleet's own section."""
     from aksgpu.errors import UserError
-    from aksgpu.plan.fleet import fleet_facts, fleet_lines, plan_fleet
+    from aksgpu.plan.fleet import fleet_capacity, fleet_capacity_lines, fleet_facts, fleet_lines, plan_fleet
     from aksgpu.plan.policy_results import policy_lines
     from aksgpu.plan.report import plan_document, render_text
     from aksgpu.spec import SpecError
@@ -157,6 +157,7 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
     try:
         with progress("Planning the fleet offline: its shared stack, then each member") as update:
             fleet = plan_fleet(stack_file, progress=update)
+        capacity = fleet_capacity(fleet)  # each member's, from its verdict history, as `aksgpu plan STACK`
     except SpecError as error:
         fail_problems(error)
     except UserError as error:
@@ -166,13 +167,15 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
         document = {**plan_document(fleet.shared, fleet.warnings, fleet.review.deploy_time),
                     "policy": fleet.policy.document(), "fleet": facts,
                     "members": {m.stack_file.stack: {**plan_document(m.plan, m.warnings, m.review.deploy_time),
-                                                     "cost": m.cost.json(), "policy": m.policy.document()}
+                                                     "cost": m.cost.json(), "policy": m.policy.document(),
+                                                     "capacity": capacity[m.stack_file.stack].document()}
                                 for m in fleet.members},
                     "upgrades": plan_document(fleet.upgrades, [], fleet.upgrades_review.deploy_time)}
         typer.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
     else:
         typer.echo(render_text(fleet.shared, fleet.warnings, fleet.review.deploy_time))
-        typer.echo("\n".join(["", *fleet_lines(facts), "", *policy_lines(fleet.policy)]))
+        typer.echo("\n".join(["", *fleet_lines(facts), *fleet_capacity_lines(capacity), "",
+                               *policy_lines(fleet.policy)]))
         for member in fleet.members:
             if member.policy.failed:
                 typer.echo("\n".join([f"{member.stack_file.stack}:", *policy_lines(member.policy)]))
