@@ -111,11 +111,8 @@ def _every_core(project: Path, members: int, rounds: int, baseline: Path | None,
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
-    arguments = sys.argv[1:]
-    baseline = None
-    if "--baseline" in arguments:
-        at = arguments.index("--baseline")
-        baseline = Path(arguments[at + 1]).resolve()
-        del arguments[at:at + 2]
+    from tests.command_timing import without_baseline
+
+    arguments, baseline = without_baseline(sys.argv[1:])
     main([int(arg) for arg in arguments if arg.isdigit()] or ([2] if quick else [1, 5, 10, 20]),
          rounds=1 if quick else 3, baseline=baseline, table="--every-core-only" not in arguments)

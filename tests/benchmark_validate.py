@@ -34,12 +34,9 @@ from tests.helpers import EXAMPLE
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    arguments = sys.argv[1:]
-    baseline = None
-    if "--baseline" in arguments:
-        at = arguments.index("--baseline")
-        baseline = Path(arguments[at + 1]).resolve()
-        del arguments[at:at + 2]
+    from tests.command_timing import without_baseline
+
+    arguments, baseline = without_baseline(sys.argv[1:])
     numbers = [arg for arg in arguments if arg != "--quick"]
     count = int(numbers[0]) if numbers else 50 if quick else 500
     cases = [case for case in Generator(1).cases(count * 3) if case.kind == "stack"][:count]

@@ -22,7 +22,7 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from aksgpu.components.kubernetes.gpu_gate import HOST_LOG_DIR, check_resources
 from aksgpu.components.kubernetes.gpu_gate_access import node_change_policy, node_gate_rbac
 from aksgpu.components.kubernetes.gpu_gate_jobs import gate_watchdog
 from aksgpu.spec import ClusterSpec
-from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
+from tests.helpers import base_spec, edit, kubernetes_manifests, local_http_server, plan_spec
 from tests.oracles.cel import denials
 from tests.test_gpu_health import merge_patch
 
@@ -352,15 +352,8 @@ class ApiHandler(BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def serving(state: Cluster, handler: type[ApiHandler]) -> Iterator[str]:
     """Serve `state` with `handler` on a free local port; yields the server's URL."""
-    bound = type("BoundHandler", (handler,), {"state": state})
-    server = HTTPServer(("127.0.0.1", 0), bound)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_http_server(type("BoundHandler", (handler,), {"state": state})) as url:
+        yield url
 
 
 @pytest.fixture

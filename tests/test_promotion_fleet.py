@@ -7,9 +7,8 @@ nothing here reached Azure."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from aksgpu.errors import UserError
 from aksgpu.preflight.verdict_history import verdict_query
 from aksgpu.promotion import fleet, records
 from aksgpu.promotion.decision import Decision, Rules, decide, select
+from tests.helpers import local_http_server
 
 DATA = Path(__file__).resolve().parent / "data" / "promotion"
 FLEET = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg1/providers/"
@@ -139,14 +139,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def local_server() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_http_server(_Handler) as url:
+        yield url
 
 
 def test_the_https_client_sends_the_token_and_the_body(local_server: str) -> None:
