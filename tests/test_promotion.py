@@ -191,3 +191,51 @@ def test_an_empty_or_missing_file_is_one_clear_error(tmp_path: Path) -> None:
     assert "kubectl get configmap aksgpu-gpu-health-record" in problem.fix
     with pytest.raises(UserError, match="cannot read the verdicts file"):
         records.read_file(tmp_path / "absent.jsonl")
+
+
+def _entries(name: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (DATA / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _as_records(entries: list[dict[str, object]]) -> list[records.Verdict]:
+    return records.parse_lines([json.dumps(entry) for entry in entries])
+
+
+def test_verdicts_without_the_candidates_driver_are_not_evidence_for_it() -> None:
+    # Passed canary verdicts that name only the node image (GPU Feature Discovery had not labelled
+    # the driver: they may come from the driver before) and one node really on the new driver 580.
+    entries = _entries("healthy")
+    canary = [e for e in entries if e["pool"] == "h100c"]
+    for entry in canary:
+        fingerprint = dict(entry["fingerprint"])  # type: ignore[call-overload]
+        fingerprint.pop("driver")
+        entry["fingerprint"] = fingerprint
+    newest = {**canary[-1], "node": "aks-h100c-87654321-vmss000099", "time": "2026-11-27T00:00:00Z",
+              "fingerprint": {**canary[-1]["fingerprint"], "driver": "580.105.08"}}  # type: ignore[dict-item]
+    found = _as_records([*entries, newest])
+    candidate, canary_records, _ = select(found, "h100c")
+    assert dict(candidate)["driver"] == "580.105.08"
+    assert [r.node for r in canary_records] == ["aks-h100c-87654321-vmss000099"]
+    decision = decide(canary_records, select(found, "h100c")[2], RULES, candidate)
+    assert decision.action == "wait", decision
+
+
+def test_nodes_the_watchdog_failed_count_against_the_canary() -> None:
+    # A driver that never loads: the check never runs, the watchdog fails the node (gate-timeout),
+    # and its fingerprint has no driver label. Those nodes are canary failures, not absent nodes.
+    entries = _entries("healthy")
+    canary = [e for e in entries if e["pool"] == "h100c"]
+    hung = [{**canary[0], "node": f"aks-h100c-87654321-vmss00010{index}", "source": "watchdog",
+             "verdict": "failed", "check": "gate-timeout", "reason": "the check never finished",
+             "measurements": {}, "time": f"2026-11-27T0{index}:00:00Z",
+             "fingerprint": {"nodeImage": canary[0]["fingerprint"]["nodeImage"]}}  # type: ignore[index]
+            for index in range(len(canary))]
+    decision = _decide_entries([*entries, *hung])
+    assert decision.action in ("rollback", "refuse"), decision
+    assert decision.action != "promote"
+
+
+def _decide_entries(entries: list[dict[str, object]]) -> Decision:
+    found = _as_records(entries)
+    candidate, canary, base = select(found, "h100c")
+    return decide(canary, base, RULES, candidate)

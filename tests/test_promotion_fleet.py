@@ -107,10 +107,12 @@ def test_log_analytics_rows_become_verdicts() -> None:
         return {"tables": [{"name": "PrimaryResult", "columns": [{"name": "TimeGenerated"}, {"name": "LogMessage"}],
                             "rows": rows}]}
 
-    found = fleet.log_analytics_verdicts(send, "63613592-b6f7-4c3d-a390-22ba13102111", 7)
+    found = fleet.log_analytics_verdicts(send, "63613592-b6f7-4c3d-a390-22ba13102111", 7, "gpu-fleet-canary")
     assert found == records.read_file(DATA / "healthy.jsonl")
     assert sent == [("POST", "https://api.loganalytics.io/v1/workspaces/63613592-b6f7-4c3d-a390-22ba13102111/query",
-                     "https://api.loganalytics.io", {"query": verdict_query(7), "timespan": "P7D"})]
+                     "https://api.loganalytics.io", {"query": verdict_query(7, "gpu-fleet-canary"), "timespan": "P7D"})]
+    # Members share the fleet's workspace and their pools' names: the query keeps to one cluster.
+    assert '_ResourceId endswith "/managedclusters/gpu-fleet-canary"' in sent[0][3]["query"]
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -151,7 +151,17 @@ def test_a_driver_pin_is_an_nvidiadriver_on_that_pool_alone() -> None:
     from aksgpu.plan.report import summary
     states = {row["name"]: row.get("promotion") for row in summary(plan)["pools"]}
     assert states["a100"] == "pinned to a100-202611, driver 580.105.08" and states["h100"] == "following"
+    # The driver DaemonSet tolerates only nvidia.com/gpu and the NVIDIADriver's tolerations
+    # (gpu-operator v26.7.0 manifests/state-driver/0500_daemonset.yaml): the gate's startup taint must be there.
+    tolerated = {t["key"] for t in drivers[0]["spec"]["tolerations"]}
+    assert "startup-taint.cluster-autoscaler.kubernetes.io/aksgpu-gpu-check" in tolerated
+    # The hand-over to NVIDIADriver objects comes with the promotion section, not with the first pin: a
+    # first pin would otherwise replace the driver pod of every operator node (state_manager.go, v26.7.0).
     unpinned = plan_spec(edit(spec, "nodePools.1.pins", {"nodeImageSnapshot": "a100-202611"}))
     [release] = [r.inputs for r in unpinned.by_type("kubernetes:helm.sh/v3:Release")
                  if r.inputs["chart"] == "gpu-operator"]
-    assert "nvidiaDriverCRD" not in release["values"]["driver"], "no pin, the ClusterPolicy's driver as before"
+    assert release["values"]["driver"]["nvidiaDriverCRD"] == {"enabled": True, "deployDefaultCR": True}
+    without = edit(edit(spec, "nodePools.1.pins", None), "promotion", None)
+    [release] = [r.inputs for r in plan_spec(without).by_type("kubernetes:helm.sh/v3:Release")
+                 if r.inputs["chart"] == "gpu-operator"]
+    assert "nvidiaDriverCRD" not in release["values"]["driver"], "no promotion, the ClusterPolicy's driver as before"

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aksgpu.promotion.records import CHECK_SOURCES, FINAL, Measurements, Verdict
+from aksgpu.promotion.records import CHECK_SOURCES, FINAL, WATCHDOG_FAILURES, Measurements, Verdict
 
 Action = Literal["promote", "wait", "refuse", "rollback"]
 Stack = tuple[tuple[str, str], ...]
@@ -69,12 +69,19 @@ def describe(stack: Stack) -> str:
     return ", ".join(f"{key} {value}" for key, value in stack) or "an unknown stack"
 
 
+def judges(record: Verdict) -> bool:
+    """Whether a record judges its node's GPU stack: a check verdict, or the watchdog's failure of a
+    node whose check never ran or never finished (a driver that never loads)."""
+    return record.source in CHECK_SOURCES or (record.source == "watchdog" and record.check in WATCHDOG_FAILURES
+                                              and record.verdict in ("failed", "held"))
+
+
 def latest_by_node(records: Sequence[Verdict]) -> dict[str, Verdict]:
     """Each node's newest check verdict (records are oldest first, as the record keeps them);
     a node whose newest is not final ("accepting") is left out until its acceptance ends."""
     newest: dict[str, Verdict] = {}
     for record in records:
-        if record.source in CHECK_SOURCES and (record.verdict in FINAL or record.verdict == "accepting"):
+        if judges(record) and (record.verdict in FINAL or record.verdict == "accepting"):
             newest[record.node] = record
     return {node: record for node, record in newest.items() if record.verdict in FINAL}
 
@@ -109,11 +116,17 @@ def select(records: Sequence[Verdict], canary_pool: str,
     """(candidate stack, the canary's records on it, the baseline's records). The candidate is the
     stack of the canary pool's newest verdict; the baseline is the same VM sizes' verdicts on
     `baseline` (the pinned stack) or, without one, on any other stack."""
-    canary_all = [r for r in records if r.pool == canary_pool and r.source in CHECK_SOURCES and r.stack]
+    canary_all = [r for r in records if r.pool == canary_pool and judges(r) and r.stack]
     if not canary_all:
         return (), [], []
-    candidate = canary_all[-1].stack
-    canary = [r for r in canary_all if compatible(r.stack, candidate)]
+    checked = [r for r in canary_all if r.source in CHECK_SOURCES]
+    candidate = (checked or canary_all)[-1].stack
+    # Only verdicts on exactly the candidate count: one that lacks a part the candidate has (a driver
+    # GPU Feature Discovery had not labelled yet) may come from the stack before it. A node the
+    # watchdog failed counts on the candidate's node image, driver or not: a driver that never
+    # loads leaves no driver label.
+    canary = [r for r in canary_all if r.stack == candidate
+              or (r.source == "watchdog" and compatible(r.stack, candidate))]
     sizes = {r.vm_size for r in canary}
     others = [r for r in records if r.source in CHECK_SOURCES and r.vm_size in sizes and r.stack
               and not compatible(r.stack, candidate)]

@@ -146,10 +146,11 @@ def answer_after_gate(send: Send, fleet_id: str, run: str, group: str, decision:
     return waiting, why
 
 
-def log_analytics_verdicts(send: Send, workspace_id: str, days: int) -> list[Verdict]:
-    """The gate's verdicts of the last `days` days from a Log Analytics workspace (its customer ID)."""
+def log_analytics_verdicts(send: Send, workspace_id: str, days: int, cluster: str | None = None) -> list[Verdict]:
+    """The gate's verdicts of the last `days` days from a Log Analytics workspace (its customer ID);
+    `cluster`: only that AKS cluster's (a fleet's members share a workspace, and their pools' names)."""
     answer = send("POST", f"{LOG_ANALYTICS}/v1/workspaces/{workspace_id}/query", LOG_ANALYTICS,
-                  {"query": verdict_query(days), "timespan": f"P{days}D"})
+                  {"query": verdict_query(days, cluster), "timespan": f"P{days}D"})
     lines = []
     for table in answer.get("tables") or []:
         for row in table.get("rows") or []:

@@ -18,6 +18,9 @@ from aksgpu.preflight.verdict_history import entry_of
 # The parts of a fingerprint that make a GPU stack: the kernel comes with the node image.
 STACK_KEYS = ("nodeImage", "driver", "gpuOperator")
 CHECK_SOURCES = ("gate", "recheck", "acceptance")  # the sources whose verdicts judge a node's GPUs
+# The watchdog's failures of a node whose check never started or never finished (node/node_watchdog.py:
+# a driver that never loads ends here, not in a check verdict): they judge the node's stack too.
+WATCHDOG_FAILURES = ("gate-timeout", "gate-unstarted")
 FINAL = ("passed", "failed", "held")  # "accepting": the local check passed, the cross-node acceptance is due
 
 

@@ -70,7 +70,7 @@ def promote(
         if verdicts is not None:
             found = records.read_file(verdicts)
         elif log_analytics is not None:
-            found = fleet.log_analytics_verdicts(fleet.https_send(), log_analytics, days)
+            found = fleet.log_analytics_verdicts(fleet.https_send(), log_analytics, days, spec.name)
         else:
             get = cluster.http_get(api_server) if api_server else cluster.kubectl_get(context)
             read = cluster.read(get)

@@ -134,10 +134,13 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
     }
     if spec.gpu_software.gpu_operator.driver_version:
         values["driver"]["version"] = spec.gpu_software.gpu_operator.driver_version
-    if pinned_driver_targets(spec):
+    if spec.promotion is not None:
         # One driver per pool: the chart's default NVIDIADriver (driver.version) serves the GPU nodes no
         # other NVIDIADriver selects, the pinned pools get their own (templates/nvidiadriver.yaml and
-        # the CRD's `default` field, v26.7.0).
+        # the CRD's `default` field, v26.7.0). On with the promotion section, not with the first pin:
+        # turning it on hands every operator node's driver from the ClusterPolicy's DaemonSets to the
+        # NVIDIADriver's, which replaces each driver pod once (controllers/state_manager.go step(),
+        # v26.7.0); a later pin then moves only its own pool.
         values["driver"]["nvidiaDriverCRD"] = {"enabled": True, "deployDefaultCR": True}
     return values
 
@@ -156,7 +159,12 @@ def nvidia_drivers(spec: ClusterSpec) -> list[dict[str, Any]]:
         "metadata": metadata(f"aksgpu-{target.name}"),
         "spec": {"default": False, "driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
                  "version": target.pool.pins.driver_version if target.pool.pins else None,
-                 "nodeSelector": {AGENT_POOL_LABEL: target.name}},
+                 "nodeSelector": {AGENT_POOL_LABEL: target.name},
+                 # The driver DaemonSet tolerates only nvidia.com/gpu and these (gpu-operator v26.7.0
+                 # manifests/state-driver/0500_daemonset.yaml; the chart's default NVIDIADriver copies
+                 # daemonsets.tolerations the same way): without the gate's startup taint and the pool's
+                 # own taints here, no driver would start on a new node of a pinned pool.
+                 "tolerations": pool_tolerations([target], gate=spec.gpu_health.gate.enabled)},
     } for target in pinned_driver_targets(spec)]
 
 
