@@ -46,8 +46,8 @@ def test_partial_entries_count_where_they_can() -> None:
     pool = _h100().node_pools[0]
     rates = failure_rates(_history("partial.jsonl"), pool)
     # No zone: counted for the size as a whole; no vmSize: matched by the pool; no node: not counted;
-    # the A100 node is another size.
-    assert rates == {ANY_ZONE: Rate(4, 1), "1": Rate(1, 0)}
+    # the A100 node is another size; the node the breaker held is no hardware failure, not counted.
+    assert rates == {ANY_ZONE: Rate(3, 0), "1": Rate(1, 0)}
     measured = scale_out(_h100(), pool, _history("partial.jsonl"))
     assert measured.measured == 1 and "median 1500 s" in measured.basis
 
@@ -116,3 +116,19 @@ def test_a_checked_in_history_changes_the_plan_deterministically(tmp_path: Path,
     assert h100["failureRates"]["1"] == {"nodes": 10, "failed": 3} and h100["scaleOut"]["measuredVerdicts"] == 20
     text = CliRunner().invoke(app, ["plan", "stacks/Pulumi.prod.yaml"]).stdout
     assert "gate's verdict history stacks/verdicts/prod.jsonl" in text and "zone 1: 3 of 10 new nodes failed" in text
+
+
+def test_infiniband_nodes_count_once_by_their_final_outcome() -> None:
+    # On an InfiniBand pool the gate records "accepting" for a node that passed its check (the
+    # cross-node acceptance is due: node/node_gate.py), the acceptance then passes or fails it, and
+    # the watchdog fails a node whose check never finished (gate-timeout).
+    pool = _h100().node_pools[0]
+    base = {"pool": "h100", "vmSize": "Standard_ND96isr_H100_v5", "zone": "eastus2-1", "time": "2026-11-01T10:00:00Z"}
+    history = [{**base, "node": f"n{index}", "source": "gate", "verdict": "accepting"} for index in range(9)]
+    history += [{**base, "node": f"n{index}", "source": "acceptance", "verdict": "passed"} for index in range(8)]
+    history += [{**base, "node": "n8", "source": "acceptance", "verdict": "failed"},
+                {**base, "node": "n9", "source": "gate", "verdict": "failed", "check": "gemm"},
+                {**base, "node": "n10", "source": "watchdog", "verdict": "failed", "check": "gate-timeout"},
+                {**base, "node": "n11", "source": "watchdog", "verdict": "released", "check": None}]
+    assert failure_rates(history, pool)["1"] == Rate(11, 3)
+    assert adjusted(18, Rate(11, 3)) == 23

@@ -7,9 +7,13 @@ docs/guides/capacity.md.
 
 Rules:
 - Failure rate of a size in a zone: among the distinct nodes of that size (vmSize, or the pool's
-  name where an entry lacks vmSize) with a verdict of source "gate", the share with a "failed" or
-  "held" verdict. Entries without a zone count for the size as a whole, which stands in for a zone
-  that has no entries of its own.
+  name where an entry lacks vmSize) that a verdict judged, the share that failed: the gate's
+  "passed" or "accepting" (an InfiniBand node that passed its check, its cross-node acceptance
+  due) against its "failed", the cross-node acceptance's "failed", and the watchdog's failures of a
+  node whose check never ran or finished (gate-timeout, gate-unstarted). Each node counts once. A
+  "held" node is not a failure: the circuit breaker holds nodes for a systemic fault (a broken
+  image or check), not for a bad VM. Entries without a zone count for the size as a whole, which
+  stands in for a zone that has no entries of its own.
 - Reliability-adjusted headroom: ceil(demand x (1 + rate)). Balloons take the highest rate of the
   pool's zones (a balloon may land in any of them); a zone's reservation takes its zone's rate.
 - Scale-out to maxCount: the nodes of one scale-up come up in parallel (deploy_durations.yaml
@@ -32,7 +36,10 @@ from aksgpu.spec.pools import NodePool
 from aksgpu.spec.reservation_checks import REGIONAL, pool_peak, reservation_needs
 from aksgpu.preflight.quota import quota_needs, usage_command
 
-FAILED = ("failed", "held")
+# What judges a new node (source -> verdicts), and what of it is a failure (node/node_gate.py,
+# fabric_acceptance.py, node_watchdog.py).
+JUDGING = {"gate": ("passed", "accepting", "failed"), "acceptance": ("passed", "failed"), "watchdog": ("failed",)}
+WATCHDOG_FAILURES = ("gate-timeout", "gate-unstarted")
 ANY_ZONE = "*"
 
 
@@ -66,19 +73,30 @@ def _of_pool(entry: dict[str, Any], pool: NodePool) -> bool:
     return entry.get("pool") in {zone_pool.name for zone_pool in pool.agent_pools()}
 
 
+def _judges(entry: dict[str, Any]) -> bool:
+    source = entry.get("source")
+    return (isinstance(source, str) and entry.get("verdict") in JUDGING.get(source, ())
+            and (source != "watchdog" or entry.get("check") in WATCHDOG_FAILURES))
+
+
+def judging_entries(history: list[dict[str, Any]], pool: NodePool) -> list[dict[str, Any]]:
+    """The verdicts that judged new nodes of the pool's size (a missing key: not counted, except as said above)."""
+    return [entry for entry in history
+            if _judges(entry) and _of_pool(entry, pool) and isinstance(entry.get("node"), str)]
+
+
 def gate_entries(history: list[dict[str, Any]], pool: NodePool) -> list[dict[str, Any]]:
-    """The gate's verdicts on new nodes of the pool's size (a missing key: not counted, except as said above)."""
-    return [entry for entry in history if entry.get("source") == "gate" and _of_pool(entry, pool)
-            and isinstance(entry.get("node"), str) and entry.get("verdict") in ("passed", *FAILED)]
+    """The gate's verdicts on new nodes of the pool's size: their node-to-verdict times."""
+    return [entry for entry in judging_entries(history, pool) if entry.get("source") == "gate"]
 
 
 def failure_rates(history: list[dict[str, Any]], pool: NodePool) -> dict[str, Rate]:
     """Zone ("1", "2", "3", or ANY_ZONE for the size as a whole) -> the rate of its nodes."""
     nodes: dict[str, dict[str, bool]] = {}
-    for entry in gate_entries(history, pool):
+    for entry in judging_entries(history, pool):
         for zone in {_zone_of(entry), ANY_ZONE}:
             found = nodes.setdefault(zone, {})
-            found[entry["node"]] = found.get(entry["node"], False) or entry["verdict"] in FAILED
+            found[entry["node"]] = found.get(entry["node"], False) or entry["verdict"] == "failed"
     return {zone: Rate(len(found), sum(found.values())) for zone, found in nodes.items()}
 
 
