@@ -86,6 +86,12 @@ def test_a_healthy_canary_moves_the_pins_and_keeps_the_file_as_written(lab: Path
     assert after.replace("nodeImageSnapshot: h100c-202611-10-0", "nodeImageSnapshot: h100c-202610-20-0").startswith(
         before.rstrip("\n"))
     assert "not moved: t4spot" in result.output
+    # The pin shapes pools created from now on; the existing h100a nodes move by a node-image-only
+    # upgrade with the snapshot's ID (azure-aks-docs node-pool-snapshot.md), which promote prints.
+    said = " ".join(result.output.split())
+    assert ("az aks nodepool upgrade --resource-group rg-gpu-lab --cluster-name gpu-lab --name h100a "
+            "--node-image-only --snapshot-id \"$(az aks nodepool snapshot show --resource-group rg-gpu-lab "
+            "--name h100c-202611-10-0 --query id -o tsv)\"") in said
     rendered = runner.invoke(app, ["render", "lab"])
     assert rendered.exit_code == 0, rendered.output
 

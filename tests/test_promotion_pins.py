@@ -84,6 +84,11 @@ def test_the_snapshot_and_the_pinned_pool_validate_against_azure() -> None:
     pools = {p.name.rsplit("-", 1)[1]: p for p in plan.by_type("azure-native:containerservice:AgentPool")}
     assert "creationData" not in pools["a100c"].inputs, "the canary follows AKS's images"
     assert set(pools["a100"].inputs["creationData"]) == {"sourceResourceId"}
+    # Sent at create only: a changed creationData does not move an existing pool's image (AKS moves it
+    # through a node-image-only upgrade with the snapshot ID: node-pool-snapshot.md), so a plan must not
+    # show it as if it did.
+    assert "creationData" in pools["a100"].options["ignoreChanges"]
+    assert "creationData" not in pools["a100c"].options["ignoreChanges"]
     for pool in pools.values():
         assert oracle.validate_agent_pool(pool.inputs) == [], pool.name
     # The snapshot is of the canary pool, and the pinned pool is created from the snapshot.

@@ -96,12 +96,18 @@ class NodePools(pulumi.ComponentResource):
             props["capacity_reservation_group_id"] = pool.capacity_reservation_group_id
         if pool.proximity_placement_group_id:
             props["proximity_placement_group_id"] = pool.proximity_placement_group_id
+        ignore = ["count"] if pool.autoscale else []  # the cluster autoscaler owns the count
         pinned = pool.pins.node_image_snapshot if pool.pins else None
         if pinned:
-            # Created, or upgraded in place, from the snapshot's node image (spec/promotion.py).
+            # A new pool is created from the snapshot's node image. An existing pool is not moved by
+            # a changed creationData: at the same Kubernetes version AKS moves a pool to a snapshot's
+            # image only through a node-image-only upgrade with the snapshot's ID (azure-aks-docs
+            # node-pool-snapshot.md: `az aks nodepool upgrade --node-image-only --snapshot-id`, which
+            # calls upgradeNodeImageVersion, not a PUT; read 2026-11-27). So the pin is sent at create
+            # only, and `aksgpu promote` prints that upgrade for the pools it moves (promotion/promote.py).
             source = self.snapshots[pinned].id if pinned in self.snapshots else pinned
             props["creation_data"] = {"source_resource_id": source}
-        ignore = ["count"] if pool.autoscale else []  # the cluster autoscaler owns the count
+            ignore.append("creationData")
         return containerservice.AgentPool(
             f"{name}-{zone_pool.name}",
             agent_pool_name=zone_pool.name,

@@ -53,6 +53,19 @@ def rollback_command(spec: ClusterSpec, canary: NodePool) -> str:
     return " && ".join(shlex.join(argv) for argv in rollback_commands(spec, canary))
 
 
+def upgrade_command(spec: ClusterSpec, pools: Sequence[NodePool], snapshot: str) -> str:
+    """The Azure CLI line that moves existing pools to a declared snapshot's node image: at the same
+    Kubernetes version a node-image-only upgrade with the snapshot's ID (azure-aks-docs
+    node-pool-snapshot.md, read 2026-11-27); a changed creationData does not (components/node_pools.py)."""
+    group = spec.resource_group.name
+    snapshot_id = (f"$(az aks nodepool snapshot show --resource-group {shlex.quote(group)} "
+                   f"--name {shlex.quote(snapshot)} --query id -o tsv)")
+    return " && ".join(
+        shlex.join(["az", "aks", "nodepool", "upgrade", "--resource-group", group, "--cluster-name", spec.name,
+                    "--name", agent_pool.name, "--node-image-only", "--snapshot-id"]) + f' "{snapshot_id}"'
+        for pool in pools for agent_pool in pool.agent_pools())
+
+
 def canary_pool(spec: ClusterSpec) -> NodePool:
     assert spec.promotion is not None
     return next(p for p in spec.node_pools if p.name == spec.promotion.canary_pool)
@@ -201,6 +214,11 @@ def changes_for(env: str, spec: ClusterSpec, decision: Decision,
                 before = pins.driver_version if pins else None
                 changes.append(Change([*base, "nodePools", ("name", pool.name), "pins", "driverVersion"],
                                       canary_driver, before, f"pool {pool.name}: driver"))
+        moved = [pool for pool in others if (pool.pins.node_image_snapshot if pool.pins else None) != name]
+        if moved:
+            notes.append(f"after `aksgpu up {env}` created snapshot {name}, move the existing nodes of "
+                         f"{', '.join(p.name for p in moved)} to it (the pin alone shapes pools created from now "
+                         f"on): `{upgrade_command(spec, moved, name)}`")
         if uncovered:
             notes.append(f"not moved: {', '.join(uncovered)} (another VM size or OS SKU than the canary "
                          f"{canary.vm_size} {canary.os_sku}: the canary's verdicts do not speak for them)")

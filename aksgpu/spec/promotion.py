@@ -5,9 +5,11 @@ A GPU pool is pinned to a tested node image through a node pool snapshot
 pulumi-azure-native 3.29.0 uses for AgentPool and Snapshot) an agent pool's nodeImageVersion is
 readOnly, and its creationData.sourceResourceId is "the source Snapshot ID if the node pool will be
 created/upgraded using a snapshot" (../shared/specs managedClusters.json, ManagedClusterAgentPoolProfileProperties;
-Azure CLI's `az aks nodepool upgrade --snapshot-id` PUTs the existing pool with creationData set:
-Azure/azure-cli src/azure-cli/azure/cli/command_modules/acs/custom.py aks_agentpool_upgrade@0a1fa21;
-checked 2026-11-27). The canary pool runs the candidate; `aksgpu promote` moves the pins from the
+checked 2026-11-27). aksgpu sends it when a pool is created; an existing pool at the same
+Kubernetes version moves to a snapshot's image only through a node-image-only upgrade with the
+snapshot's ID (azure-aks-docs node-pool-snapshot.md: "required when upgrading the node image version
+for a node pool based on a snapshot with an identical Kubernetes version"; the Azure CLI then calls
+upgradeNodeImageVersion), which `aksgpu promote` prints. The canary pool runs the candidate; `aksgpu promote` moves the pins from the
 gate's verdicts (aksgpu/promotion/decision.py)."""
 
 from __future__ import annotations
