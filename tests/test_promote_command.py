@@ -333,3 +333,24 @@ def test_a_fleet_members_pins_go_under_its_member_entry(fleet_project: Path) -> 
                   if m["name"] == "canary")
     assert {"name": "h100", "maxCount": 2, "pins": {"nodeImageSnapshot": "h100-202611-10-0"}} in \
         member["overrides"]["nodePools"]
+
+
+def test_pins_move_only_to_pools_the_canary_speaks_for(lab: Path) -> None:
+    # Same VM size, but the GPU Operator's driver: the canary (AKS's driver install) never exercised
+    # it (AKS#5869 broke AKS's install alone), so its pin stays and its verdicts are no baseline.
+    lab.write_text(lab.read_text().replace('''      promotion:
+        canaryPool: h100c''', '''        - name: h100op
+          kind: gpu
+          vmSize: Standard_ND96isr_H100_v5
+          zones: ["1"]
+          minCount: 0
+          maxCount: 2
+          labels: {aksgpu.io/ib-domain: h100op}
+          gpu: {driver: None}
+      promotion:
+        canaryPool: h100c'''))
+    result = _promote("--verdicts", str(DATA / "healthy.jsonl"))
+    assert result.exit_code == 0, result.output
+    pins = {p["name"]: p.get("pins") for p in _lab(lab)["nodePools"]}
+    assert pins["h100op"] is None and pins["h100a"] == {"nodeImageSnapshot": "h100c-202611-10-0"}
+    assert "h100op" in " ".join(result.output.split()).split("not moved:", 1)[1]

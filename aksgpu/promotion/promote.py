@@ -2,7 +2,7 @@
 environments.yaml (docs/guides/promotion.md).
 
 promote: a node pool snapshot of the canary is added to promotion.snapshots and every other GPU
-pool of the canary's VM size and OS SKU is pinned to it (nodePools[].pins.nodeImageSnapshot); the
+pool of the canary's VM size, OS SKU, driver mode and MIG profile is pinned to it (nodePools[].pins.nodeImageSnapshot); the
 canary's driver pin, where it has one, goes to those of them with gpu.driver None. rollback:
 the canary's driver pin goes back to the baseline's; its node image cannot be moved back through
 a pin (AKS cannot downgrade a node image: learn.microsoft.com/azure/aks/node-image-upgrade, read
@@ -64,6 +64,20 @@ def upgrade_command(spec: ClusterSpec, pools: Sequence[NodePool], snapshot: str)
         shlex.join(["az", "aks", "nodepool", "upgrade", "--resource-group", group, "--cluster-name", spec.name,
                     "--name", agent_pool.name, "--node-image-only", "--snapshot-id"]) + f' "{snapshot_id}"'
         for pool in pools for agent_pool in pool.agent_pools())
+
+
+def _gpu_kind(pool: NodePool) -> tuple[str, str, str | None, str | None]:
+    gpu = pool.gpu_settings
+    return (pool.vm_size, str(pool.os_sku), gpu.driver if gpu else None, gpu.mig_profile if gpu else None)
+
+
+def followers(spec: ClusterSpec) -> list[NodePool]:
+    """The GPU pools the canary speaks for: its VM size, OS SKU (one node image per OS SKU and
+    architecture; each GPU model its own check), driver mode (AKS's driver install or the GPU
+    Operator's: AKS#5869 broke the first only) and MIG profile (per-slice figures)."""
+    canary = canary_pool(spec)
+    return [p for p in spec.node_pools
+            if p.kind == "gpu" and p.name != canary.name and _gpu_kind(p) == _gpu_kind(canary)]
 
 
 def canary_pool(spec: ClusterSpec) -> NodePool:
@@ -142,6 +156,9 @@ def decide_for(spec: ClusterSpec, records: Sequence[Verdict]) -> Decision:
     pool_records = [r for r in records if r.pool in names]
     relabelled = [r if r.pool not in names else _as_pool(r, canary.name) for r in records]
     candidate, canary_records, baseline = select(relabelled, canary.name)
+    # The baseline is what the pools the canary speaks for run, not every pool of its size.
+    follower_pools = {agent_pool for pool in followers(spec) for agent_pool in _agent_pools(pool)}
+    baseline = [r for r in baseline if r.pool in follower_pools]
     if not pool_records or not canary_records:
         return Decision("wait", (f"no verdict of the canary pool {canary.name} names its node image yet",), (), (),
                         {"canaryNodes": 0})
@@ -188,10 +205,9 @@ def changes_for(env: str, spec: ClusterSpec, decision: Decision,
     """What promote writes for `decision` (nothing for wait and refuse), and what it says beside."""
     assert spec.promotion is not None
     canary = canary_pool(spec)
-    # The canary's verdicts speak for its VM size and OS SKU only (one node image per OS SKU and
-    # architecture; each GPU model its own check): other GPU pools need a canary of their own.
+    # The canary's verdicts speak for its followers only: other GPU pools need a canary of their own.
     gpu_pools = [p for p in spec.node_pools if p.kind == "gpu" and p.name != canary.name]
-    others = [p for p in gpu_pools if p.vm_size == canary.vm_size and p.os_sku == canary.os_sku]
+    others = followers(spec)
     uncovered = [p.name for p in gpu_pools if p not in others]
     base = base or ["environments", env, "overrides"]
     changes: list[Change] = []
@@ -220,8 +236,8 @@ def changes_for(env: str, spec: ClusterSpec, decision: Decision,
                          f"{', '.join(p.name for p in moved)} to it (the pin alone shapes pools created from now "
                          f"on): `{upgrade_command(spec, moved, name)}`")
         if uncovered:
-            notes.append(f"not moved: {', '.join(uncovered)} (another VM size or OS SKU than the canary "
-                         f"{canary.vm_size} {canary.os_sku}: the canary's verdicts do not speak for them)")
+            notes.append(f"not moved: {', '.join(uncovered)} (another VM size, OS SKU, driver mode or MIG profile "
+                         f"than the canary {canary.vm_size} {canary.os_sku}: its verdicts do not speak for them)")
         notes.append(f"`aksgpu up {env}` creates snapshot {name} from {canary.name}'s nodes as they are then: keep "
                      f"the canary on {image} until it has run (controlPlane.nodeOsUpgradeChannel None)")
     elif decision.action == "rollback":
