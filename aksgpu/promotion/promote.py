@@ -2,8 +2,9 @@
 environments.yaml (docs/guides/promotion.md).
 
 promote: a node pool snapshot of the canary is added to promotion.snapshots and every other GPU
-pool of the canary's VM size, OS SKU, driver mode and MIG profile is pinned to it (nodePools[].pins.nodeImageSnapshot); the
-canary's driver pin, where it has one, goes to those of them with gpu.driver None. rollback:
+pool of the canary's VM size, OS SKU, driver mode and MIG profile is pinned to it
+(nodePools[].pins.nodeImageSnapshot); the canary's driver pin, where it has one, goes to those
+of them with gpu.driver None. rollback:
 the canary's driver pin goes back to the baseline's; its node image cannot be moved back through
 a pin (AKS cannot downgrade a node image: learn.microsoft.com/azure/aks/node-image-upgrade, read
 2026-11-27), so the other pools' pins stay and the canary is rolled back or recreated by hand (the
