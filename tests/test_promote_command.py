@@ -30,7 +30,7 @@ LAB = '''
     overrides:
       name: gpu-lab
       resourceGroup: {name: rg-gpu-lab}
-      controlPlane: {nodeOsUpgradeChannel: None}
+      controlPlane: {nodeOsUpgradeChannel: None, upgradeChannel: none}
       nodePools:
         # The canary: new node images land here first.
         - name: h100c

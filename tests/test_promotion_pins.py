@@ -23,7 +23,7 @@ def promoted_spec() -> dict[str, Any]:
                                       "minCount": 0, "maxCount": 4, "pins": {"nodeImageSnapshot": "a100-202611"}})
     spec = edit(spec, "promotion", {"canaryPool": "a100c",
                                     "snapshots": [{"name": "a100-202611", "sourcePool": "a100c"}]})
-    return edit(spec, "controlPlane.nodeOsUpgradeChannel", "None")
+    return edit(edit(spec, "controlPlane.nodeOsUpgradeChannel", "None"), "controlPlane.upgradeChannel", "none")
 
 
 def _problems(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -62,8 +62,13 @@ def test_pins_on_a_cpu_pool_are_refused() -> None:
 def test_an_existing_snapshot_id_pins_and_the_node_image_channel_warns() -> None:
     spec = edit(promoted_spec(), "nodePools.1.pins.nodeImageSnapshot", SNAPSHOT_ID)
     assert _problems(spec) == []
-    found = _problems(edit(spec, "controlPlane.nodeOsUpgradeChannel", "NodeImage"))
-    assert [(p, s) for p, s, _ in found] == [("controlPlane.nodeOsUpgradeChannel", "warning")]
+    # Any upgrade without a snapshot ID moves a pinned pool to the latest image (node-pool-snapshot.md).
+    for channel in ("NodeImage", "SecurityPatch"):
+        found = _problems(edit(spec, "controlPlane.nodeOsUpgradeChannel", channel))
+        assert [(p, s) for p, s, _ in found] == [("controlPlane.nodeOsUpgradeChannel", "warning")], channel
+    found = _problems(edit(spec, "controlPlane.upgradeChannel", "patch"))
+    assert [(p, s) for p, s, _ in found] == [("controlPlane.upgradeChannel", "warning")]
+    assert _problems(edit(spec, "controlPlane.nodeOsUpgradeChannel", "Unmanaged")) == []
 
 
 def test_a_driver_pin_on_an_operator_pool_is_valid() -> None:

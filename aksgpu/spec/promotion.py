@@ -9,8 +9,8 @@ checked 2026-11-27). aksgpu sends it when a pool is created; an existing pool at
 Kubernetes version moves to a snapshot's image only through a node-image-only upgrade with the
 snapshot's ID (azure-aks-docs node-pool-snapshot.md: "required when upgrading the node image version
 for a node pool based on a snapshot with an identical Kubernetes version"; the Azure CLI then calls
-upgradeNodeImageVersion), which `aksgpu promote` prints. The canary pool runs the candidate; `aksgpu promote` moves the pins from the
-gate's verdicts (aksgpu/promotion/decision.py)."""
+upgradeNodeImageVersion), which `aksgpu promote` prints. The canary pool runs the candidate;
+`aksgpu promote` moves the pins from the gate's verdicts (aksgpu/promotion/decision.py)."""
 
 from __future__ import annotations
 
@@ -136,10 +136,20 @@ def check_promotion(spec: ClusterSpec) -> Iterator[Issue]:
                         "which it does only on pools with gpu.driver None (AKS installs the driver otherwise, with "
                         "the node image)", "pin the node image instead (nodeImageSnapshot), or set gpu.driver: None")
     pinned = [p for _, p in pools.values() if p.pins and p.pins.node_image_snapshot]
-    if pinned and spec.control_plane.node_os_upgrade_channel == "NodeImage":
-        yield Issue("controlPlane.nodeOsUpgradeChannel", "NodeImage",
-                    "the NodeImage channel moves the node image of the cluster's pools to the latest weekly; "
-                    "AKS's documentation does not say it leaves pools created from a snapshot alone "
-                    "(learn.microsoft.com/azure/aks/auto-upgrade-node-image, read 2026-11-27)",
+    # A pool upgraded, or node-image-upgraded, without a snapshot ID goes to the latest node image
+    # (azure-aks-docs node-pool-snapshot.md, read 2026-11-27): every automatic channel does so.
+    os_channel = spec.control_plane.node_os_upgrade_channel
+    if pinned and os_channel in ("NodeImage", "SecurityPatch"):
+        yield Issue("controlPlane.nodeOsUpgradeChannel", os_channel,
+                    f"the {os_channel} channel changes the nodes of the cluster's pools without a snapshot ID, and "
+                    "a pool upgraded that way leaves its snapshot's node image (node-pool-snapshot.md; "
+                    "learn.microsoft.com/azure/aks/auto-upgrade-node-image, read 2026-11-27)",
                     "set controlPlane.nodeOsUpgradeChannel: None (AKS then moves no node image; `aksgpu promote` "
                     "moves the pins)", "warning")
+    channel = spec.control_plane.upgrade_channel
+    if pinned and channel != "none":
+        yield Issue("controlPlane.upgradeChannel", channel,
+                    f"the {channel} channel upgrades the pools without a snapshot ID, which moves pinned pools to "
+                    "the latest node image (node-pool-snapshot.md, read 2026-11-27)",
+                    "set controlPlane.upgradeChannel: none while pools are pinned, and upgrade Kubernetes as a "
+                    "canary round", "warning")
