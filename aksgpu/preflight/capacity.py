@@ -34,7 +34,7 @@ from aksgpu.spec.gpu_health import DEFAULT_CHECK_COMMAND
 from aksgpu.spec.gpu_startup import provision_steps, startup_steps
 from aksgpu.spec.pools import NodePool
 from aksgpu.spec.reservation_checks import REGIONAL, pool_peak, reservation_needs
-from aksgpu.preflight.quota import quota_needs, usage_command
+from aksgpu.preflight.quota import QuotaNeed, quota_needs, usage_command
 
 # What judges a new node (source -> verdicts), and what of it is a failure (node/node_gate.py,
 # fabric_acceptance.py, node_watchdog.py).
@@ -176,12 +176,12 @@ def _availability(spec: ClusterSpec, pool: NodePool) -> tuple[str, dict[str, Any
                   "regionsDate": str(table["regionsDate"]), "zonesDate": str(table["zonesDate"])}
 
 
-def _quota(spec: ClusterSpec, pool: NodePool) -> tuple[str, dict[str, Any]]:
+def _quota(needs: dict[str, QuotaNeed], pool: NodePool) -> tuple[str, dict[str, Any]]:
     size = pool.size
     if size is None:
         return "quota: the size is not in aksgpu's table, so its family is unknown", {}
     counter = catalog.load("azure_quota")["spotCounter"] if pool.is_spot else size.quota_family
-    need = next((need for need in quota_needs(spec) if need.counter == counter), None)
+    need = needs.get(counter) if counter else None
     own = pool.node_range[1] * size.vcpus
     total = need.vcpus_max if need else own
     text = (f"quota: {own} vCPUs of {counter} at full scale with surge ({total} for the cluster); the limit is your "
@@ -237,13 +237,15 @@ def _balloons(found: PoolCapacity, rates: dict[str, Rate]) -> dict[str, Any]:
             "failureRate": None if rate is None else round(rate.value, 4)}
 
 
-def pool_capacity(spec: ClusterSpec, pool: NodePool, path: str, history: list[dict[str, Any]] | None) -> PoolCapacity:
+def pool_capacity(spec: ClusterSpec, pool: NodePool, path: str, history: list[dict[str, Any]] | None,
+                  needs: dict[str, QuotaNeed]) -> PoolCapacity:
+    """One GPU pool's section; `needs`: the cluster's quota needs by counter (quota_needs, once per spec)."""
     found = PoolCapacity(pool, path)
     rates = failure_rates(history or [], pool)
     nodes, surge = pool_peak(pool)
     reservation_rows = _reservations(found, rates)
     available, availability = _availability(spec, pool)
-    quota, quota_json = _quota(spec, pool)
+    quota, quota_json = _quota(needs, pool)
     found.lines += [available, quota]
     balloons = _balloons(found, rates)
     if rates:
@@ -271,7 +273,8 @@ def _where(zone: str) -> str:
 
 def capacity(spec: ClusterSpec, history: list[dict[str, Any]] | None) -> list[PoolCapacity]:
     """The capacity section of every GPU pool of the spec, in pool order."""
-    return [pool_capacity(spec, pool, f"nodePools[{index}]", history)
+    needs = {need.counter: need for need in quota_needs(spec)}
+    return [pool_capacity(spec, pool, f"nodePools[{index}]", history, needs)
             for index, pool in enumerate(spec.node_pools) if pool.kind == "gpu"]
 
 
