@@ -151,9 +151,6 @@ def log_analytics_verdicts(send: Send, workspace_id: str, days: int, cluster: st
     `cluster`: only that AKS cluster's (a fleet's members share a workspace, and their pools' names)."""
     answer = send("POST", f"{LOG_ANALYTICS}/v1/workspaces/{workspace_id}/query", LOG_ANALYTICS,
                   {"query": verdict_query(days, cluster), "timespan": f"P{days}D"})
-    lines = []
-    for table in answer.get("tables") or []:
-        for row in table.get("rows") or []:
-            lines += [cell if isinstance(cell, str) else json.dumps(cell) for cell in row
-                      if isinstance(cell, (str, dict))]
-    return parse_lines(lines)
+    cells: list[str | dict[str, Any]] = [cell for table in answer.get("tables") or [] for row in table.get("rows") or []
+                                         for cell in row if isinstance(cell, (str, dict))]
+    return parse_lines(cells)

@@ -19,7 +19,7 @@ import shlex
 import subprocess
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +37,22 @@ from aksgpu.spec import ClusterSpec, NodePool
 # GA with API 2026-04-01 and Azure CLI 2.88.0 (no aks-preview extension), within 7 days of the
 # upgrade, one version back, and with the node OS upgrade channel off if the node image must go back
 # too (learn.microsoft.com/azure/aks/roll-back-node-pool-version, read 2026-11-27). aksgpu deploys
-# with 2025-09-01, so it prints the command rather than calling the API itself.
+# with 2025-09-01, so it does not call that API itself: it prints the Azure CLI command, and runs it
+# with --roll-back-canary.
 ROLLBACK_DOC = ("AKS node pool version rollback (learn.microsoft.com/azure/aks/roll-back-node-pool-version: "
                 "Azure CLI 2.88.0 or later, within 7 days of the upgrade, with the node OS upgrade channel off), "
                 "or delete the canary pool and let `aksgpu up` recreate it pinned to the baseline snapshot")
 
 
+def _nodepool_commands(spec: ClusterSpec, pools: Sequence[NodePool], verb: str, *extra: str) -> list[list[str]]:
+    """`az aks nodepool VERB` for each AgentPool of `pools` (a perZone pool is several)."""
+    return [["az", "aks", "nodepool", verb, "--resource-group", spec.resource_group.name, "--cluster-name", spec.name,
+             "--name", agent_pool.name, *extra] for pool in pools for agent_pool in pool.agent_pools()]
+
+
 def rollback_commands(spec: ClusterSpec, canary: NodePool) -> list[list[str]]:
     """The Azure CLI commands that roll the canary's AgentPools back one version."""
-    return [["az", "aks", "nodepool", "rollback", "--resource-group", spec.resource_group.name,
-             "--cluster-name", spec.name, "--name", agent_pool.name] for agent_pool in canary.agent_pools()]
+    return _nodepool_commands(spec, [canary], "rollback")
 
 
 def rollback_command(spec: ClusterSpec, canary: NodePool) -> str:
@@ -61,10 +67,8 @@ def upgrade_command(spec: ClusterSpec, pools: Sequence[NodePool], snapshot: str)
     group = spec.resource_group.name
     snapshot_id = (f"$(az aks nodepool snapshot show --resource-group {shlex.quote(group)} "
                    f"--name {shlex.quote(snapshot)} --query id -o tsv)")
-    return " && ".join(
-        shlex.join(["az", "aks", "nodepool", "upgrade", "--resource-group", group, "--cluster-name", spec.name,
-                    "--name", agent_pool.name, "--node-image-only", "--snapshot-id"]) + f' "{snapshot_id}"'
-        for pool in pools for agent_pool in pool.agent_pools())
+    return " && ".join(shlex.join(argv) + f' "{snapshot_id}"' for argv in
+                       _nodepool_commands(spec, pools, "upgrade", "--node-image-only", "--snapshot-id"))
 
 
 def _gpu_kind(pool: NodePool) -> tuple[str, str, str | None, str | None]:
@@ -125,14 +129,6 @@ class Change:
         return ".".join(s if isinstance(s, str) else s[1] for s in rest)
 
 
-@dataclass(frozen=True)
-class Outcome:
-    decision: Decision
-    changes: list[Change] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    written: bool = False
-
-
 def rules_of(spec: ClusterSpec) -> Rules:
     promotion = spec.promotion
     if promotion is None:
@@ -167,8 +163,6 @@ def decide_for(spec: ClusterSpec, records: Sequence[Verdict]) -> Decision:
 
 
 def _as_pool(record: Verdict, pool: str) -> Verdict:
-    from dataclasses import replace
-
     return replace(record, pool=pool)
 
 

@@ -91,9 +91,10 @@ def parse_entry(entry: dict[str, Any]) -> Verdict | None:
                                   _number(measured.get("crossNodeBusBwGbps"))))
 
 
-def parse_lines(lines: Iterable[str]) -> list[Verdict]:
+def parse_lines(lines: Iterable[str | dict[str, Any]]) -> list[Verdict]:
     """Records from JSON lines, each bare or after the gate's log prefix (and whatever a log
-    collector put before it); lines that are not entries are skipped."""
+    collector put before it), or from entries and export rows already parsed; what is not an entry
+    is skipped."""
     # One reader of the entry formats: the capacity history's (aksgpu/preflight/verdict_history.py).
     entries = (entry_of(line) for line in lines)
     return [record for record in (parse_entry(entry) for entry in entries if entry is not None)
@@ -119,8 +120,8 @@ def read_file(path: Path) -> list[Verdict]:
         document = None
     if isinstance(document, dict) and document.get("kind") == "ConfigMap":
         records = parse_configmap(document)
-    elif isinstance(document, list):
-        records = [r for r in (parse_entry(e) for e in document if isinstance(e, dict)) if r is not None]
+    elif isinstance(document, list):  # entries, or the rows `az monitor log-analytics query` prints
+        records = parse_lines(document)
     else:
         records = parse_lines(text.splitlines())
     if not records:
