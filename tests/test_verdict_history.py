@@ -108,3 +108,13 @@ def test_the_commands_print_the_query_and_import_the_export(tmp_path: Path, monk
     assert again.exit_code == 0 and "nothing new (22 entries)" in again.output
     missing = CliRunner().invoke(app, ["verdict-history", "import", "prod", "nowhere.json"])
     assert missing.exit_code == 2 and "nowhere.json is not a file" in missing.output
+
+
+def test_the_printed_query_runs_with_a_resource_group_and_a_path_a_shell_would_split() -> None:
+    import shlex
+
+    # Resource group names may hold parentheses; the output is the user's path.
+    command = query_command(30, "ws", "rg (prod)", "c1", "my export.json")
+    assert command.endswith("> 'my export.json'") and "-g 'rg (prod)'" in command
+    assert shlex.split(command)[-1] == "my export.json"
+    assert verdict_history.record_command("my verdicts.txt").endswith("> 'my verdicts.txt'")

@@ -24,6 +24,7 @@ Where the entries come from (read 2026-11-27):
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from aksgpu.spec import ClusterSpec
 from aksgpu.spec.fleet import FleetSpec
 from aksgpu.spec.fleet import log_analytics_workspace as fleet_workspace
 from aksgpu.spec.names import log_analytics_workspace
+from aksgpu.spec.resource_ids import ResourceId, parse as parse_resource_id
 
 LOG_PREFIX = "aksgpu-gpu-health"  # node_verdicts.LOG_PREFIX; tests/test_verdict_history.py holds them equal
 RECORD_CONFIGMAP = "aksgpu-gpu-health-record"
@@ -66,16 +68,18 @@ def query_command(days: int, workspace: str, resource_group: str | None, cluster
     """The `az monitor log-analytics query` command line that writes the export to `output`. `workspace`:
     the workspace's name (with its resource group, looked up for its customer ID) or its customer ID."""
     kql = " ".join(verdict_query(days, cluster).split("\n"))
-    lookup = f"az monitor log-analytics workspace show -g {resource_group} -n {workspace} --query customerId -o tsv"
+    lookup = (f"az monitor log-analytics workspace show -g {shlex.quote(resource_group or '')} "
+              f"-n {shlex.quote(workspace)} --query customerId -o tsv")
+    # Without a resource group `workspace` is a customer ID (a GUID) or the placeholder for one, shown as is.
     where = f'"$({lookup})"' if resource_group else workspace
-    return (f"az monitor log-analytics query --workspace {where} --analytics-query '{kql}' "
-            f"--timespan P{days}D -o json > {output}")
+    return (f"az monitor log-analytics query --workspace {where} --analytics-query {shlex.quote(kql)} "
+            f"--timespan P{days}D -o json > {shlex.quote(output)}")
 
 
 def record_command(output: str) -> str:
     """The kubectl command that writes the record ConfigMap's entries (the newest ones) to `output`."""
     return (f"kubectl get configmap {RECORD_CONFIGMAP} -n {RECORD_NAMESPACE} "
-            f"-o jsonpath='{{.data.{RECORD_KEY}}}' > {output}")
+            f"-o jsonpath='{{.data.{RECORD_KEY}}}' > {shlex.quote(output)}")
 
 
 def workspace_of(spec: ClusterSpec, fleet: FleetSpec | None = None) -> tuple[str, str | None] | str:
@@ -90,9 +94,10 @@ def workspace_of(spec: ClusterSpec, fleet: FleetSpec | None = None) -> tuple[str
                 "monitoring.logAnalytics.mode none), so only the record ConfigMap holds verdicts")
     if analytics.mode == "create":
         return analytics.name or log_analytics_workspace(spec.name), spec.resource_group.name
-    if analytics.mode == "existing" and analytics.workspace_id and analytics.workspace_id.count("/") >= 8:
-        parts = analytics.workspace_id.strip("/").split("/")
-        return parts[-1], parts[3]
+    found = parse_resource_id(analytics.workspace_id) if analytics.mode == "existing" and analytics.workspace_id \
+        else None
+    if isinstance(found, ResourceId):
+        return found.name, found.resource_group
     if analytics.mode == "fleet" and fleet is not None and fleet.log_analytics.mode != "perMember":
         region = spec.location if fleet.log_analytics.mode == "perRegion" else None
         return fleet_workspace(fleet.name, region), fleet.resource_group
