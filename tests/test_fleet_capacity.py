@@ -106,3 +106,12 @@ def test_without_the_fleets_stack_file_the_command_keeps_the_placeholder(fleet: 
     shown = CliRunner().invoke(app, ["verdict-history", "query", "training-eastus2"])
     assert shown.exit_code == 0, shown.output
     assert "--workspace <customer ID of the fleet's workspace in the cluster's region>" in shown.output
+
+
+def test_the_fleets_shared_stack_is_refused_as_the_stack_argument(fleet: Path) -> None:
+    # The shared stack holds the fleet, no cluster: verdicts are a member's.
+    refused = CliRunner().invoke(app, ["verdict-history", "query", "training"])
+    assert refused.exit_code == 2
+    said = " ".join(refused.output.split())
+    assert 'STACK argument = "training": Pulumi.training.yaml holds no cluster' in said
+    assert "Fix: pass a member's stack" in said

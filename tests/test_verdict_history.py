@@ -107,7 +107,7 @@ def test_the_commands_print_the_query_and_import_the_export(tmp_path: Path, monk
     again = CliRunner().invoke(app, ["verdict-history", "import", "prod", str(DATA / "zone-failures.jsonl")])
     assert again.exit_code == 0 and "nothing new (22 entries)" in again.output
     missing = CliRunner().invoke(app, ["verdict-history", "import", "prod", "nowhere.json"])
-    assert missing.exit_code == 2 and "nowhere.json is not a file" in missing.output
+    assert missing.exit_code == 2 and 'FILE argument = "nowhere.json": is not a file' in missing.output
 
 
 def test_the_printed_query_runs_with_a_resource_group_and_a_path_a_shell_would_split() -> None:

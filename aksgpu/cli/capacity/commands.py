@@ -24,15 +24,16 @@ EXPORT = "verdicts-export.json"
 
 
 def _cluster(stack: str) -> tuple[StackFile, ClusterSpec]:
-    from aksgpu.errors import UserError
+    from aksgpu.errors import Problem, UserError
     from aksgpu.project.stackfile import resolve_stack
     from aksgpu.spec import SpecError, parse_cluster_spec
 
     try:
         stack_file = resolve_stack(stack)
         if stack_file.cluster is None:
-            fail(f"{stack_file.path.name} holds no cluster (a fleet's shared or upgrades stack), and verdicts are a "
-                 "cluster's. Fix: pass a member's stack.")
+            raise UserError(problems=[Problem(
+                "STACK argument", stack, f"{stack_file.path.name} holds no cluster (a fleet's shared or upgrades "
+                "stack), and verdicts are a cluster's", "pass a member's stack")])
         spec, _ = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
     except SpecError as error:
         fail_problems(error)
@@ -114,7 +115,7 @@ def import_(
     verdict entry is left as it is and the import refused. Exit codes: 0 merged, 1 the spec has
     errors, 2 bad input (stack, FILE, a broken snapshot).
     """
-    from aksgpu.errors import UserError
+    from aksgpu.errors import Problem, UserError
     from aksgpu.preflight.verdict_history import import_export
     from aksgpu.project.files import read_text_if_exists
 
@@ -122,8 +123,10 @@ def import_(
     try:
         text = read_text_if_exists(export)
         if text is None:
-            fail(f"{export} is not a file. Fix: pass the file the export wrote (`aksgpu verdict-history query "
-                 f"{stack_file.stack}` prints the commands).")
+            raise UserError(problems=[Problem(
+                "FILE argument", str(export), "is not a file",
+                f"pass the file the export wrote (`aksgpu verdict-history query {stack_file.stack}` prints the "
+                "commands)")])
         done = import_export(stack_file.project_dir, stack_file.stack, text, str(export))
     except UserError as error:
         fail(error)
