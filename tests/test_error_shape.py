@@ -106,6 +106,24 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "an az command failed: AzStepFailed says which step, its output and how to rerun",
     ("workflow/kubeconfig.py", "kubeconfig_for_login", "str(error)"):
         "the stack's kubeconfig output (written by Azure, not the user) cannot be converted",
+    ("cli/app.py", "_invoke", "internal error ({}: {}). This is a bug i"):
+        "a bug in aksgpu, not bad input: the message says how to report it",
+    ("cli/environments/commands.py", "_render", "{} does not exist. Fix: create it with `"):
+        "a missing prerequisite: environments.yaml",
+    ("cli/environments/commands.py", "_render", "{} defines no environments, so there is "):
+        "nothing to act on: the file holds no environment (no one value is at fault)",
+    ("cli/environments/commands.py", "schema", "{} exists and is not a JSON Schema, so w"):
+        "a file on disk in the way: aksgpu never replaces what it did not write",
+    ("cli/preflight/commands.py", "refresh", "{} exists and is not an aksgpu price tab"):
+        "a file on disk in the way: aksgpu never replaces what it did not write",
+    ("cli/preflight/commands.py", "refresh", "the API has no Linux VM prices for {}; i"):
+        "an operation's answer: the Retail Prices API returned nothing for the region",
+    ("cli/preflight/commands.py", "refresh", "f'{error} Or name the file with --output"):
+        "an operation failed: writing the price table (the OS error says why)",
+    ("cli/preflight/commands.py", "refresh", "{}. Offline? Nothing was written; cost e"):
+        "an operation failed: the network",
+    ("cli/workflow/runner.py", "command_errors", "interrupted. Pulumi was told to stop; if"):
+        "an interruption (Ctrl-C), not bad input: the message says how to recover",
     ("promotion/cluster.py", "get", "the API server at {} answered {} for {}."):
         "an operation failed: the API server refused the read",
     ("promotion/cluster.py", "get", "cannot read {} from {}: {}. Fix: start `"):
@@ -170,9 +188,17 @@ def _error_classes() -> set[str]:
     return names
 
 
+def _message_of_fail(node: ast.Call) -> ast.expr | None:
+    """The message of a `fail(...)` call (cli/console.py) given a text rather than an error: an error
+    by another road than UserError, so it is held to the same rule."""
+    if node.args and isinstance(node.args[0], (ast.Constant, ast.JoinedStr, ast.IfExp, ast.BinOp)):
+        return node.args[0]
+    return None
+
+
 def message_only_errors() -> list[tuple[str, str, str, int]]:
-    """Every call of UserError (or a subclass) in aksgpu without `problems=`: (file, function,
-    message start, line)."""
+    """Every call of UserError (or a subclass) in aksgpu without `problems=`, and every `fail` with a
+    text: (file, function, message start, line)."""
     classes = _error_classes()
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -183,10 +209,15 @@ def message_only_errors() -> list[tuple[str, str, str, int]]:
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
-            if name not in classes or any(keyword.arg == "problems" for keyword in node.keywords):
+            if name == "fail" and relative.startswith("cli/"):
+                message = _message_of_fail(node)
+                if message is None:
+                    continue
+            elif name not in classes or any(keyword.arg == "problems" for keyword in node.keywords):
                 continue
-            message = node.args[0] if node.args else next(
-                (keyword.value for keyword in node.keywords if keyword.arg == "message"), None)
+            else:
+                message = node.args[0] if node.args else next(
+                    (keyword.value for keyword in node.keywords if keyword.arg == "message"), None)
             if message is None:  # UserError() with nothing at all
                 found.append((relative, "?", "", node.lineno))
                 continue
@@ -292,3 +323,17 @@ def test_a_message_only_error_still_says_what_to_do(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(comment.urllib.request, "urlopen", refuse)
     with pytest.raises(UserError, match=r"answered 500 to GET https://dev.azure.com/x/threads\. Fix: run the job"):
         comment._sender("token")("GET", "https://dev.azure.com/x/threads?api-version=7.1", None)
+
+
+@pytest.mark.parametrize(("words", "expected", "fix"), [
+    (["policy", "show", "no-such-rule"], 'error: RULE argument = "no-such-rule": is not a policy of aksgpu',
+     "see `aksgpu policy list`"),
+    (["schema", "nope"], 'error: KIND argument = "nope": no schema of that name', "use one of: cluster, environments"),
+    (["render", "--check", "--force"], "error: --force = true: --check writes nothing and --force overwrites",
+     "drop one of them"),
+])
+def test_bad_arguments_the_commands_check_themselves_are_problems(project: Path, words: list[str], expected: str,
+                                                                  fix: str) -> None:
+    result = runner.invoke(app, words)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(expected) and f"Fix: {fix}" in result.stderr, result.stderr

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from aksgpu.errors import EXIT_FAILED, EXIT_USAGE, UserError, error_document
+from aksgpu.errors import EXIT_FAILED, EXIT_USAGE, Problem, UserError, error_document
 
 
 class _Failure:
@@ -58,6 +58,12 @@ def show_problems(error: UserError) -> None:
     prints them: their source and count, then one line each (aksgpu.errors.render_problems)."""
     FAILURE.error = error
     typer.echo(str(error), err=True)
+
+
+def fail_input(path: str, value: Any, rule: str, fix: str) -> NoReturn:
+    """Exit 2 on one bad argument or option (`path`: as the help names it, e.g. "--only" or "RULE
+    argument"): printed, and under --json documented, as a Problem like every other input error."""
+    fail(UserError(problems=[Problem(path, value, rule, fix)]))
 
 
 def fail_problems(error: UserError, code: int = EXIT_FAILED) -> NoReturn:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, EnvironmentsArg
-from aksgpu.cli.console import fail, fail_problems, progress, say
+from aksgpu.cli.console import fail, fail_input, fail_problems, progress, say
 from aksgpu.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
@@ -190,7 +190,8 @@ def changed(
             wanted = [name.strip() for name in only.split(",") if name.strip()]
             unknown = [name for name in wanted if name not in names]
             if unknown:
-                fail(f"--only names unknown environments: {', '.join(unknown)}. Fix: use some of: {', '.join(names)}.")
+                fail_input("--only", only, f"names unknown environments: {', '.join(unknown)}",
+                           f"use some of: {', '.join(names)}")
             names = [name for name in names if name in wanted]
         files = changed_files(environments.project_dir, base, head)
         result = changed_environments(files, names, stack_config_dir(environments.project_dir), fleets)
@@ -240,7 +241,7 @@ def azure_devops_comment(
     except UserError as error:
         fail(error)
     if body is None:
-        fail(f"cannot read {file}: there is no such file. Fix: pass the file the previous step wrote.")
+        fail_input("FILE argument", str(file), "there is no such file", "pass the file the previous step wrote")
     try:
         typer.echo(f"pull-request comment {post_or_update(body, os.environ)}")
     except UserError as error:

@@ -18,7 +18,8 @@ from aksgpu.cli.arguments import (
     PresetArg,
     PresetOption,
 )
-from aksgpu.cli.console import echo_json, fail, fail_problems, progress, show_problems, show_value, table_width
+from aksgpu.cli.console import (echo_json, fail, fail_input, fail_problems, progress, show_problems, show_value,
+                                table_width)
 from aksgpu.errors import UserError
 from aksgpu.stack_config import CLUSTER_KEY
 
@@ -111,7 +112,8 @@ def render(
     --allow-replace writes it).
     """
     if check and force:
-        fail("--check writes nothing and --force overwrites: they do not go together. Fix: drop one of them.")
+        fail_input("--force", True, "--check writes nothing and --force overwrites: they do not go together",
+                   "drop one of them")
     if check:
         _render(environments, check=True, force=False, allow_replace=False)
         return
@@ -302,7 +304,7 @@ def schema(
 
     builders = {"cluster": cluster_schema, "environments": environments_schema}
     if kind not in builders:
-        fail(f'no schema "{kind}". Fix: use one of: {", ".join(builders)}.')
+        fail_input("KIND argument", kind, "no schema of that name", f"use one of: {', '.join(builders)}")
     text = json.dumps(builders[kind](), indent=2) + "\n"
     if output is None or str(output) == "-":
         typer.echo(text, nl=False)

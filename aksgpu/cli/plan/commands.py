@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import StackArg
-from aksgpu.cli.console import fail, fail_problems, progress, say
+from aksgpu.cli.console import fail, fail_input, fail_problems, progress, say
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_UPGRADES_KEY
 
 if TYPE_CHECKING:
@@ -147,8 +147,9 @@ def _plan_fleet(stack_file: StackFile, as_json: bool, manifests: Path | None) ->
     from aksgpu.spec import SpecError
 
     if manifests is not None:
-        fail(f"{stack_file.path.name} is a fleet's shared stack, which declares no Kubernetes objects. Fix: pass "
-             "--manifests with a member's stack (`aksgpu plan STACK-MEMBER --manifests DIR`).")
+        fail_input("--manifests", str(manifests), f"{stack_file.path.name} is a fleet's shared stack, which declares "
+                   "no Kubernetes objects", "pass --manifests with a member's stack (`aksgpu plan STACK-MEMBER "
+                   "--manifests DIR`)")
     from aksgpu.plan.workers import warm_up
 
     members = stack_file.fleet.get("members") if isinstance(stack_file.fleet, dict) else None

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS
-from aksgpu.cli.console import echo_json, fail
+from aksgpu.cli.console import echo_json, fail_input
 
 policy_app = typer.Typer(help="aksgpu's security policies: what each checks, why, and its sources.",
                          context_settings=CONTEXT_SETTINGS, no_args_is_help=True)
@@ -41,8 +41,8 @@ def show_rule(
     from aksgpu.policy.catalog import rule, rule_ids
 
     if rule_id not in rule_ids():
-        fail(f"{rule_id} is not a policy of aksgpu. Fix: {did_you_mean(rule_id, sorted(rule_ids()))}"
-             "see `aksgpu policy list`.")
+        fail_input("RULE argument", rule_id, "is not a policy of aksgpu",
+                   f"{did_you_mean(rule_id, sorted(rule_ids()))}see `aksgpu policy list`")
     found = rule(rule_id)
     typer.echo(f"{found.id}: {found.title}\n  severity: {found.severity}, {found.enforcement}\n"
                f"  applies to: {', '.join(found.applies_to)}\n  why: {found.reason}\n  fix: {found.fix}\n"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from aksgpu.cli.arguments import CONTEXT_SETTINGS, StackArg
-from aksgpu.cli.console import echo_json, fail, fail_problems
+from aksgpu.cli.console import echo_json, fail, fail_input, fail_problems
 from aksgpu.errors import EXIT_FAILED
 from aksgpu.stack_config import CLUSTER_KEY, FLEET_KEY
 
@@ -47,8 +47,9 @@ def cost(
             _fleet_cost(stack_file, as_json)
             return
         if stack_file.is_fleet_upgrades:
-            fail(f"{stack_file.path.name} is a fleet's upgrades stack: an update strategy and auto-upgrade profiles, "
-                 "which Fleet Manager does not charge for. Fix: `aksgpu cost FLEET` gives the fleet's cost.")
+            fail_input("STACK argument", stack, f"{stack_file.path.name} is a fleet's upgrades stack: an update "
+                       "strategy and auto-upgrade profiles, which Fleet Manager does not charge for",
+                       "`aksgpu cost FLEET` gives the fleet's cost")
         spec, _ = parse_cluster_spec(stack_file.cluster, source=stack_file.source(CLUSTER_KEY))
         found = cost_of(spec, stack_file.project_dir)
     except SpecError as error:
