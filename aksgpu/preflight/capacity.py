@@ -35,11 +35,11 @@ from aksgpu.spec.gpu_startup import provision_steps, startup_steps
 from aksgpu.spec.pools import NodePool
 from aksgpu.spec.reservation_checks import REGIONAL, pool_peak, reservation_needs
 from aksgpu.preflight.quota import QuotaNeed, quota_needs, usage_command
+from aksgpu.preflight.verdict_history import WATCHDOG_FAILURES
 
 # What judges a new node (source -> verdicts), and what of it is a failure (node/node_gate.py,
 # fabric_acceptance.py, node_watchdog.py).
 JUDGING = {"gate": ("passed", "accepting", "failed"), "acceptance": ("passed", "failed"), "watchdog": ("failed",)}
-WATCHDOG_FAILURES = ("gate-timeout", "gate-unstarted")
 ANY_ZONE = "*"
 
 

@@ -38,6 +38,9 @@ from aksgpu.spec.fleet import log_analytics_workspace as fleet_workspace
 from aksgpu.spec.names import log_analytics_workspace
 from aksgpu.spec.resource_ids import ResourceId, parse as parse_resource_id
 
+# The watchdog's failures of a node whose check never started or never finished (node/node_watchdog.py:
+# a driver that never loads ends there, not in a check verdict): they judge the node as a check would.
+WATCHDOG_FAILURES = ("gate-timeout", "gate-unstarted")
 LOG_PREFIX = "aksgpu-gpu-health"  # node_verdicts.LOG_PREFIX; tests/test_verdict_history.py holds them equal
 RECORD_CONFIGMAP = "aksgpu-gpu-health-record"
 RECORD_KEY = "verdicts"

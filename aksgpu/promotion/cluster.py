@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aksgpu.errors import UserError
+from aksgpu.preflight.verdict_history import RECORD_CONFIGMAP, RECORD_NAMESPACE
 from aksgpu.promotion.records import Verdict, parse_configmap
 
-RECORD_CONFIGMAP = "aksgpu-gpu-health-record"  # node_verdicts.RECORD_CONFIGMAP (the test holds them equal)
 EVENT_SOURCE = "aksgpu-gpu-gate"  # node_verdicts.EVENT_SOURCE
 EVENT_NAMESPACE = "default"  # node_verdicts.NODE_EVENT_NAMESPACE
 
@@ -66,7 +66,7 @@ class ClusterVerdicts:
     event_only_nodes: list[str]  # nodes with a gate Event but no record entry (the record lost them)
 
 
-def read(get: Get, namespace: str = "aksgpu-system") -> ClusterVerdicts:
+def read(get: Get, namespace: str = RECORD_NAMESPACE) -> ClusterVerdicts:
     """The record's entries, and the nodes the gate's Events name that the record does not."""
     configmap = get(f"/api/v1/namespaces/{namespace}/configmaps/{RECORD_CONFIGMAP}")
     records = parse_configmap(configmap if isinstance(configmap, dict) else {})

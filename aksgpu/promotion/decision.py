@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aksgpu.promotion.records import CHECK_SOURCES, FINAL, WATCHDOG_FAILURES, Measurements, Verdict
+from aksgpu.preflight.verdict_history import WATCHDOG_FAILURES
+from aksgpu.promotion.records import CHECK_SOURCES, FINAL, Measurements, Verdict
 
 Action = Literal["promote", "wait", "refuse", "rollback"]
 Stack = tuple[tuple[str, str], ...]

@@ -13,14 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from aksgpu.errors import Problem, UserError
-from aksgpu.preflight.verdict_history import entry_of
+from aksgpu.preflight.verdict_history import RECORD_KEY, entry_of
 
 # The parts of a fingerprint that make a GPU stack: the kernel comes with the node image.
 STACK_KEYS = ("nodeImage", "driver", "gpuOperator")
 CHECK_SOURCES = ("gate", "recheck", "acceptance")  # the sources whose verdicts judge a node's GPUs
-# The watchdog's failures of a node whose check never started or never finished (node/node_watchdog.py:
-# a driver that never loads ends here, not in a check verdict): they judge the node's stack too.
-WATCHDOG_FAILURES = ("gate-timeout", "gate-unstarted")
 FINAL = ("passed", "failed", "held")  # "accepting": the local check passed, the cross-node acceptance is due
 
 
@@ -103,7 +100,7 @@ def parse_lines(lines: Iterable[str | dict[str, Any]]) -> list[Verdict]:
 
 def parse_configmap(configmap: dict[str, Any]) -> list[Verdict]:
     """Records from the record ConfigMap (aksgpu-gpu-health-record, key "verdicts")."""
-    return parse_lines(str((configmap.get("data") or {}).get("verdicts") or "").splitlines())
+    return parse_lines(str((configmap.get("data") or {}).get(RECORD_KEY) or "").splitlines())
 
 
 def read_file(path: Path) -> list[Verdict]:
