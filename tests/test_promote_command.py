@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from aksgpu.cli.app import app
 from aksgpu.node import node_verdicts
 from aksgpu.promotion import cluster
-from aksgpu.promotion.yaml_edit import set_in_text
+from aksgpu.project.yaml_edit import set_in_text
 from aksgpu.errors import UserError
 from tests.test_gpu_node_life import ApiHandler, Cluster, serving
 

@@ -9,7 +9,7 @@ the canary's driver pin goes back to the baseline's; its node image cannot be mo
 a pin (AKS cannot downgrade a node image: learn.microsoft.com/azure/aks/node-image-upgrade, read
 2026-11-27), so the other pools' pins stay and the canary is rolled back or recreated by hand (the
 message says how). The file
-is edited in place (yaml_edit.py: comments and order kept), under the project's lock, written
+is edited in place (project/yaml_edit.py: comments and order kept), under the project's lock, written
 atomically, and only when the environment still validates with the change."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from aksgpu.project.stackfile import find_project_dir
 from aksgpu.project.yaml_input import parse_yaml
 from aksgpu.promotion.decision import Decision, Rules, decide, select
 from aksgpu.promotion.records import Verdict
-from aksgpu.promotion.yaml_edit import Step, set_in_text, set_value
+from aksgpu.project.yaml_edit import Step, set_in_text, set_value
 from aksgpu.spec import ClusterSpec, NodePool
 
 # AKS node pool version rollback restores a pool's previous Kubernetes and node image versions:
