@@ -58,9 +58,9 @@ def record(stack: str, *, alias_specs: bool, drop_aliases: bool = False) -> tupl
     monitor = RecordingMonitor(make_plan_mocks(invokes)())  # the offline plan's answers
     mocks.set_mocks(monitor.mocks, project="gpu-clusters", stack=stack_file.stack, preview=True, monitor=monitor)
     if drop_aliases:
-        from aksgpu.plan.planner import _drop_aliases
+        from aksgpu.plan.offline_sdk import drop_aliases as aliases_dropped
 
-        pulumi.runtime.register_stack_transformation(_drop_aliases)
+        pulumi.runtime.register_stack_transformation(aliases_dropped)
     program = stack_file.project_dir / "__main__.py"
 
     async def run() -> None:

@@ -3,6 +3,7 @@ dependencies and its options, exactly as `pulumi up` would register them."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 
@@ -287,14 +288,30 @@ def test_plan_is_deterministic() -> None:
 
 
 def test_planning_restores_the_garbage_collector_as_it_found_it() -> None:
-    import gc
-
     spec = base_spec()
     for enabled in (True, False):
         gc.enable() if enabled else gc.disable()
         plan_spec(spec)
         assert gc.isenabled() is enabled
     gc.enable()
+
+
+def test_plans_in_one_process_collect_once_their_frozen_leftovers_pass_the_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from aksgpu.plan import planner
+
+    monkeypatch.setattr(planner, "_FROZEN_LEFTOVER_LIMIT", 1_000)
+    monkeypatch.setattr(planner, "_frozen_since_collected", None)
+    collected: list[int] = []
+    real_collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *args: collected.append(1) or real_collect(*args))
+    kept = []
+    for made, collected_after in ((5_000, 0), (600, 0), (600, 0), (0, 1), (10, 1)):
+        gc.disable()  # as plan_stack does while the program runs
+        kept.append([[i] for i in range(made)])
+        planner._resume_collector()
+        assert gc.isenabled()
+        assert len(collected) == collected_after, (made, collected)  # the first plan's 5,000 are the base
 
 
 def test_plan_values_read_the_same_whatever_order_the_engine_hands_keys_over() -> None:

@@ -13,7 +13,6 @@ import asyncio
 import base64
 import contextlib
 import contextvars
-import copy
 import gc
 import logging
 import os
@@ -25,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aksgpu.plan.offline_sdk import drop_aliases, load_sdks_with_text_annotations, no_stack_traces
 from aksgpu.plan.references import referenced_stack_outputs
 from aksgpu.project.stackfile import StackFile
 
@@ -247,18 +247,6 @@ users:
     return base64.b64encode(text.encode()).decode()
 
 
-def _drop_aliases(args: Any) -> Any:
-    """Aliases map old URNs onto new ones in existing state; an offline plan has no state, and
-    turning ~115 of them per azure-native resource into URNs dominates plan time."""
-    import pulumi
-
-    if not args.opts.aliases:
-        return None
-    opts = copy.copy(args.opts)
-    opts.aliases = None
-    return pulumi.ResourceTransformationResult(props=args.props, opts=opts)
-
-
 def plan_stack(stack_file: StackFile, project: str | None = None,
                stack_outputs: Mapping[str, Mapping[str, Any]] | None = None) -> Plan:
     """Run the project's program for `stack_file` offline and return what it would declare.
@@ -269,6 +257,7 @@ def plan_stack(stack_file: StackFile, project: str | None = None,
     """
     if project is None:
         project = _project_name(stack_file)
+    load_sdks_with_text_annotations()
     if stack_outputs is None:
         stack_outputs = referenced_stack_outputs(stack_file, project, plan_stack)
     # A fresh context gives the Pulumi SDK fresh globals (its settings are context variables),
@@ -278,7 +267,7 @@ def plan_stack(stack_file: StackFile, project: str | None = None,
     # cost about a third of the plan time while freeing almost nothing (tests/benchmark_plan.py).
     collecting = gc.isenabled()
     gc.disable()
-    with _interrupt_ends_the_process():
+    with _interrupt_ends_the_process(), no_stack_traces():
         try:
             return contextvars.Context().run(_plan_in_context, stack_file, project, stack_outputs)
         finally:
@@ -288,7 +277,7 @@ def plan_stack(stack_file: StackFile, project: str | None = None,
 
 # What the collector may leave uncollected, in objects, before a plan collects (see _resume_collector).
 _FROZEN_LEFTOVER_LIMIT = 250_000
-_frozen_limit: int | None = None
+_frozen_since_collected: int | None = None  # None until the first plan's objects are frozen
 
 
 def _resume_collector() -> None:
@@ -296,15 +285,17 @@ def _resume_collector() -> None:
     its first passes would walk every object of the plan and the SDKs it imported (~400,000 at 100
     pools), a tenth of the command's time, to free a few thousand (cycles the plan left: about 2,000
     objects at 100 pools, measured with gc.collect()). Frozen, those few stay; a process that plans
-    on (a fleet, the tests) collects them once the frozen objects grew by _FROZEN_LEFTOVER_LIMIT."""
-    global _frozen_limit
-    if _frozen_limit is not None and gc.get_freeze_count() > _frozen_limit:
+    on (a fleet, the tests) collects them once the frozen objects grew by _FROZEN_LEFTOVER_LIMIT
+    after the first plan's. The growth is the youngest generation's count, which freezing moves on
+    and sets to zero: gc.get_freeze_count() walks every frozen object (about 10 ms a call here)."""
+    global _frozen_since_collected
+    if _frozen_since_collected is not None and _frozen_since_collected > _FROZEN_LEFTOVER_LIMIT:
         gc.unfreeze()
         gc.collect()
-        _frozen_limit = None
+        _frozen_since_collected = None
+    left = gc.get_count()[0]
     gc.freeze()
-    if _frozen_limit is None:
-        _frozen_limit = gc.get_freeze_count() + _FROZEN_LEFTOVER_LIMIT
+    _frozen_since_collected = 0 if _frozen_since_collected is None else _frozen_since_collected + left
     gc.enable()
 
 
@@ -368,7 +359,7 @@ def _plan_in_context(stack_file: StackFile, project: str,
         # The organization of a self-managed backend, which stack references name (organization/project/stack).
         mocks.set_mocks(monitor.mocks, project=project, stack=stack_file.stack, preview=True,
                         logger=quiet, monitor=monitor, organization="organization")
-        pulumi.runtime.register_stack_transformation(_drop_aliases)
+        pulumi.runtime.register_stack_transformation(drop_aliases)
         program = stack_file.project_dir / "__main__.py"
 
         async def run() -> None:

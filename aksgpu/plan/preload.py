@@ -51,8 +51,10 @@ SDK_MODULES: dict[str, tuple[str, ...]] = {
 @functools.cache
 def preload() -> None:
     """Import SDK_MODULES as the program would (its packages partial: only these modules run)."""
+    from aksgpu.plan.offline_sdk import load_sdks_with_text_annotations
     from aksgpu.program import load_by_class
 
+    load_sdks_with_text_annotations()
     load_by_class()
     for package_name, names in SDK_MODULES.items():
         root, *path = package_name.split(".")

@@ -1,0 +1,182 @@
+"""What the offline plan changes in how the SDKs run (aksgpu/plan/offline_sdk.py) leaves the plan as
+it was: the provider SDKs' annotations kept as text resolve to the same types, the compiled code's
+cache is only ever read for the very file it was compiled from, and no stack trace is taken."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import traceback
+from pathlib import Path
+
+import pytest
+
+from aksgpu.plan import offline_sdk
+from aksgpu.plan.offline_sdk import SdkCodeFinder, cache_folder, load_sdks_with_text_annotations, no_stack_traces
+from tests.helpers import EXAMPLE, REPO
+
+# Every input, output and resource class of the SDK modules a plan imports, and the types Pulumi
+# resolves from its annotations to translate and deserialize values (pulumi/_types.py,
+# pulumi 3.272.0: input_type_types, output_type_types, resource_types, each typing.get_type_hints).
+RESOLVED_TYPES = textwrap.dedent("""
+    import inspect, json, sys
+    from aksgpu.plan.offline_sdk import load_sdks_with_text_annotations
+    text = sys.argv[1] == "text"
+    assert load_sdks_with_text_annotations() is text
+    import aksgpu.plan.preload
+    import pulumi
+    from pulumi import _types
+    from pulumi_azure_native.containerservice import managed_cluster
+    parameters = inspect.signature(managed_cluster.ManagedClusterArgs.__init__).parameters
+    annotation = parameters["agent_pool_profiles"].annotation
+    assert isinstance(annotation, str) is text, annotation
+    resolved = {}
+    for name, module in sorted(sys.modules.items()):
+        if not name.startswith(("pulumi_azure_native.", "pulumi_kubernetes.")) or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if not isinstance(value, type) or value.__module__ != name:
+                continue
+            if _types.is_input_type(value):
+                read = _types.input_type_types
+            elif _types.is_output_type(value):
+                read = _types.output_type_types
+            elif issubclass(value, pulumi.CustomResource):
+                read = _types.resource_types
+            else:
+                continue
+            try:
+                found = {key: repr(typ) for key, typ in read(value).items()}
+            except Exception as error:
+                found = {"(error)": type(error).__name__}
+            resolved[f"{name}.{value.__qualname__}"] = found
+    print(json.dumps(resolved, sort_keys=True))
+""")
+
+
+def _resolved(mode: str, cache: Path) -> dict[str, dict[str, str]]:
+    environment = {**os.environ, offline_sdk.CACHE_VARIABLE: str(cache) if mode == "text" else "off"}
+    result = subprocess.run([sys.executable, "-c", RESOLVED_TYPES, mode], capture_output=True, text=True,
+                            cwd=REPO, env=environment, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow
+def test_every_sdk_class_of_a_plan_resolves_the_same_types_from_text_annotations(tmp_path: Path) -> None:
+    as_objects = _resolved("objects", tmp_path)
+    as_text = _resolved("text", tmp_path)
+    assert len(as_objects) > 3000  # every class the plan's SDK modules define, not a few
+    assert not [name for name, found in as_objects.items() if "(error)" in found]
+    assert as_text == as_objects
+
+
+def _fake_sdk(root: Path, body: str) -> None:
+    package = root / "fakesdk"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "module.py").write_text(body)
+
+
+@pytest.fixture
+def fake_sdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A package `fakesdk` on sys.path, found by an SdkCodeFinder with a cache in tmp_path/cache."""
+    _fake_sdk(tmp_path, "def f(x: NotDefinedAnywhere) -> int:\n    return 1\nVALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    finder = SdkCodeFinder(tmp_path / "cache", roots=("fakesdk",))
+    (tmp_path / "cache").mkdir()
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    yield tmp_path
+    for name in ("fakesdk", "fakesdk.module"):
+        sys.modules.pop(name, None)
+
+
+def _import_module() -> object:
+    sys.modules.pop("fakesdk.module", None)
+    import importlib
+
+    importlib.invalidate_caches()
+    return importlib.import_module("fakesdk.module")
+
+
+def test_a_found_module_keeps_its_annotations_as_text(fake_sdk: Path) -> None:
+    module = _import_module()  # as shipped, the annotation would raise NameError at import
+    assert module.f.__annotations__ == {"x": "NotDefinedAnywhere", "return": "int"}  # type: ignore[attr-defined]
+    assert len(list((fake_sdk / "cache").glob("fakesdk.module-*.code"))) == 1
+
+
+def test_the_second_import_reads_the_cache_without_compiling(fake_sdk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _import_module()
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(offline_sdk, "compile", refuse, raising=False)
+    assert _import_module().VALUE == 1  # type: ignore[attr-defined]
+
+
+def test_a_changed_source_is_compiled_again(fake_sdk: Path) -> None:
+    _import_module()
+    _fake_sdk(fake_sdk, "VALUE = 22\n")  # another size (and mtime): the cached code is not this file's
+    assert _import_module().VALUE == 22  # type: ignore[attr-defined]
+
+
+def test_a_cached_file_cut_short_is_compiled_again_and_rewritten(fake_sdk: Path) -> None:
+    _import_module()
+    (cached,) = (fake_sdk / "cache").glob("fakesdk.module-*.code")
+    whole = cached.read_bytes()
+    cached.write_bytes(whole[: len(whole) // 2])
+    assert _import_module().VALUE == 1  # type: ignore[attr-defined]
+    assert cached.read_bytes() == whole
+    assert not list((fake_sdk / "cache").glob(".*partial"))
+
+
+def test_modules_outside_the_sdks_load_as_python_loads_them(tmp_path: Path) -> None:
+    finder = SdkCodeFinder(tmp_path, roots=("fakesdk",))
+    assert finder.find_spec("json") is None
+    assert finder.find_spec("fakesdkx.module") is None
+
+
+def test_the_cache_folder_is_chosen_or_turned_off_by_the_environment(tmp_path: Path) -> None:
+    assert cache_folder({"AKSGPU_SDK_CODE_CACHE": "off"}) is None
+    assert cache_folder({"AKSGPU_SDK_CODE_CACHE": str(tmp_path)}) == tmp_path
+    assert cache_folder({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "aksgpu" / "sdk-code"
+
+
+@pytest.mark.parametrize("setting", ["off", "a file"])
+def test_without_a_cache_folder_to_write_the_sdks_load_as_shipped(tmp_path: Path, setting: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("AKSGPU_SDK_CODE_CACHE", "off" if setting == "off" else str(blocked / "cache"))
+    before = list(sys.meta_path)
+    assert load_sdks_with_text_annotations.__wrapped__() is False
+    assert sys.meta_path == before
+
+
+def test_an_offline_plan_takes_no_stack_trace_and_gives_the_sdks_function_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pulumi.runtime import resource
+
+    from aksgpu.plan.planner import plan_stack
+    from aksgpu.project.stackfile import resolve_stack
+
+    taken: list[object] = []
+    original_extract = traceback.extract_stack
+    monkeypatch.setattr(traceback, "extract_stack", lambda *a, **k: taken.append(1) or original_extract(*a, **k))
+    before = resource._get_stack_trace
+    plan = plan_stack(resolve_stack("dev", EXAMPLE))
+    assert len(plan.resources) > 40
+    assert taken == []
+    assert resource._get_stack_trace is before
+    assert before.__module__ == "pulumi.runtime.resource"  # the SDK's own
+
+
+def test_no_stack_traces_leaves_an_sdk_without_the_function_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pulumi.runtime import resource
+
+    monkeypatch.delattr(resource, "_get_stack_trace")
+    with no_stack_traces():
+        assert not hasattr(resource, "_get_stack_trace")
