@@ -146,12 +146,24 @@ def test_the_cache_folder_is_chosen_or_turned_off_by_the_environment(tmp_path: P
     assert cache_folder({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "aksgpu" / "sdk-code"
 
 
-@pytest.mark.parametrize("setting", ["off", "a file"])
-def test_without_a_cache_folder_to_write_the_sdks_load_as_shipped(tmp_path: Path, setting: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_folder_of_the_users_own_is_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AKSGPU_SDK_CODE_CACHE", str(tmp_path / "new" / "cache"))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    assert load_sdks_with_text_annotations.__wrapped__() is True
+    assert isinstance(sys.meta_path[0], SdkCodeFinder)
+    assert (tmp_path / "new" / "cache").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("setting", ["off", "a file", "others may write"])
+def test_without_a_cache_folder_of_the_users_own_to_write_the_sdks_load_as_shipped(
+        tmp_path: Path, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("")
-    monkeypatch.setenv("AKSGPU_SDK_CODE_CACHE", "off" if setting == "off" else str(blocked / "cache"))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    chosen = {"off": "off", "a file": str(blocked / "cache"), "others may write": str(shared)}[setting]
+    monkeypatch.setenv("AKSGPU_SDK_CODE_CACHE", chosen)
     before = list(sys.meta_path)
     assert load_sdks_with_text_annotations.__wrapped__() is False
     assert sys.meta_path == before

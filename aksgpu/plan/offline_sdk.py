@@ -16,6 +16,7 @@ import importlib.machinery
 import importlib.util
 import marshal
 import os
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -151,16 +152,25 @@ def cache_folder(environment: dict[str, str] | os._Environ[str] = os.environ) ->
 @functools.cache
 def load_sdks_with_text_annotations() -> bool:
     """From now on, this process imports the provider SDKs' modules with their annotations as text,
-    compiled once into the cache folder. Without a folder it may write to, it changes nothing (a
-    module compiled anew at every start would cost more than the annotations). Whether it is on."""
+    compiled once into the cache folder. Without a folder of the user's own to write to (one others
+    may write to is refused: its code would run here), it changes nothing (a module compiled anew at
+    every start would cost more than the annotations). Whether it is on."""
     folder = cache_folder()
     if folder is None:
         return False
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        status = folder.stat()
     except OSError:
         return False
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not os.access(folder, os.W_OK | os.X_OK) or not _only_ours(status):
         return False
     sys.meta_path.insert(0, SdkCodeFinder(folder))
     return True
+
+
+def _only_ours(status: os.stat_result) -> bool:
+    """Code is run from this folder: it must be the user's own, and nobody else's to write in."""
+    if not hasattr(os, "getuid"):
+        return True  # not POSIX: the user's profile folder's own permissions hold
+    return status.st_uid == os.getuid() and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
