@@ -19,6 +19,7 @@ output and a non-zero exit.
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import subprocess
@@ -110,9 +111,13 @@ def _every_core(project: Path, members: int, rounds: int, baseline: Path | None,
 
 
 if __name__ == "__main__":
-    quick = "--quick" in sys.argv
-    from tests.command_timing import without_baseline
-
-    arguments, baseline = without_baseline(sys.argv[1:])
-    main([int(arg) for arg in arguments if arg.isdigit()] or ([2] if quick else [1, 5, 10, 20]),
-         rounds=1 if quick else 3, baseline=baseline, table="--every-core-only" not in arguments)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("members", nargs="*", type=int, help="fleet sizes (default 1 5 10 20; 2 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="2 members and one round (CI runs it)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="another checkout with its own .venv, timed interleaved with this one")
+    parser.add_argument("--every-core-only", action="store_true",
+                        help="with --baseline: leave out the one-after-another runs and the table")
+    options = parser.parse_args()
+    main(options.members or ([2] if options.quick else [1, 5, 10, 20]), rounds=1 if options.quick else 3,
+         baseline=options.baseline.resolve() if options.baseline else None, table=not options.every_core_only)

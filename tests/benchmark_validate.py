@@ -15,6 +15,7 @@ benchmark with a non-zero exit. Commands run with Python's bytecode cache, as an
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tempfile
@@ -33,12 +34,14 @@ from tests.helpers import EXAMPLE
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv
-    from tests.command_timing import without_baseline
-
-    arguments, baseline = without_baseline(sys.argv[1:])
-    numbers = [arg for arg in arguments if arg != "--quick"]
-    count = int(numbers[0]) if numbers else 50 if quick else 500
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="?", type=int, help="generated stack files (default 500; 50 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="50 cases and 2 rounds (CI runs it)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="another checkout with its own .venv, timed interleaved with this one")
+    options = parser.parse_args()
+    quick, baseline = options.quick, options.baseline.resolve() if options.baseline else None
+    count = options.cases if options.cases is not None else 50 if quick else 500
     cases = [case for case in Generator(1).cases(count * 3) if case.kind == "stack"][:count]
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder)

@@ -50,16 +50,6 @@ def interleaved(variants: dict[str, Variant], cwd: Path, rounds: int) -> dict[st
     return {name: statistics.median(values) for name, values in seconds.items()}
 
 
-def without_baseline(arguments: list[str]) -> tuple[list[str], Path | None]:
-    """A benchmark's arguments without `--baseline DIR`, and DIR (resolved) where given."""
-    if "--baseline" not in arguments:
-        return list(arguments), None
-    at = arguments.index("--baseline")
-    if at + 1 >= len(arguments):
-        raise SystemExit("--baseline needs a folder: the checkout to compare with (its own .venv)")
-    return arguments[:at] + arguments[at + 2:], Path(arguments[at + 1]).resolve()
-
-
 def baseline_aksgpu(checkout: Path) -> str:
     """The console script of a baseline checkout (its own virtual environment, .venv)."""
     script = checkout / ".venv" / "bin" / "aksgpu"

@@ -63,3 +63,14 @@ def test_a_failing_command_fails_the_benchmark(tmp_path) -> None:
             "_run_once([sys.executable, '-c', 'import sys; sys.exit(3)'], __import__('pathlib').Path('.'))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode != 0 and "exited with status 3" in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(path.name for path in (REPO / "tests").glob("benchmark_*.py")))
+def test_every_benchmark_answers_help_and_refuses_an_unknown_option(script: str) -> None:
+    """`--help` prints the usage and runs nothing (the fleet benchmark once ran in full on it)."""
+    command = [sys.executable, str(REPO / "tests" / script)]
+    helped = subprocess.run([*command, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage:"), helped.stdout + helped.stderr
+    refused = subprocess.run([*command, "--no-such-option"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "unrecognized arguments: --no-such-option" in refused.stderr, refused.stderr
