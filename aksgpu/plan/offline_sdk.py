@@ -82,7 +82,7 @@ class _TextAnnotationsLoader(importlib.machinery.SourceFileLoader):
         header = b"".join((importlib.util.MAGIC_NUMBER, _FORMAT, status.st_mtime_ns.to_bytes(8, "little"),
                            status.st_size.to_bytes(8, "little")))
         digest = hashlib.sha256(source_path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        cached = self.cache / f"{fullname}-{digest}.code"
+        cached = self.cache / f"{fullname}-{digest}.{sys.implementation.cache_tag}.code"  # one per Python
         try:
             data = cached.read_bytes()
             if data.startswith(header):
