@@ -572,6 +572,23 @@ def test_a_member_the_fleet_no_longer_lists_is_named_with_the_way_out(fleet_proj
         assert "aksgpu destroy training-westus3" in result.output
 
 
+def test_validate_renders_each_stack_file_of_a_fleet_once(fleet_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleet environment renders every member; each member's own stack file then needs no second
+    render to know its fleet still lists it (about half of a 20-member fleet's validation, issue 28)."""
+    from collections import Counter
+
+    from aksgpu.environments import render
+
+    rendered: Counter[str] = Counter()
+    real = render._compare
+    monkeypatch.setattr(render, "_compare", lambda environments, name, text: rendered.update([name]) or real(
+        environments, name, text))
+    monkeypatch.chdir(fleet_project)
+    result = runner.invoke(app, ["validate", "--spec-only"])
+    assert result.exit_code == 0, result.output
+    assert "training-westus3" in rendered and set(rendered.values()) == {1}, rendered
+
+
 def test_members_send_no_version_that_a_fleet_upgrade_would_make_stale(fleet_plan: FleetPlan) -> None:
     """Fleet Manager moves the members' versions; a version in the stored inputs would make the
     next `up` ask AKS to go back (a second up must change nothing, tests/test_second_up.py)."""

@@ -98,7 +98,8 @@ def validate_targets(targets: list[str], cwd: Path | None = None) -> list[Report
         if not targets:
             raise UserError("nothing to validate: no environments and no stack files. "
                             "Fix: add one with `aksgpu init dev --preset dev`.")
-    reports = [_validate_one(target, environments, cwd) for target in targets]
+    rendered_here: set[Path] = set()  # the stack files this command rendered (a fleet's: all its members')
+    reports = [_validate_one(target, environments, cwd, rendered_here) for target in targets]
     _note_shared_clusters(reports)
     _note_shared_global_names(reports)
     return reports
@@ -141,19 +142,21 @@ def _note_shared_clusters(reports: list[Report]) -> None:
                 "each environment its own name or resourceGroup.name (or subscriptions you keep apart).")
 
 
-def _validate_one(target: str, environments: EnvironmentsFile, cwd: Path | None) -> Report:
+def _validate_one(target: str, environments: EnvironmentsFile, cwd: Path | None, rendered_here: set[Path]) -> Report:
     if target in environments.names:
-        return _validate_environment(target, environments)
-    return _validate_stack_file(target, cwd, environments)
+        return _validate_environment(target, environments, rendered_here)
+    return _validate_stack_file(target, cwd, environments, rendered_here)
 
 
-def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
-    from aksgpu.environments.render import plan_render
+def _validate_environment(name: str, environments: EnvironmentsFile, rendered_here: set[Path]) -> Report:
+    from aksgpu.environments.render import plan_renders
     from aksgpu.spec import SpecError
 
     report = Report(f"environment {name}", f"environment {name}")
     try:
-        rendered = plan_render(environments, name)  # validates the environment's spec on the way
+        renders = plan_renders(environments, name)  # validates the environment's spec on the way
+        rendered = renders[0]
+        rendered_here.update(other.path.resolve() for other in renders)
     except SpecError as error:
         report.source = error.source or report.source
         report.issues = list(error.issues)
@@ -188,7 +191,8 @@ def _validate_environment(name: str, environments: EnvironmentsFile) -> Report:
     return report
 
 
-def _validate_stack_file(target: str, cwd: Path | None, environments: EnvironmentsFile | None = None) -> Report:
+def _validate_stack_file(target: str, cwd: Path | None, environments: EnvironmentsFile | None = None,
+                         rendered_here: set[Path] | None = None) -> Report:
     from aksgpu.spec import SpecError, parse_cluster_spec
 
     try:
@@ -212,8 +216,10 @@ def _validate_stack_file(target: str, cwd: Path | None, environments: Environmen
     source = stack_file.source(CLUSTER_KEY)
     report = Report(stack_file.path.name, source)
     cluster = stack_file.cluster
-    if isinstance(cluster, dict) and isinstance(cluster.get("fleet"), dict):
-        # A fleet member's stack file: its fleet must still list it (render_state says how to part).
+    rendered = rendered_here is not None and stack_file.path.resolve() in rendered_here
+    if isinstance(cluster, dict) and isinstance(cluster.get("fleet"), dict) and not rendered:
+        # A fleet member's stack file: its fleet must still list it (render_state says how to part),
+        # unless this command rendered it already, with its fleet: then it does.
         from aksgpu.environments.render import EnvironmentNotRendered, render_state
 
         try:
