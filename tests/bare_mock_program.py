@@ -8,8 +8,9 @@ dependencies, protect flag and input values the plan recorded, through pulumi.Cu
 pulumi.ProviderResource and pulumi.ComponentResource directly, with no aliases. The provider SDK
 modules that define those types (pulumi_azure_native.*, pulumi_kubernetes.*) are imported first, as
 a program using them would: as the SDKs ship (`network` imports its ~290 modules), or with
---per-class as the plan does, one module per class (aksgpu/components/sdk_modules.py), so the floor
-pays for the same imports and the ratio is aksgpu's own work alone. The collector
+--per-class as the plan does, one module per class (aksgpu/components/sdk_modules.py), their
+annotations as text and no stack trace per registration (aksgpu/plan/offline_sdk.py), so the floor
+pays for the same SDK work and the ratio is aksgpu's own work alone. The collector
 is off while it registers, as in the planner. What it leaves out is aksgpu's
 own work: reading and validating the spec, the components' logic, the typed resource classes'
 argument handling and alias lists, recording the requests, and the report.
@@ -18,6 +19,7 @@ argument handling and alias lists, recording the requests, and the report.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib
 import importlib.util
@@ -54,10 +56,14 @@ def sdk_module(type_token: str) -> str | None:
 
 def main(plan_path: str, per_class: bool = False) -> None:
     document = json.loads(open(plan_path, encoding="utf-8").read())
+    adjusted = contextlib.nullcontext()
     if per_class:
         from aksgpu.components.sdk_modules import load_by_class
+        from aksgpu.plan.offline_sdk import load_sdks_with_text_annotations, no_stack_traces
 
+        load_sdks_with_text_annotations()
         load_by_class()
+        adjusted = no_stack_traces()
     for type_token in sorted({r["type"] for r in document["resources"]}):
         module_name = sdk_module(type_token)
         if module_name is None:
@@ -99,7 +105,8 @@ def main(plan_path: str, per_class: bool = False) -> None:
 
     from pulumi.runtime import stack
 
-    loop.run_until_complete(stack.run_pulumi_func(program))
+    with adjusted:
+        loop.run_until_complete(stack.run_pulumi_func(program))
     sys.stdout.flush()
     gc.freeze()
 

@@ -144,7 +144,8 @@ def plan_and_floor(stack: Path, label: str, rows: list[Row],
     rows.append((f"plan {label}", *plan[:3], f"{plan[0] / floor[0]:.2f}x the floor (cpu {plan[1] / floor[1]:.2f}x); "
                  f"{plan[0] / strict[0]:.2f}x the per-class floor (cpu {plan[1] / strict[1]:.2f}x)"))
     rows.append((f"  bare mock floor, same {resources} resources", *floor[:3], "the SDKs' packages as shipped"))
-    rows.append(("  bare mock floor, per-class imports", *strict[:3], "the SDKs' modules as the plan imports them"))
+    rows.append(("  bare mock floor, per-class imports", *strict[:3],
+                 "the SDKs' modules as the plan loads and runs them"))
     return plan, floor, strict, parsed
 
 
