@@ -22,7 +22,7 @@ from tests.helpers import EXAMPLE, REPO
 # resolves from its annotations to translate and deserialize values (pulumi/_types.py,
 # pulumi 3.272.0: input_type_types, output_type_types, resource_types, each typing.get_type_hints).
 RESOLVED_TYPES = textwrap.dedent("""
-    import inspect, json, sys
+    import inspect, json, sys, typing
     from aksgpu.plan.offline_sdk import load_sdks_with_text_annotations
     text = sys.argv[1] == "text"
     assert load_sdks_with_text_annotations() is text
@@ -40,18 +40,24 @@ RESOLVED_TYPES = textwrap.dedent("""
         for value in list(vars(module).values()):
             if not isinstance(value, type) or value.__module__ != name:
                 continue
+            if typing.is_typeddict(value):  # the ...ArgsDict classes: which keys they require
+                resolved[f"{name}.{value.__qualname__}"] = {"required": repr(sorted(value.__required_keys__)),
+                                                            "optional": repr(sorted(value.__optional_keys__))}
+                continue
             if _types.is_input_type(value):
-                read = _types.input_type_types
+                reads = [_types.input_type_types]
             elif _types.is_output_type(value):
-                read = _types.output_type_types
+                reads = [_types.output_type_types, _types._raw_return_hints]
             elif issubclass(value, pulumi.CustomResource):
-                read = _types.resource_types
+                reads = [_types.resource_types]
             else:
                 continue
-            try:
-                found = {key: repr(typ) for key, typ in read(value).items()}
-            except Exception as error:
-                found = {"(error)": type(error).__name__}
+            found = {}
+            for read in reads:
+                try:
+                    found.update({f"{read.__name__} {key}": repr(typ) for key, typ in read(value).items()})
+                except Exception as error:
+                    found[f"{read.__name__} (error)"] = type(error).__name__
             resolved[f"{name}.{value.__qualname__}"] = found
     print(json.dumps(resolved, sort_keys=True))
 """)
@@ -69,8 +75,9 @@ def _resolved(mode: str, cache: Path) -> dict[str, dict[str, str]]:
 def test_every_sdk_class_of_a_plan_resolves_the_same_types_from_text_annotations(tmp_path: Path) -> None:
     as_objects = _resolved("objects", tmp_path)
     as_text = _resolved("text", tmp_path)
-    assert len(as_objects) > 3000  # every class the plan's SDK modules define, not a few
-    assert not [name for name, found in as_objects.items() if "(error)" in found]
+    assert len(as_objects) > 5000  # every class the plan's SDK modules define, not a few
+    assert sum("required" in found for found in as_objects.values()) > 1000  # the TypedDicts among them
+    assert not [name for name, found in as_objects.items() if any("(error)" in key for key in found)]
     assert as_text == as_objects
 
 
@@ -132,6 +139,63 @@ def test_a_cached_file_cut_short_is_compiled_again_and_rewritten(fake_sdk: Path)
     assert _import_module().VALUE == 1  # type: ignore[attr-defined]
     assert cached.read_bytes() == whole
     assert not list((fake_sdk / "cache").glob(".*partial"))
+
+
+def test_a_cached_file_others_may_write_is_not_run(fake_sdk: Path) -> None:
+    _import_module()
+    (cached,) = (fake_sdk / "cache").glob("fakesdk.module-*.code")
+    planted = cached.read_bytes().replace(b"VALUE", b"EVILS")  # another name of the same length
+    cached.write_bytes(planted)
+    cached.chmod(0o666)
+    module = _import_module()
+    assert module.VALUE == 1 and not hasattr(module, "EVILS")  # type: ignore[attr-defined]
+    assert cached.stat().st_mode & 0o022 == 0  # compiled again and replaced by a file of the user's own
+
+
+def test_another_release_of_the_sdk_is_compiled_again(fake_sdk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _import_module()
+    _fake_sdk(fake_sdk, "VALUE = 2\n")  # same size; the file's time as it was: only the release tells
+    source = fake_sdk / "fakesdk" / "module.py"
+    (cached,) = (fake_sdk / "cache").glob("fakesdk.module-*.code")
+    os.utime(source, ns=(cached.stat().st_mtime_ns, cached.stat().st_mtime_ns))
+    finder = SdkCodeFinder(fake_sdk / "cache", roots=("fakesdk",))
+    assert finder._release("fakesdk") == sys.meta_path[0]._release("fakesdk")  # type: ignore[attr-defined]
+    (fake_sdk / "fakesdk" / "pulumi-plugin.json").write_text('{"name": "fakesdk", "version": "2.0.0"}')
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path[1:]])
+    assert _import_module().VALUE == 2  # type: ignore[attr-defined]
+
+
+def test_a_source_dated_before_1970_loads(fake_sdk: Path) -> None:
+    os.utime(fake_sdk / "fakesdk" / "module.py", ns=(-10**17, -10**17))
+    assert _import_module().VALUE == 1  # type: ignore[attr-defined]
+    assert _import_module().VALUE == 1  # type: ignore[attr-defined]  # and from the cache
+
+
+def test_code_is_cached_per_optimization_level(tmp_path: Path) -> None:
+    _fake_sdk(tmp_path, "DEBUG = __debug__\n")
+    (tmp_path / "cache").mkdir()
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+              "from aksgpu.plan.offline_sdk import SdkCodeFinder; "
+              "sys.meta_path.insert(0, SdkCodeFinder(Path(sys.argv[1]) / 'cache', roots=('fakesdk',))); "
+              "import fakesdk.module; print(fakesdk.module.DEBUG)")
+    outputs = [subprocess.run([sys.executable, *flags, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                              cwd=REPO, check=True).stdout.strip() for flags in ([], ["-O"], [])]
+    assert outputs == ["True", "False", "True"]
+
+
+def test_typed_dicts_keep_their_required_and_optional_keys(fake_sdk: Path) -> None:
+    _fake_sdk(fake_sdk, textwrap.dedent("""
+        from typing import NotRequired, TypedDict
+        class ThingArgsDict(TypedDict):
+            name: str
+            size: NotRequired[int]
+        class LooseArgsDict(TypedDict, total=False):
+            tag: str
+    """))
+    module = _import_module()
+    assert module.ThingArgsDict.__required_keys__ == {"name"}  # type: ignore[attr-defined]
+    assert module.ThingArgsDict.__optional_keys__ == {"size"}  # type: ignore[attr-defined]
+    assert module.LooseArgsDict.__optional_keys__ == {"tag"}  # type: ignore[attr-defined]
 
 
 def test_modules_outside_the_sdks_load_as_python_loads_them(tmp_path: Path) -> None:

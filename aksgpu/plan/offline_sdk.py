@@ -18,6 +18,8 @@ import marshal
 import os
 import stat
 import sys
+import tempfile
+import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import CodeType, ModuleType
@@ -71,6 +73,7 @@ class _TextAnnotationsLoader(importlib.machinery.SourceFileLoader):
     and that code kept in aksgpu's cache (Python's bytecode cache holds the code compiled as shipped)."""
 
     cache: Path
+    release: bytes  # the installed SDK's release (its pulumi-plugin.json), part of what the code is valid for
 
     def get_code(self, fullname: str) -> CodeType:
         source_path = self.get_filename(fullname)
@@ -78,34 +81,81 @@ class _TextAnnotationsLoader(importlib.machinery.SourceFileLoader):
             status = os.stat(source_path)
         except OSError:
             return super().get_code(fullname)  # type: ignore[return-value]
-        # Valid for this Python (its magic number) and this very file: its path, size and mtime.
-        header = b"".join((importlib.util.MAGIC_NUMBER, _FORMAT, status.st_mtime_ns.to_bytes(8, "little"),
+        # Valid for this Python (magic number, optimization level), this SDK release and this very
+        # file (path in the name; size and modification time, which may be before 1970).
+        header = b"".join((importlib.util.MAGIC_NUMBER, _FORMAT, self.release,
+                           status.st_mtime_ns.to_bytes(12, "little", signed=True),
                            status.st_size.to_bytes(8, "little")))
         digest = hashlib.sha256(source_path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        cached = self.cache / f"{fullname}-{digest}.{sys.implementation.cache_tag}.code"  # one per Python
-        try:
-            data = cached.read_bytes()
-            if data.startswith(header):
+        cached = self.cache / f"{fullname}-{digest}.{sys.implementation.cache_tag}-o{sys.flags.optimize}.code"
+        data = _read_ours(cached)
+        if data is not None and data.startswith(header):
+            try:
                 code = marshal.loads(memoryview(data)[len(header):])
                 if isinstance(code, CodeType):
                     return code
-        except (OSError, EOFError, ValueError, TypeError):
-            pass  # absent, unreadable or cut short: compiled again below
+            except (EOFError, ValueError, TypeError):
+                pass  # cut short or not code: compiled again below
         code = compile(self.get_data(source_path), source_path, "exec", dont_inherit=True,
                        flags=__future__.annotations.compiler_flag)
         _write_whole(cached, header + marshal.dumps(code))
         return code
 
+    def exec_module(self, module: ModuleType) -> None:
+        super().exec_module(module)
+        _restore_typed_dict_keys(module)
+
+
+def _restore_typed_dict_keys(module: ModuleType) -> None:
+    """A TypedDict tells its required keys from its optional ones by the evaluated annotation
+    (`NotRequired[...]`: typing.py _TypedDictMeta, Python 3.11); as text it counts every key as
+    required. The SDKs' `...ArgsDict` classes, each a direct TypedDict of its own annotations (no base
+    but TypedDict, no `total=False`: pulumi-azure-native 3.29.0, pulumi-kubernetes 4.34.2), get the
+    keys they have as shipped back, by that rule read from the text (tests/test_offline_sdk.py
+    compares every one); a TypedDict of another shape is left as typing made it."""
+    for value in list(vars(module).values()):
+        if not (typing.is_typeddict(value) and value.__module__ == module.__name__
+                and getattr(value, "__orig_bases__", None) == (typing.TypedDict,)):
+            continue
+        markers = {key: _marker(annotation) for key, annotation in value.__annotations__.items()}
+        optional = {key for key, marker in markers.items()
+                    if marker == "NotRequired" or (marker != "Required" and not value.__total__)}
+        value.__required_keys__ = frozenset(value.__annotations__.keys() - optional)
+        value.__optional_keys__ = frozenset(optional)
+
+
+def _marker(annotation: object) -> str:
+    """`NotRequired` of the annotation text `NotRequired[...]` (or `typing.NotRequired[...]`), as typing
+    keeps it (a ForwardRef, or the string)."""
+    text = getattr(annotation, "__forward_arg__", annotation)
+    return text.partition("[")[0].rpartition(".")[2].strip() if isinstance(text, str) else ""
+
+
+def _read_ours(path: Path) -> bytes | None:
+    """The file's bytes where it is the user's own and nobody else's to write (its code runs here,
+    whoever swapped the folder it is in); None otherwise or where it cannot be read."""
+    try:
+        with open(path, "rb") as stream:
+            if not _only_ours(os.fstat(stream.fileno())):
+                return None
+            return stream.read()
+    except OSError:
+        return None
+
 
 def _write_whole(path: Path, data: bytes) -> None:
-    """Another process may write the same file at once: each writes its own and renames it over."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    """Another process may write the same file at once: each writes a file of its own and renames it over."""
     try:
-        partial.write_bytes(data)
+        handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
         os.replace(partial, path)
     except OSError:
         with contextlib.suppress(OSError):
-            partial.unlink()
+            os.unlink(partial)
 
 
 class SdkCodeFinder:
@@ -117,12 +167,28 @@ class SdkCodeFinder:
     read, and Pulumi reads the few it needs through typing.get_type_hints in the class's module
     (pulumi/_types.py `_raw_return_hints` and `_types_from_annotations`, pulumi 3.272.0; the generated
     code already quotes many of them), which gives the same types from text as from objects:
-    tests/test_offline_sdk.py compares every class's resolved types both ways.
+    tests/test_offline_sdk.py compares every class's resolved types both ways. What differs is the
+    annotations themselves (text, to anyone reading `__annotations__` directly), for the rest of the
+    process once a plan installed this. The cache is aksgpu's, beside no source: PYTHONDONTWRITEBYTECODE
+    (about Python's own) leaves it on; AKSGPU_SDK_CODE_CACHE=off turns it off.
     """
 
     def __init__(self, cache: Path, roots: Sequence[str] = SDK_ROOTS) -> None:
         self.cache = cache
         self.prefixes = tuple(f"{root}." for root in roots)
+        self._releases: dict[str, bytes] = {}
+
+    def _release(self, root: str) -> bytes:
+        """A digest of the SDK's pulumi-plugin.json (its name and version), read once per process: code
+        cached for another release is not this one's, whatever its files' sizes and times."""
+        if root not in self._releases:
+            package = sys.modules.get(root)
+            try:
+                text = (Path(package.__file__).parent / "pulumi-plugin.json").read_bytes()  # type: ignore[union-attr, arg-type]
+            except (AttributeError, TypeError, OSError):
+                text = b""
+            self._releases[root] = hashlib.sha256(text).digest()[:8]
+        return self._releases[root]
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
@@ -133,6 +199,7 @@ class SdkCodeFinder:
             return spec
         loader = _TextAnnotationsLoader(spec.loader.name, spec.loader.path)
         loader.cache = self.cache
+        loader.release = self._release(fullname.partition(".")[0])
         spec.loader = loader
         return spec
 

@@ -286,8 +286,9 @@ def _resume_collector() -> None:
     pools), a tenth of the command's time, to free a few thousand (cycles the plan left: about 2,000
     objects at 100 pools, measured with gc.collect()). Frozen, those few stay; a process that plans
     on (a fleet, the tests) collects them once the frozen objects grew by _FROZEN_LEFTOVER_LIMIT
-    after the first plan's. The growth is the youngest generation's count, which freezing moves on
-    and sets to zero: gc.get_freeze_count() walks every frozen object (about 10 ms a call here)."""
+    after the first plan's. The growth is the youngest generation's count, which freezing sets to
+    zero: objects made less objects freed since, frozen ones included, so the net growth of the frozen
+    set that gc.get_freeze_count() gives by walking every frozen object (about 10 ms a call here)."""
     global _frozen_since_collected
     if _frozen_since_collected is not None and _frozen_since_collected > _FROZEN_LEFTOVER_LIMIT:
         gc.unfreeze()
