@@ -237,7 +237,8 @@ def load_sdks_with_text_annotations() -> bool:
 
 
 def _only_ours(status: os.stat_result) -> bool:
-    """Code is run from this folder: it must be the user's own, and nobody else's to write in."""
+    """Code is run from the cache (the folder, and each file read from it): it must be the user's
+    own, and nobody else's to write."""
     if not hasattr(os, "getuid"):
         return True  # not POSIX: the user's profile folder's own permissions hold
     return status.st_uid == os.getuid() and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
