@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,18 @@ from tests.test_gpu_health import GATE_SINCE, GPU_TAINT, FakeApi, _node, api_ser
 TINY = measure.Sizes(gemm_n=64, gemm_iters=3, warmup=1, copy_bytes=1 << 16, copy_iters=3, pattern_fraction=0.5,
                      pattern_passes=1)
 H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread() -> Iterator[None]:
+    """PyTorch's CPU operations on one thread here. With its default (a thread per core), each
+    operation waits for a second thread that the suite's other worker keeps from a core: these
+    tests took 8 to 14 s instead of half a second after planning tests in the same process
+    (2 cores, 2026-11-27). What they check does not depend on the thread count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def healthy(index: int, name: str = H100) -> GpuState:

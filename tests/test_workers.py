@@ -22,8 +22,12 @@ from aksgpu.plan import workers as workers_module
 from aksgpu.plan.workers import WORKERS_VARIABLE, worker_count
 from tests.helpers import FLEET_EXAMPLE, copy_project
 
-COMMANDS = [["validate"], ["validate", "--json"], ["ci", "summary"], ["plan", "training"],
-            ["plan", "training", "--json"]]
+# Each comparison plans the fleet's five stacks twice (seconds): one runs in the default suite, the
+# others with the slow tests.
+_SLOW = pytest.mark.slow
+COMMANDS = [pytest.param(["validate"], marks=_SLOW), pytest.param(["validate", "--json"], marks=_SLOW),
+            pytest.param(["ci", "summary"], marks=_SLOW), ["plan", "training"],
+            pytest.param(["plan", "training", "--json"], marks=_SLOW)]
 
 
 def _run(args: list[str], workers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str, int]:
@@ -48,7 +52,7 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return copy_project(FLEET_EXAMPLE, tmp_path / "fleet")
 
 
-@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda args: " ".join(args))
 def test_the_fleet_example_reads_the_same_planned_on_workers_or_one_after_another(
         args: list[str], fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(fleet)
@@ -117,7 +121,8 @@ def test_ctrl_c_while_workers_plan_ends_in_one_line_and_no_worker_left(fleet: Pa
     assert _session(command.pid) == []
 
 
-@pytest.mark.parametrize("args", [["validate", "--spec-only"], ["ci", "summary"]], ids=" ".join)
+@pytest.mark.parametrize("args", [["validate", "--spec-only"], pytest.param(["ci", "summary"], marks=_SLOW)],
+                         ids=lambda args: " ".join(args))
 def test_a_command_resolves_a_fleet_once_for_all_its_members(args: list[str], fleet: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Each member's render reads the whole fleet: one command resolves it once, not once per member."""
