@@ -17,7 +17,7 @@ from aksgpu.cli.app import app
 from aksgpu.environments.file import load_environments
 from aksgpu.environments.presets import preset_names
 from aksgpu.environments.schema import environments_schema
-from tests.helpers import EXAMPLE
+from tests.helpers import EXAMPLE, VALIDATE_COMMANDS
 
 runner = CliRunner()
 ADMIN = "11111111-1111-1111-1111-111111111111"
@@ -413,9 +413,10 @@ def test_override_shapes_get_the_real_problem(project: Path) -> None:
     assert result.exit_code == 1 and "tag names are 1-512 characters" in result.output, result.output
 
 
-def test_two_environments_declaring_one_cluster_are_warned_about(project: Path) -> None:
+@pytest.mark.parametrize("command", VALIDATE_COMMANDS)
+def test_two_environments_declaring_one_cluster_are_warned_about(project: Path, command: list[str]) -> None:
     path = project / "stacks" / "environments.yaml"
     path.write_text(path.read_text() + "  dev2:\n    preset: dev\n    overrides:\n      name: gpu-dev\n"
                     "      resourceGroup: {name: rg-gpu-dev}\n")
-    output = _ok(["validate"])
+    output = _ok(command)
     assert "environment dev2 declares cluster gpu-dev in resource group rg-gpu-dev, as dev does" in output

@@ -21,8 +21,7 @@ from aksgpu.project.stackfile import resolve_stack
 from aksgpu.spec import names
 from aksgpu.spec.fleet import fleet_global_suffix, parse_fleet_spec
 from aksgpu.stack_config import DIGEST_KEY, FLEET_KEY
-from tests.helpers import FLEET_EXAMPLE
-from tests.test_global_names import VALIDATE_COMMANDS
+from tests.helpers import FLEET_EXAMPLE, VALIDATE_COMMANDS
 
 REGISTRY = "Microsoft.ContainerRegistry/registries"
 runner = CliRunner()

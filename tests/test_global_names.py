@@ -21,7 +21,7 @@ from aksgpu.errors import UserError
 from aksgpu.plan.report import render_text
 from aksgpu.spec import names
 from aksgpu.stack_config import CLUSTER_KEY, DIGEST_KEY
-from tests.helpers import base_spec, edit, plan_spec
+from tests.helpers import VALIDATE_COMMANDS, base_spec, edit, plan_spec
 
 runner = CliRunner()
 REGISTRY = "Microsoft.ContainerRegistry/registries"
@@ -142,12 +142,6 @@ def test_renaming_a_recorded_registry_is_refused_as_a_replacement(project: Path)
     assert "nodes and workloads" not in rendered.refusal()
     with pytest.raises(UserError):
         write_rendered(rendered)
-
-
-# The warning comes from the specs (environments/validation.py); the full `validate`, which plans
-# every environment for the security policies too (seconds), runs with the slow tests.
-VALIDATE_COMMANDS = [pytest.param(["validate", "--spec-only"], id="spec-only"),
-                     pytest.param(["validate"], id="validate", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("command", VALIDATE_COMMANDS)
