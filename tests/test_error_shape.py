@@ -8,6 +8,7 @@ several lines, an f-string or a subclass of UserError (EnvironmentNotRendered) i
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -165,11 +166,17 @@ def _message_start(node: ast.expr) -> str:
     return text[:40]
 
 
+@functools.cache
+def _package_trees() -> tuple[tuple[Path, ast.Module], ...]:
+    """Every module of aksgpu parsed, once per process (the scans below read them all; nothing changes
+    a tree)."""
+    return tuple((path, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(PACKAGE.rglob("*.py")))
+
+
 def _error_classes() -> set[str]:
     """UserError and its subclasses in aksgpu whose first argument is a message (SpecError's is
     its problems, so it is left out), read from the source."""
-    classes = [node for path in sorted(PACKAGE.rglob("*.py"))
-               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
+    classes = [node for _, tree in _package_trees() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
     subclasses = {"UserError"}
     while True:
         more = {cls.name for cls in classes
@@ -201,9 +208,8 @@ def message_only_errors() -> list[tuple[str, str, str, int]]:
     text: (file, function, message start, line)."""
     classes = _error_classes()
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path, tree in _package_trees():
         relative = path.relative_to(PACKAGE).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):

@@ -20,11 +20,11 @@ from aksgpu.cli.app import app
 from aksgpu.plan import review as review_module
 from aksgpu.plan import workers as workers_module
 from aksgpu.plan.workers import WORKERS_VARIABLE, worker_count
-from tests.helpers import FLEET_EXAMPLE, copy_project
+from tests.helpers import EXAMPLE, FLEET_EXAMPLE, copy_project
 
 # Each comparison plans the fleet's stacks twice (seconds): they run with the slow tests. The default
 # run compares the forked workers' bytes through a failing member (below) and the plan server's
-# through ci summary.
+# through the example project's ci summary.
 _SLOW = pytest.mark.slow
 COMMANDS = [pytest.param(args, marks=_SLOW) for args in (
     ["validate"], ["validate", "--json"], ["ci", "summary"], ["plan", "training"], ["plan", "training", "--json"])]
@@ -160,6 +160,22 @@ def test_workers_fork_from_the_command_only_while_it_has_one_thread() -> None:
         thread.join()
 
 
+def test_the_plan_server_path_reads_the_same_for_the_example_project(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan server's workers plan the example project's two stacks: the same bytes as planning
+    them one after another (a second; the fleet's five stacks, below, run with the slow tests)."""
+    project = copy_project(EXAMPLE, tmp_path)
+    monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
+    monkeypatch.chdir(project)
+    *sequential, _ = _run(["ci", "summary"], 1, monkeypatch)
+    monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
+    monkeypatch.chdir(project)
+    *parallel, in_process = _run(["ci", "summary"], 2, monkeypatch)
+    assert parallel == sequential and sequential[0] == 0
+    assert in_process == 0
+
+
+@pytest.mark.slow  # plans the fleet's stacks twice, once in a plan server's workers: seconds
 def test_the_plan_server_path_reads_the_same(fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the command may not fork (another thread), its workers come from the plan server: the
     same bytes as planning one after another."""
