@@ -166,17 +166,12 @@ def _message_start(node: ast.expr) -> str:
     return text[:40]
 
 
-@functools.cache
-def _package_trees() -> tuple[tuple[Path, ast.Module], ...]:
-    """Every module of aksgpu parsed, once per process (the scans below read them all; nothing changes
-    a tree)."""
-    return tuple((path, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(PACKAGE.rglob("*.py")))
-
-
-def _error_classes() -> set[str]:
+@functools.cache  # each scan parses every module of aksgpu: once per process
+def _error_classes() -> frozenset[str]:
     """UserError and its subclasses in aksgpu whose first argument is a message (SpecError's is
     its problems, so it is left out), read from the source."""
-    classes = [node for _, tree in _package_trees() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    classes = [node for path in sorted(PACKAGE.rglob("*.py"))
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
     subclasses = {"UserError"}
     while True:
         more = {cls.name for cls in classes
@@ -192,7 +187,7 @@ def _error_classes() -> set[str]:
                     None)
         if init is None or (len(init.args.args) > 1 and init.args.args[1].arg == "message"):
             names.add(cls.name)
-    return names
+    return frozenset(names)
 
 
 def _message_of_fail(node: ast.Call) -> ast.expr | None:
@@ -203,13 +198,15 @@ def _message_of_fail(node: ast.Call) -> ast.expr | None:
     return None
 
 
-def message_only_errors() -> list[tuple[str, str, str, int]]:
+@functools.cache
+def message_only_errors() -> tuple[tuple[str, str, str, int], ...]:
     """Every call of UserError (or a subclass) in aksgpu without `problems=`, and every `fail` with a
     text: (file, function, message start, line)."""
     classes = _error_classes()
     found = []
-    for path, tree in _package_trees():
+    for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
@@ -230,7 +227,7 @@ def message_only_errors() -> list[tuple[str, str, str, int]]:
             enclosing = [f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)]
             function = max(enclosing, key=lambda f: f.lineno).name if enclosing else "<module>"
             found.append((relative, function, _message_start(message), node.lineno))
-    return found
+    return tuple(found)
 
 
 def test_every_message_only_user_error_is_on_the_allow_list_with_a_reason() -> None:
