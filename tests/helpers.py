@@ -26,9 +26,9 @@ SUBSCRIPTION = "/subscriptions/6b1d8f2e-3c4a-4e5f-9a7b-1c2d3e4f5a6b"
 EXAMPLE = REPO / "examples" / "gpu-clusters"
 FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (EXAMPLE / "stacks").glob("Pulumi.*.yaml"))
-# `validate` as a test of a warning the specs give (environments/validation.py) runs it: --spec-only in
-# the default run; the full command, which also plans every environment for the security policies
-# (seconds), with the slow tests.
+# `validate` as a test of a message the specs and stack files give (environments/validation.py) runs
+# it: --spec-only in the default run; the full command, which also plans every environment for the
+# security policies (seconds), with the slow tests.
 VALIDATE_COMMANDS = [pytest.param(["validate", "--spec-only"], id="spec-only"),
                      pytest.param(["validate"], id="validate", marks=pytest.mark.slow)]
 
