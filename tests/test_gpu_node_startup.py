@@ -518,8 +518,12 @@ def test_a_too_low_explicit_value_warns_with_the_derived_figure() -> None:
     assert not [w for w in warnings if w.path.startswith("controlPlane.autoscaler")]
 
 
-@pytest.mark.parametrize("count,percentage", [(None, None), (3, None), (3, 45), (3, 90), (10, 45), (40, None),
-                                              (None, 10), (0, 100)])
+# Each case plans a cluster (a few tenths of a second): two that warn and two that do not run in the
+# default run, the others with the slow tests.
+@pytest.mark.parametrize("count,percentage", [(None, None), (3, None), pytest.param(3, 45, marks=pytest.mark.slow),
+                                              (3, 90), (10, 45), pytest.param(40, None, marks=pytest.mark.slow),
+                                              pytest.param(None, 10, marks=pytest.mark.slow),
+                                              pytest.param(0, 100, marks=pytest.mark.slow)])
 def test_the_warning_agrees_with_the_autoscalers_own_rule(count: int | None, percentage: int | None) -> None:
     """The spec warns exactly when some burst state of the held pools makes IsClusterHealthy false."""
     autoscaler = {key: value for key, value in (("okTotalUnreadyCount", count),
