@@ -5,12 +5,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
+import json
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 
 from aksgpu.plan.planner import Plan, plan_stack
@@ -24,6 +26,11 @@ SUBSCRIPTION = "/subscriptions/6b1d8f2e-3c4a-4e5f-9a7b-1c2d3e4f5a6b"
 EXAMPLE = REPO / "examples" / "gpu-clusters"
 FLEET_EXAMPLE = REPO / "examples" / "gpu-fleet"
 EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (EXAMPLE / "stacks").glob("Pulumi.*.yaml"))
+# `validate` as a test of a message the specs and stack files give (environments/validation.py) runs
+# it: --spec-only in the default run; the full command, which also plans every environment for the
+# security policies (seconds), with the slow tests.
+VALIDATE_COMMANDS = [pytest.param(["validate", "--spec-only"], id="spec-only"),
+                     pytest.param(["validate"], id="validate", marks=pytest.mark.slow)]
 
 
 def base_spec() -> dict[str, Any]:
@@ -105,6 +112,20 @@ def plan_spec(spec: dict[str, Any], stack: str = "test") -> Plan:
     """Plan a spec with the project's real program, as `aksgpu plan` would."""
     stack_file = StackFile(EXAMPLE, EXAMPLE / "stacks" / f"Pulumi.{stack}.yaml", stack, {"aksgpu:cluster": spec})
     return plan_stack(stack_file)
+
+
+_SHARED_PLANS: dict[str, Plan] = {}
+
+
+def shared_plan(spec: dict[str, Any], stack: str = "test") -> Plan:
+    """plan_spec's plan of `spec`, made once per test process (tests in several files plan the same
+    presets and the base spec) and handed out as a copy of its own, which a test may change. Only for
+    tests that patch nothing the plan reads (a module, a table, an environment variable): the plan is
+    whatever the first test to ask for it got."""
+    key = json.dumps([spec, stack], sort_keys=True)
+    if key not in _SHARED_PLANS:
+        _SHARED_PLANS[key] = plan_spec(spec, stack)
+    return copy.deepcopy(_SHARED_PLANS[key])
 
 
 def typer_app_with(register: Callable[[typer.Typer], None], help_text: str) -> typer.Typer:

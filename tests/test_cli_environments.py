@@ -17,7 +17,7 @@ from aksgpu.cli.app import app
 from aksgpu.environments.file import load_environments
 from aksgpu.environments.presets import preset_names
 from aksgpu.environments.schema import environments_schema
-from tests.helpers import EXAMPLE
+from tests.helpers import EXAMPLE, VALIDATE_COMMANDS
 
 runner = CliRunner()
 ADMIN = "11111111-1111-1111-1111-111111111111"
@@ -51,7 +51,10 @@ def test_unknown_preset_is_one_clear_message() -> None:
     assert result.exit_code == 2 and 'did you mean "training"' in result.output
 
 
-@pytest.mark.parametrize("preset", preset_names())
+# Each preset's run plans it twice (a second or so); its plan is checked in the default run elsewhere
+# (tests/test_kubernetes_objects.py and others plan every preset), and the whole path with dev here.
+@pytest.mark.parametrize("preset", [name if name == "dev" else pytest.param(name, marks=pytest.mark.slow)
+                                    for name in preset_names()])
 def test_init_renders_a_stack_that_validates_and_plans(empty_project: Path, preset: str) -> None:
     output = _ok(["init", "stage", "--preset", preset, "--location", "westeurope", "--admin-group", ADMIN])
     assert "stacks/Pulumi.stage.yaml: rendered" in output
@@ -410,9 +413,10 @@ def test_override_shapes_get_the_real_problem(project: Path) -> None:
     assert result.exit_code == 1 and "tag names are 1-512 characters" in result.output, result.output
 
 
-def test_two_environments_declaring_one_cluster_are_warned_about(project: Path) -> None:
+@pytest.mark.parametrize("command", VALIDATE_COMMANDS)
+def test_two_environments_declaring_one_cluster_are_warned_about(project: Path, command: list[str]) -> None:
     path = project / "stacks" / "environments.yaml"
     path.write_text(path.read_text() + "  dev2:\n    preset: dev\n    overrides:\n      name: gpu-dev\n"
                     "      resourceGroup: {name: rg-gpu-dev}\n")
-    output = _ok(["validate"])
+    output = _ok(command)
     assert "environment dev2 declares cluster gpu-dev in resource group rg-gpu-dev, as dev does" in output

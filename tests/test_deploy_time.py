@@ -17,7 +17,7 @@ from aksgpu.plan.report import plan_document, render_text
 from aksgpu.plan.summary import EnvironmentResult, summary_markdown
 from aksgpu import catalog
 from aksgpu.plan import critical_path, deploy_time, pool_ordering
-from tests.helpers import REPO, base_spec, plan_spec
+from tests.helpers import REPO, base_spec, shared_plan
 
 TABLE = catalog.load("deploy_durations")
 TYPES = TABLE["types"]
@@ -211,7 +211,7 @@ def _two_subnet_spec(order: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def ordered_plans() -> dict[str, Plan]:
-    return {order: plan_spec(_two_subnet_spec(order)) for order in ("chained", "perSubnet")}
+    return {order: shared_plan(_two_subnet_spec(order)) for order in ("chained", "perSubnet")}
 
 
 def test_chained_and_per_subnet_plans_and_their_simulations_agree(ordered_plans: dict[str, Plan]) -> None:
@@ -229,7 +229,7 @@ def test_chained_and_per_subnet_plans_and_their_simulations_agree(ordered_plans:
 
 
 def test_one_subnet_has_no_alternative() -> None:
-    estimate = deploy_time.estimate(plan_spec(base_spec()))
+    estimate = deploy_time.estimate(shared_plan(base_spec()))
     assert estimate.ordering["declared"] is None and estimate.alternative_total is None
     assert "changes nothing" in deploy_time.ordering_text(deploy_time.document(estimate))
 

@@ -25,7 +25,7 @@ from aksgpu.components.kubernetes.dra import (
 from aksgpu.components.kubernetes.objects import AGENT_POOL_LABEL, GATE_TAINT_KEY
 from aksgpu.spec import parse_cluster_spec
 from aksgpu.spec.base import Issue
-from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
+from tests.helpers import base_spec, edit, kubernetes_manifests, shared_plan
 from tests.oracles.kubernetes import DATA, template_value_paths, unknown_value_paths, validate_object
 from tests.test_gb200_gb300 import GB200, GB300, POOL, errors, grace_spec
 
@@ -39,7 +39,7 @@ def _yaml(path: Path) -> Any:
 
 
 def _releases(spec: dict[str, Any], chart: str) -> list[dict[str, Any]]:
-    return [r.inputs for r in plan_spec(spec).by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == chart]
+    return [r.inputs for r in shared_plan(spec).by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == chart]
 
 
 def coalesce(defaults: Any, overrides: Any) -> Any:
@@ -82,7 +82,7 @@ def test_the_chart_version_is_the_spec_field() -> None:
 
 
 def test_the_driver_namespace_is_privileged_and_the_team_role_aggregates_to_edit() -> None:
-    objects = kubernetes_manifests(plan_spec(grace_spec()))
+    objects = kubernetes_manifests(shared_plan(grace_spec()))
     [namespace] = [o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == DRA_NAMESPACE]
     # The kubelet plugin is privileged with host paths (templates/kubeletplugin.yaml: securityContext
     # privileged in values.yaml, hostPath volumes).
@@ -352,7 +352,7 @@ def test_kubelet_data_on_a_temp_disk_is_refused_where_there_is_none() -> None:
 def test_an_ephemeral_os_disk_goes_on_nvme_without_a_warning() -> None:
     spec = edit(edit(grace_spec(), f"{POOL}.osDiskType", "Ephemeral"), f"{POOL}.osDiskSizeGb", 256)
     assert not [w for w in _warnings(spec) if w.path.startswith("nodePools[0].os")]
-    [pool] = [p for p in plan_spec(spec).by_type("azure-native:containerservice:AgentPool")
+    [pool] = [p for p in shared_plan(spec).by_type("azure-native:containerservice:AgentPool")
               if p.inputs["agentPoolName"] == "gb"]
     assert pool.inputs["osDiskType"] == "Ephemeral" and pool.inputs["osDiskSizeGB"] == 256
     rules = catalog.load("vm_sizes")["graceBlackwell"]["source"]["diskController"]
@@ -392,7 +392,7 @@ def test_aksgpu_team_policies_admit_the_example_pod_in_a_team_namespace() -> Non
 
 @pytest.mark.slow
 def test_every_kubernetes_object_of_a_grace_blackwell_plan_validates_strictly() -> None:
-    objects = kubernetes_manifests(plan_spec(grace_spec()))
+    objects = kubernetes_manifests(shared_plan(grace_spec()))
     assert {"Namespace", "ClusterRole"} <= {o["kind"] for o in objects}
     for version in ("1.34", "1.35"):
         for obj in objects:

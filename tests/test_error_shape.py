@@ -8,6 +8,7 @@ several lines, an f-string or a subclass of UserError (EnvironmentNotRendered) i
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,8 @@ def _message_start(node: ast.expr) -> str:
     return text[:40]
 
 
-def _error_classes() -> set[str]:
+@functools.cache  # each scan parses every module of aksgpu: once per process
+def _error_classes() -> frozenset[str]:
     """UserError and its subclasses in aksgpu whose first argument is a message (SpecError's is
     its problems, so it is left out), read from the source."""
     classes = [node for path in sorted(PACKAGE.rglob("*.py"))
@@ -185,7 +187,7 @@ def _error_classes() -> set[str]:
                     None)
         if init is None or (len(init.args.args) > 1 and init.args.args[1].arg == "message"):
             names.add(cls.name)
-    return names
+    return frozenset(names)
 
 
 def _message_of_fail(node: ast.Call) -> ast.expr | None:
@@ -196,7 +198,8 @@ def _message_of_fail(node: ast.Call) -> ast.expr | None:
     return None
 
 
-def message_only_errors() -> list[tuple[str, str, str, int]]:
+@functools.cache
+def message_only_errors() -> tuple[tuple[str, str, str, int], ...]:
     """Every call of UserError (or a subclass) in aksgpu without `problems=`, and every `fail` with a
     text: (file, function, message start, line)."""
     classes = _error_classes()
@@ -224,7 +227,7 @@ def message_only_errors() -> list[tuple[str, str, str, int]]:
             enclosing = [f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)]
             function = max(enclosing, key=lambda f: f.lineno).name if enclosing else "<module>"
             found.append((relative, function, _message_start(message), node.lineno))
-    return found
+    return tuple(found)
 
 
 def test_every_message_only_user_error_is_on_the_allow_list_with_a_reason() -> None:

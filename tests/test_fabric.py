@@ -28,7 +28,7 @@ from aksgpu.spec.fabric import (
     pod_requirements,
     topology_mount_path,
 )
-from tests.helpers import REPO, base_spec, edit, kubernetes_manifests, plan_spec
+from tests.helpers import REPO, base_spec, edit, kubernetes_manifests, shared_plan
 from tests.oracles.kubernetes import DATA, template_value_paths, unknown_value_paths, validate_object
 from tests.oracles.scheduling import fits, plan_nodes
 
@@ -84,7 +84,7 @@ def mixed_plan() -> Plan:
     spec = edit(spec, "nodePools.2", {"name": "a100ib", "kind": "gpu", "vmSize": "Standard_ND96amsr_A100_v4",
                                       "zones": ["2"], "minCount": 0, "maxCount": 2})
     spec = edit(spec, "nodePools.3", {"name": "cpu", "vmSize": "Standard_D8ds_v5", "count": 1})
-    return plan_spec(spec)
+    return shared_plan(spec)
 
 
 # --- the facts table ---------------------------------------------------------------------------
@@ -152,12 +152,12 @@ def test_topology_files_are_azures_unchanged_and_describe_the_size() -> None:
 
 
 def test_no_infiniband_pool_declares_nothing() -> None:
-    plan = plan_spec(edit(base_spec(), "access.teams", [{"name": "research"}]))
+    plan = shared_plan(edit(base_spec(), "access.teams", [{"name": "research"}]))
     assert releases(plan, "network-operator") == []
     assert objects(plan, "NicClusterPolicy") == []
     assert not [c for c in objects(plan, "ConfigMap") if c["metadata"]["name"].startswith("aksgpu-nccl")]
     assert not [n for n in objects(plan, "Namespace") if n["metadata"]["name"] == "network-operator"]
-    gang = plan_spec(edit(edit(base_spec(), "access.teams", [{"name": "research"}]), "gangScheduling.enabled", True))
+    gang = shared_plan(edit(edit(base_spec(), "access.teams", [{"name": "research"}]), "gangScheduling.enabled", True))
     [kueue] = [r.inputs for r in gang.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"].endswith("kueue")]
     assert "resources" not in yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
 
@@ -279,7 +279,7 @@ def test_every_infiniband_node_gets_the_mellanox_label_from_exactly_one_nfd(mixe
 
 
 def test_only_driver_none_infiniband_pools_use_the_gpu_operators_nfd() -> None:
-    plan = plan_spec(infiniband_spec())
+    plan = shared_plan(infiniband_spec())
     [release] = releases(plan, "network-operator")
     assert release["values"]["nfd"] == {"enabled": False, "deployNodeFeatureRules": False}
     worker = _gpu_operator_nfd_worker(plan)
@@ -315,7 +315,7 @@ def test_teams_that_may_use_an_infiniband_pool_get_its_nccl_config_maps(mixed_pl
 def test_gpu_operator_leaves_driver_rdma_off() -> None:
     """GPUDirect RDMA on driver None pools goes through DMA-BUF; driver.rdma (cluster-wide) would make
     the driver wait for a DOCA driver on every pci-15b3 node (nvidia-validator MOFED.validate)."""
-    plan = plan_spec(infiniband_spec())
+    plan = shared_plan(infiniband_spec())
     [release] = releases(plan, "gpu-operator")
     values = helm_merge(GPU_OPERATOR_VALUES, release["values"])
     assert values["driver"]["rdma"]["enabled"] is False
@@ -337,7 +337,7 @@ def test_an_infiniband_pool_with_driver_install_is_warned() -> None:
 
 def test_the_chart_version_is_a_spec_field() -> None:
     spec = edit(infiniband_spec(), "gpuSoftware.networkOperator.chartVersion", "v26.1.2")
-    [release] = releases(plan_spec(spec), "network-operator")
+    [release] = releases(shared_plan(spec), "network-operator")
     assert release["version"] == "v26.1.2"
     with pytest.raises(SpecError):
         parse_cluster_spec(edit(infiniband_spec(), "gpuSoftware.networkOperator.chartVersion", "not a version!"))

@@ -25,7 +25,7 @@ from aksgpu.plan.fleet import FleetPlan, fleet_facts, plan_fleet
 from aksgpu.project.stackfile import resolve_stack
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec.fleet import parse_fleet_spec, parse_fleet_upgrades_spec
-from tests.helpers import FLEET_EXAMPLE, REPO, base_spec, edit
+from tests.helpers import FLEET_EXAMPLE, REPO, VALIDATE_COMMANDS, base_spec, edit
 from tests.oracles.azure_openapi import AksOpenApi
 
 SPEC_DATA = REPO / "tests" / "data" / "azure-rest-api"
@@ -557,14 +557,16 @@ def test_commands_that_a_fleet_stack_cannot_take_say_why(fleet_project: Path, ar
     assert expected in result.output and "Fix:" in result.output
 
 
-def test_a_member_the_fleet_no_longer_lists_is_named_with_the_way_out(fleet_project: Path) -> None:
+@pytest.mark.parametrize("validate", VALIDATE_COMMANDS)
+def test_a_member_the_fleet_no_longer_lists_is_named_with_the_way_out(fleet_project: Path,
+                                                                      validate: list[str]) -> None:
     document = _environments_document(fleet_project)
     fleet = document["environments"]["training"]["fleet"]
     fleet["members"] = fleet["members"][:2]
     fleet["updateStages"][1]["groups"] = ["eastus2"]
     _write_environments(fleet_project, document)
     assert runner.invoke(app, ["render", "training"]).exit_code == 0
-    for args in (["validate"], ["plan", "training-westus3"]):
+    for args in (validate, ["plan", "training-westus3"]):
         result = runner.invoke(app, args)
         assert result.exit_code in (1, 2), result.output
         assert "was rendered as member westus3 of fleet training, which stacks/environments.yaml no longer lists" \

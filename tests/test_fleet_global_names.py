@@ -8,6 +8,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -20,7 +21,7 @@ from aksgpu.project.stackfile import resolve_stack
 from aksgpu.spec import names
 from aksgpu.spec.fleet import fleet_global_suffix, parse_fleet_spec
 from aksgpu.stack_config import DIGEST_KEY, FLEET_KEY
-from tests.helpers import FLEET_EXAMPLE
+from tests.helpers import FLEET_EXAMPLE, VALIDATE_COMMANDS
 
 REGISTRY = "Microsoft.ContainerRegistry/registries"
 runner = CliRunner()
@@ -109,19 +110,21 @@ def test_a_new_fleet_renders_and_plans_its_suffixed_registry(fleet_project: Path
     assert "set fleet.registry.name" in text
 
 
-def test_validate_warns_when_a_fleet_and_a_cluster_ask_for_one_registry(fleet_project: Path) -> None:
+@pytest.mark.parametrize("command", VALIDATE_COMMANDS)
+def test_validate_warns_when_a_fleet_and_a_cluster_ask_for_one_registry(fleet_project: Path,
+                                                                         command: list[str]) -> None:
     document = _document(fleet_project)
     document["environments"]["solo"] = {"preset": "dev", "overrides": {
         "name": "gpu-solo", "location": "eastus2", "resourceGroup": {"name": "rg-solo"},
         "registry": {"name": "GPUTrainingACR"}}}
     _write(fleet_project, document)
-    output = runner.invoke(app, ["validate"]).output
+    output = runner.invoke(app, command).output
     assert "asks Azure for the registry name" in output and "gputrainingacr" in output.lower(), output
     assert "set registry.name in one of them" in output or "set fleet.registry.name in one of them" in output
     # Another name: no warning.
     document["environments"]["solo"]["overrides"]["registry"] = {"name": "gpusoloacr"}
     _write(fleet_project, document)
-    assert "asks Azure for the registry name" not in runner.invoke(app, ["validate"]).output
+    assert "asks Azure for the registry name" not in runner.invoke(app, command).output
 
 
 def test_a_fleet_stack_file_validated_alone_reports_its_global_name() -> None:

@@ -21,7 +21,7 @@ from aksgpu.errors import UserError
 from aksgpu.plan.report import render_text
 from aksgpu.spec import names
 from aksgpu.stack_config import CLUSTER_KEY, DIGEST_KEY
-from tests.helpers import base_spec, edit, plan_spec
+from tests.helpers import VALIDATE_COMMANDS, base_spec, edit, plan_spec
 
 runner = CliRunner()
 REGISTRY = "Microsoft.ContainerRegistry/registries"
@@ -144,7 +144,8 @@ def test_renaming_a_recorded_registry_is_refused_as_a_replacement(project: Path)
         write_rendered(rendered)
 
 
-def test_validate_warns_when_two_environments_ask_for_one_global_name(project: Path) -> None:
+@pytest.mark.parametrize("command", VALIDATE_COMMANDS)
+def test_validate_warns_when_two_environments_ask_for_one_global_name(project: Path, command: list[str]) -> None:
     _add_environments(project, {
         "team-a": _team("rg-team-a", registry={"name": "gpuprodacr"}),
         "team-b": _team("rg-team-b", security={"kms": {"mode": "create", "networkAccess": "Public",
@@ -152,7 +153,7 @@ def test_validate_warns_when_two_environments_ask_for_one_global_name(project: P
         "team-c": _team("rg-team-c", security={"kms": {"mode": "create", "networkAccess": "Public",
                                                        "keyVaultName": "Team-A-kms"}}),
     })
-    result = runner.invoke(app, ["validate"])
+    result = runner.invoke(app, command)
     assert "environment team-a asks Azure for the registry name gpuprodacr, as environment prod does" \
         in result.output, result.output
     assert "asks Azure for the key vault name team-a-kms" in result.output
@@ -160,7 +161,7 @@ def test_validate_warns_when_two_environments_ask_for_one_global_name(project: P
     # Two environments with different resource groups derive different names: no warning.
     _add_environments(project, {"team-a": _team("rg-team-a"), "team-b": _team("rg-team-b"),
                                 "team-c": _team("rg-team-c")})
-    assert "asks Azure for the" not in runner.invoke(app, ["validate"]).output
+    assert "asks Azure for the" not in runner.invoke(app, command).output
 
 
 def test_plan_lists_the_global_names() -> None:

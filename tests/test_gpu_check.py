@@ -8,11 +8,11 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 from prometheus_client.parser import text_string_to_metric_families
 
 from aksgpu import catalog
@@ -21,9 +21,29 @@ from aksgpu.node.gpu_check import interconnect, measure, report, results, run, t
 from aksgpu.node.gpu_check.probe import GpuState, error_checks, inventory_checks
 from tests.test_gpu_health import GATE_SINCE, GPU_TAINT, FakeApi, _node, api_server  # noqa: F401
 
+if TYPE_CHECKING:
+    import torch
+
 TINY = measure.Sizes(gemm_n=64, gemm_iters=3, warmup=1, copy_bytes=1 << 16, copy_iters=3, pattern_fraction=0.5,
                      pattern_passes=1)
 H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread() -> Iterator[None]:
+    """PyTorch, imported when this file's tests start rather than when pytest collects it (in every
+    worker: 1.3 s, and 150,000 objects each of the planner's full collections would walk), with its
+    CPU operations on one thread. With its default (a thread per core), each operation waits for a
+    second thread that the suite's other worker keeps from a core: these tests took 8 to 14 s
+    instead of half a second after planning tests in the same process (2 cores, 2026-11-27). What
+    they check does not depend on the thread count."""
+    global torch
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def healthy(index: int, name: str = H100) -> GpuState:

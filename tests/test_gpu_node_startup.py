@@ -29,7 +29,7 @@ from aksgpu.components.node_pools import REPLACE_ON_CHANGES
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec import gpu_startup
 from aksgpu.spec.pools import HELD_OPERAND_LABELS, NVIDIA_PCI_LABEL
-from tests.helpers import SHARED, base_spec, edit, plan_spec
+from tests.helpers import SHARED, base_spec, edit, shared_plan
 
 H100 = {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"], "minCount": 0,
         "maxCount": 16, "gpu": {"driver": "None"}}
@@ -242,7 +242,7 @@ def explore(initial: dict[str, str], bad: Any = selected_before_verdict) -> tupl
 
 @pytest.fixture(scope="module")
 def operator_plan() -> Any:
-    return plan_spec(_operator_spec())
+    return shared_plan(_operator_spec())
 
 
 def test_no_interleaving_advertises_gpus_before_the_verdict_with_the_pool_labels(operator_plan: Any) -> None:
@@ -308,7 +308,7 @@ def test_only_gpu_operator_pools_with_the_gate_get_the_labels(operator_plan: Any
     assert expected.items() <= pools["h100"].inputs["nodeLabels"].items()
     assert not expected.keys() & pools["a100"].inputs["nodeLabels"].keys()
     for path, value in (("gpuHealth.gate.enabled", False), ("inCluster.enabled", False)):
-        plan = plan_spec(edit(_operator_spec(), path, value))
+        plan = shared_plan(edit(_operator_spec(), path, value))
         assert not expected.keys() & _pools(plan)["h100"].inputs["nodeLabels"].keys(), path
 
 
@@ -319,7 +319,7 @@ def test_adding_the_labels_updates_the_pool_in_place(operator_plan: Any) -> None
     (provider/pkg/gen), and the AKS 2025-09-01 spec marks no agent pool property create-only.
     AKS updates pool labels in place and applies them to the pool's nodes (azure-aks-docs
     use-labels.md "Updating labels on existing node pools"; Azure/AKS#1515, shipped)."""
-    off = _pools(plan_spec(edit(_operator_spec(), "gpuHealth.gate.enabled", False)))["h100"]
+    off = _pools(shared_plan(edit(_operator_spec(), "gpuHealth.gate.enabled", False)))["h100"]
     on = _pools(operator_plan)["h100"]
     changed = {key for key in on.inputs.keys() | off.inputs.keys() if on.inputs.get(key) != off.inputs.get(key)}
     assert changed == {"nodeLabels"}
@@ -446,7 +446,7 @@ SCENARIOS = {
 @pytest.mark.parametrize("raw", list(SCENARIOS.values()), ids=list(SCENARIOS))
 def test_the_plans_profile_keeps_the_autoscaler_healthy_through_a_burst(raw: dict[str, Any]) -> None:
     spec, _ = parse_cluster_spec(raw)
-    profile = profile_of(plan_spec(raw))
+    profile = profile_of(shared_plan(raw))
     held = spec.gpu_health.gate.breaker.enabled
     for provision in (300, 900):  # Azure/AKS#1898: a node in about 5 minutes, the first in 15
         nodes = burst(spec, provision, held)
@@ -482,7 +482,7 @@ def test_the_plans_provision_time_lets_gated_scale_ups_finish(raw: dict[str, Any
     NotStarted for the whole window; their scale-up may time out, and the pool's backoff is what
     the breaker wants: no more new nodes into a pool whose nodes fail."""
     spec, _ = parse_cluster_spec(raw)
-    profile = profile_of(plan_spec(raw))
+    profile = profile_of(shared_plan(raw))
     for pool in gpu_startup.gated_pools(spec):
         own = sum(step.seconds for step in gpu_startup.provision_steps(pool))
         for provision in sorted({own, DEFAULTS["maxNodeProvisionMinutes"] * 60}):
@@ -508,7 +508,7 @@ def test_a_too_low_explicit_value_warns_with_the_derived_figure() -> None:
     provision = by_path["controlPlane.autoscaler.maxNodeProvisionMinutes"]
     assert f"derives {derived.max_node_provision_minutes}" in provision.fix
     # The explicit values are what AKS gets.
-    [cluster] = plan_spec(raw).by_type("azure-native:containerservice:ManagedCluster")
+    [cluster] = shared_plan(raw).by_type("azure-native:containerservice:ManagedCluster")
     assert cluster.inputs["autoScalerProfile"]["okTotalUnreadyCount"] == "3"
     # A percentage high enough makes a low count harmless (IsClusterHealthy needs both exceeded).
     _, warnings = parse_cluster_spec(edit(raw, "controlPlane.autoscaler.maxTotalUnreadyPercentage",
@@ -518,15 +518,19 @@ def test_a_too_low_explicit_value_warns_with_the_derived_figure() -> None:
     assert not [w for w in warnings if w.path.startswith("controlPlane.autoscaler")]
 
 
-@pytest.mark.parametrize("count,percentage", [(None, None), (3, None), (3, 45), (3, 90), (10, 45), (40, None),
-                                              (None, 10), (0, 100)])
+# Each case plans a cluster (a few tenths of a second): two that warn and two that do not run in the
+# default run, the others with the slow tests.
+@pytest.mark.parametrize("count,percentage", [(None, None), (3, None), pytest.param(3, 45, marks=pytest.mark.slow),
+                                              (3, 90), (10, 45), pytest.param(40, None, marks=pytest.mark.slow),
+                                              pytest.param(None, 10, marks=pytest.mark.slow),
+                                              pytest.param(0, 100, marks=pytest.mark.slow)])
 def test_the_warning_agrees_with_the_autoscalers_own_rule(count: int | None, percentage: int | None) -> None:
     """The spec warns exactly when some burst state of the held pools makes IsClusterHealthy false."""
     autoscaler = {key: value for key, value in (("okTotalUnreadyCount", count),
                                                 ("maxTotalUnreadyPercentage", percentage)) if value is not None}
     raw = edit(_operator_spec(), "controlPlane.autoscaler", autoscaler)
     spec, warnings = parse_cluster_spec(raw)
-    profile = profile_of(plan_spec(raw))
+    profile = profile_of(shared_plan(raw))
     nodes = burst(spec, 300, held=True)
     halts = False
     for gated in range(1, sum(1 for n in nodes if n.group != "base" and n.verdict == math.inf) + 1):

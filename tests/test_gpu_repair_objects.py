@@ -19,7 +19,7 @@ from aksgpu.components.repair_identity import DELETE_ACTIONS, REIMAGE_ACTIONS
 from aksgpu.node import node_api, node_repair
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec.names import node_resource_group
-from tests.helpers import base_spec, edit, kubernetes_manifests, plan_spec
+from tests.helpers import base_spec, edit, kubernetes_manifests, shared_plan
 from tests.oracles.cel import denials
 from tests.test_gpu_health import merge_patch
 
@@ -29,7 +29,7 @@ USER = f"system:serviceaccount:aksgpu-system:{gpu_repair.REPAIR}"
 
 @pytest.fixture(scope="module")
 def plans() -> dict[str, Any]:
-    return {mode: plan_spec(edit(base_spec(), "gpuHealth.repair", {"enabled": True, "mode": mode}))
+    return {mode: shared_plan(edit(base_spec(), "gpuHealth.repair", {"enabled": True, "mode": mode}))
             for mode in ("dry-run", "act")}
 
 
@@ -55,7 +55,7 @@ def test_the_spec_rules() -> None:
 
 
 def test_off_by_default_declares_nothing() -> None:
-    plan = plan_spec(base_spec())
+    plan = shared_plan(base_spec())
     assert not [r for r in plan.resources if "repair" in r.name]
 
 

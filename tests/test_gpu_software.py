@@ -15,7 +15,7 @@ from aksgpu.plan.planner import Plan
 from aksgpu.plan.report import gpu_software_by_pool
 from aksgpu.node import node_api
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import base_spec, edit, plan_spec, preset_spec
+from tests.helpers import base_spec, edit, preset_spec, shared_plan
 from tests.oracles.kubernetes import DATA
 from tests.oracles.scheduling import Node, fits, plan_nodes
 
@@ -105,7 +105,7 @@ def admitted(plan: Plan, node: Node) -> Node:
     return node.with_state(labels=passed_labels(node)) if gate_taint(plan) else node
 
 
-PLANS = {f"preset {name}": lambda name=name: plan_spec(preset_spec(name)) for name in preset_names()}
+PLANS = {f"preset {name}": lambda name=name: shared_plan(preset_spec(name)) for name in preset_names()}
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +204,7 @@ def test_no_gpu_is_advertised_before_the_gate_has_passed_the_node(preset_plans: 
 
 
 def test_without_the_gate_the_device_plugin_needs_no_gate_label() -> None:
-    plan = plan_spec(edit(base_spec(), "gpuHealth.gate", {"enabled": False}))
+    plan = shared_plan(edit(base_spec(), "gpuHealth.gate", {"enabled": False}))
     assert gate_taint(plan) is None
     [node] = [n for n in plan_nodes(plan) if n.gpus]
     assert len(advertisers(plan, node)) == 1
@@ -213,7 +213,7 @@ def test_without_the_gate_the_device_plugin_needs_no_gate_label() -> None:
 def test_the_device_plugin_is_nvidias_manifest_placed_on_the_pools() -> None:
     upstream = yaml.safe_load(
         (DATA / "device-plugin" / "nvidia-device-plugin.yml").read_text())["spec"]["template"]["spec"]
-    plan = plan_spec(base_spec())
+    plan = shared_plan(base_spec())
     [ours] = device_plugins(plan)
     [container], [theirs] = ours["containers"], upstream["containers"]
     assert container["image"].partition("@")[0] == theirs["image"], \
@@ -223,7 +223,7 @@ def test_the_device_plugin_is_nvidias_manifest_placed_on_the_pools() -> None:
     assert ours["volumes"][0]["hostPath"] == upstream["volumes"][0]["hostPath"]
     assert ours["priorityClassName"] == upstream["priorityClassName"]
     assert {"name": "MIG_STRATEGY", "value": "none"} in container["env"]
-    mig = device_plugins(plan_spec(edit(base_spec(), "nodePools.0.gpu", {"migProfile": "MIG3g"})))[0]
+    mig = device_plugins(shared_plan(edit(base_spec(), "nodePools.0.gpu", {"migProfile": "MIG3g"})))[0]
     assert {"name": "MIG_STRATEGY", "value": "single"} in mig["containers"][0]["env"]
 
 
@@ -232,7 +232,7 @@ def test_a_version_in_the_spec_reaches_the_image_and_the_chart() -> None:
                 "nodePools.1", {"name": "h100", "kind": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "zones": ["1"],
                                 "minCount": 0, "maxCount": 2, "gpu": {"driver": "None"}})
     spec = edit(spec, "gpuSoftware.gpuOperator", {"chartVersion": "v25.10.1", "driverVersion": "580.105.08"})
-    plan = plan_spec(spec)
+    plan = shared_plan(spec)
     assert device_plugins(plan)[0]["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.19.3"
     [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "gpu-operator"]
     assert release.inputs["version"] == "v25.10.1"
@@ -253,5 +253,5 @@ def test_amd_gpus_are_refused_with_the_fix_named() -> None:
 
 
 def test_without_the_in_cluster_layer_no_kubernetes_object_is_declared() -> None:
-    plan = plan_spec(edit(base_spec(), "inCluster.enabled", False))
+    plan = shared_plan(edit(base_spec(), "inCluster.enabled", False))
     assert not [r for r in plan.resources if r.type.startswith(("kubernetes:", "pulumi:providers:kubernetes"))]

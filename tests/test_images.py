@@ -10,7 +10,7 @@ import yaml
 from aksgpu import catalog
 from aksgpu.catalog.images import pinned_images_of
 from aksgpu.plan.manifests import kubernetes_objects, manifest
-from tests.helpers import plan_spec, preset_spec
+from tests.helpers import preset_spec, shared_plan
 
 IMAGE_FIELD = re.compile(r"'image': '([^']+)'")
 
@@ -45,7 +45,7 @@ def test_every_image_of_a_plan_is_pinned_or_listed_with_a_reason(preset: str) ->
     pins = catalog.pinned_images().values()
     pinned = {pin.reference() for pin in pins if pin.digest}
     listed = {pin.reference() for pin in pins if not pin.digest}
-    plan = plan_spec(preset_spec(preset))
+    plan = shared_plan(preset_spec(preset))
     images = {m for resource in kubernetes_objects(plan) for m in IMAGE_FIELD.findall(repr(manifest(resource)))}
     unaccounted = {i for i in images if "/" in i and i not in pinned | listed}
     assert images and not unaccounted, unaccounted
@@ -54,7 +54,7 @@ def test_every_image_of_a_plan_is_pinned_or_listed_with_a_reason(preset: str) ->
 
 @pytest.mark.parametrize("preset", ["dev", "training"])
 def test_every_pod_runs_under_the_runtime_default_seccomp_profile(preset: str) -> None:
-    plan = plan_spec(preset_spec(preset))
+    plan = shared_plan(preset_spec(preset))
     pods = []
     for resource in kubernetes_objects(plan):
         body = manifest(resource)
@@ -68,7 +68,7 @@ def test_every_pod_runs_under_the_runtime_default_seccomp_profile(preset: str) -
 
 
 def test_the_exporter_has_a_liveness_probe_on_health() -> None:
-    plan = plan_spec(preset_spec("dev"))
+    plan = shared_plan(preset_spec("dev"))
     exporters = [manifest(r) for r in kubernetes_objects(plan) if manifest(r)["metadata"]["name"] == "dcgm-exporter"]
     assert exporters
     container = exporters[0]["spec"]["template"]["spec"]["containers"][0]

@@ -19,7 +19,7 @@ from aksgpu.environments.presets import preset_names
 from aksgpu.plan.planner import Plan
 from aksgpu.spec import ClusterSpec, SpecError, parse_cluster_spec
 from aksgpu.spec.kubernetes_apis import check_kubernetes_apis, declared_apis
-from tests.helpers import EXAMPLE, base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
+from tests.helpers import EXAMPLE, base_spec, edit, kubernetes_manifests, preset_spec, shared_plan
 from tests.oracles.kubernetes import validate_object
 from tests.test_kubernetes_objects import VARIANTS
 
@@ -48,8 +48,8 @@ def _text(minor: tuple[int, int]) -> str:
 def specs_and_plans(example_plans: dict[str, Plan]) -> dict[str, tuple[dict[str, Any], Plan]]:
     from aksgpu.project.stackfile import resolve_stack
 
-    found = {f"variant {name}": (spec, plan_spec(spec)) for name, spec in VARIANTS.items()}
-    found |= {f"preset {name}": (preset_spec(name), plan_spec(preset_spec(name))) for name in preset_names()}
+    found = {f"variant {name}": (spec, shared_plan(spec)) for name, spec in VARIANTS.items()}
+    found |= {f"preset {name}": (preset_spec(name), shared_plan(preset_spec(name))) for name in preset_names()}
     found |= {f"example {env}": (resolve_stack(env, cwd=EXAMPLE).cluster, plan) for env, plan in example_plans.items()}
     return found
 
@@ -144,7 +144,7 @@ def test_a_spec_at_the_oldest_supported_version_plans_and_its_objects_validate()
     assert minor_of(version) == _supported()[0]
     spec = edit(edit(edit(base_spec(), "controlPlane.kubernetesVersion", version),
                      "controlPlane.supportPlan", "AKSLongTermSupport"), "controlPlane.tier", "Premium")
-    objects = kubernetes_manifests(plan_spec(spec))
+    objects = kubernetes_manifests(shared_plan(spec))
     assert any(o["kind"] == "ValidatingAdmissionPolicy" for o in objects)
     for obj in objects:
         assert not validate_object(obj, version), f"{obj['kind']} {obj['metadata']['name']} on {version}"

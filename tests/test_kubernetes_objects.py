@@ -23,7 +23,7 @@ from aksgpu.environments.presets import preset_names
 from aksgpu.plan.manifests import MARKER_FILE
 from aksgpu.plan.planner import Plan
 from aksgpu.spec import parse_cluster_spec
-from tests.helpers import SUBSCRIPTION, base_spec, edit, kubernetes_manifests, plan_spec, preset_spec
+from tests.helpers import SUBSCRIPTION, base_spec, edit, kubernetes_manifests, preset_spec, shared_plan
 from tests.oracles.azure_openapi import AksOpenApi
 from tests.oracles.kubernetes import (
     DATA,
@@ -66,8 +66,8 @@ def _version(spec: dict[str, Any]) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def specs_and_plans(example_plans: dict[str, Plan]) -> dict[str, tuple[tuple[str, ...], Plan]]:
-    found = {f"variant {name}": (_version(spec), plan_spec(spec)) for name, spec in VARIANTS.items()}
-    found |= {f"preset {name}": (UNPINNED_VERSIONS, plan_spec(preset_spec(name))) for name in preset_names()}
+    found = {f"variant {name}": (_version(spec), shared_plan(spec)) for name, spec in VARIANTS.items()}
+    found |= {f"preset {name}": (UNPINNED_VERSIONS, shared_plan(preset_spec(name))) for name in preset_names()}
     found |= {f"example {name}": (("1.33",), plan) for name, plan in example_plans.items()}
     return found
 
@@ -93,7 +93,7 @@ def test_every_kubernetes_object_validates_strictly(specs_and_plans: dict[str, t
 
 
 def test_the_oracle_rejects_what_the_api_server_would() -> None:
-    plan = plan_spec(VARIANTS["operator with balloons and kueue"])
+    plan = shared_plan(VARIANTS["operator with balloons and kueue"])
     objects = {(o["kind"], o["metadata"]["name"]): o for o in kubernetes_manifests(plan)}
     daemonset = json.loads(json.dumps(objects[("DaemonSet", "aksgpu-gpu-gate-operator-8gpu")]))
     daemonset["spec"]["template"]["spec"]["tolerations"][0]["opertor"] = "Exists"
@@ -191,7 +191,7 @@ METRICS = {line.split(",")[0].strip() for line in (Path(__file__).resolve().pare
 def _managed_prometheus_plan() -> Plan:
     spec = edit(edit(base_spec(), "monitoring.managedPrometheus", True), "gpuHealth.metrics.scraper",
                 "managedPrometheus")
-    return plan_spec(edit(spec, "gpuHealth.alerts.actionGroupIds", [
+    return shared_plan(edit(spec, "gpuHealth.alerts.actionGroupIds", [
         f"{SUBSCRIPTION}/resourceGroups/r/providers/Microsoft.Insights/actionGroups/gpu-oncall"]))
 
 

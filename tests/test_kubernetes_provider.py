@@ -20,7 +20,7 @@ from aksgpu.components.kubernetes.provider import (
     provider_kubeconfig,
 )
 from aksgpu.spec import parse_cluster_spec
-from tests.helpers import base_spec, edit, plan_spec
+from tests.helpers import base_spec, edit, shared_plan
 
 PROVIDER = "pulumi:providers:kubernetes"
 # The shape AKS returns from listClusterUserCredential?format=exec for an Entra ID cluster
@@ -117,7 +117,7 @@ def test_the_provider_gets_the_converted_kubeconfig_as_a_secret() -> None:
 
 
 def test_the_plan_binds_every_kubernetes_object_to_the_one_provider() -> None:
-    plan = plan_spec(base_spec())
+    plan = shared_plan(base_spec())
     [provider] = plan.by_type(PROVIDER)
     assert provider.inputs["kubeconfig"] in (SECRET_TEXT, "(known after apply)")
     objects = [r for r in plan.resources if r.custom and r.type.startswith("kubernetes:")]

@@ -11,11 +11,11 @@ import yaml
 from aksgpu.plan.manifests import kubernetes_objects, manifest
 from aksgpu.spec import ClusterSpec
 from aksgpu.spec.in_cluster import check_in_cluster
-from tests.helpers import edit, plan_spec, preset_spec
+from tests.helpers import edit, preset_spec, shared_plan
 
 
 def _objects(spec: dict) -> list[dict]:
-    return [manifest(resource) for resource in kubernetes_objects(plan_spec(spec))]
+    return [manifest(resource) for resource in kubernetes_objects(shared_plan(spec))]
 
 
 def _selects(selector: dict, labels: dict) -> bool:
@@ -95,7 +95,7 @@ def _admits(policies: list[dict], pod: dict, port: int, peer: dict) -> bool:
 def test_with_the_bundled_prometheus_only_its_server_reaches_the_exporter_and_kube_state_metrics() -> None:
     spec = edit(preset_spec("dev"), "gpuHealth.metrics.scraper", "bundled")
     spec["nodePools"].append({"name": "cpu", "vmSize": "Standard_D8ds_v5", "count": 1})  # where the server runs
-    plan = plan_spec(spec)
+    plan = shared_plan(spec)
     objects = [manifest(resource) for resource in kubernetes_objects(plan)]
     policies = [o for o in objects if o.get("kind") == "NetworkPolicy"]
     exporter = next(o for o in objects if o.get("kind") == "DaemonSet" and o["metadata"]["name"] == "dcgm-exporter")

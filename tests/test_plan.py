@@ -13,7 +13,7 @@ from aksgpu.plan.planner import SECRET_TEXT, UNKNOWN_TEXT, Plan, _to_plan_value
 from aksgpu.plan.report import plan_document
 from aksgpu.components.node_pools import REPLACE_ON_CHANGES
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import EXAMPLE, REPO, SUBSCRIPTION, base_spec, edit, plan_spec
+from tests.helpers import EXAMPLE, REPO, SUBSCRIPTION, base_spec, edit, plan_spec, shared_plan
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
@@ -199,7 +199,7 @@ def test_managed_nat_and_load_balancer_outbound() -> None:
     profile = nat.by_type(CLUSTER)[0].inputs["networkProfile"]
     assert profile["natGatewayProfile"] == {"managedOutboundIPProfile": {"count": 2}, "idleTimeoutInMinutes": 4}
     assert not nat.by_type("azure-native:network:NatGateway"), "AKS creates a managed NAT gateway itself"
-    lb = plan_spec(base_spec()).by_type(CLUSTER)[0].inputs["networkProfile"]
+    lb = shared_plan(base_spec()).by_type(CLUSTER)[0].inputs["networkProfile"]
     assert lb["loadBalancerProfile"] == {"managedOutboundIPs": {"count": 1}}
 
 
@@ -508,7 +508,7 @@ def test_an_existing_disk_encryption_set_is_passed_and_read_by_the_control_plane
     [grant] = [r for r in plan.by_type(ROLE) if "-disks-" in r.name]
     assert grant.inputs["scope"] == encryption_set and grant.inputs["roleDefinitionId"].endswith(
         "acdd72a7-3385-48ef-bd42-f606fba81ae7")
-    assert "diskEncryptionSetID" not in plan_spec(base_spec()).by_type(CLUSTER)[0].inputs
+    assert "diskEncryptionSetID" not in shared_plan(base_spec()).by_type(CLUSTER)[0].inputs
 
 
 def test_software_keys_in_a_standard_vault_when_hsm_is_off() -> None:

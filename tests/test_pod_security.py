@@ -27,7 +27,7 @@ from aksgpu.components.kubernetes.pod_security import (
 from aksgpu.components.kubernetes.team_admission import gpu_exposure_policy, toleration_policy
 from aksgpu.spec import parse_cluster_spec
 from aksgpu.spec.scheduling import gpu_flavors
-from tests.helpers import REPO, base_spec, edit, find_object, kubernetes_manifests, plan_spec
+from tests.helpers import REPO, base_spec, edit, find_object, kubernetes_manifests, shared_plan
 from tests.oracles import kueue_placement
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object
@@ -337,7 +337,7 @@ def test_the_teams_that_may_use_an_infiniband_pool_get_the_exception() -> None:
 
 
 def test_the_plan_declares_the_namespaces_policy_and_binding() -> None:
-    plan = plan_spec(_ib_spec())
+    plan = shared_plan(_ib_spec())
     namespaces = {m["metadata"]["name"]: m["metadata"]["labels"] for m in kubernetes_manifests(plan)
                   if m["kind"] == "Namespace"}
     for team in ("vision", "research"):
@@ -365,7 +365,7 @@ def test_the_plan_declares_the_namespaces_policy_and_binding() -> None:
 def test_a_namespace_waits_for_the_binding_that_enforces_its_baseline() -> None:
     """Between a namespace at enforce: privileged and the policy's binding nothing would enforce
     baseline: the namespace depends on the binding."""
-    plan = plan_spec(_ib_spec())
+    plan = shared_plan(_ib_spec())
     [binding] = [r for r in plan.by_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
                  if r.inputs["metadata"]["name"] == INFINIBAND_BASELINE_POLICY]
     namespaces = {r.inputs["metadata"]["name"]: r for r in plan.by_type("kubernetes:core/v1:Namespace")}
@@ -374,7 +374,7 @@ def test_a_namespace_waits_for_the_binding_that_enforces_its_baseline() -> None:
 
 
 def test_no_infiniband_pool_no_policy() -> None:
-    plan = plan_spec(edit(base_spec(), "access.teams", [{"name": "vision"}]))
+    plan = shared_plan(edit(base_spec(), "access.teams", [{"name": "vision"}]))
     assert not [m for m in kubernetes_manifests(plan) if m["metadata"]["name"] == INFINIBAND_BASELINE_POLICY]
     [namespace] = [m for m in kubernetes_manifests(plan)
                    if m["kind"] == "Namespace" and m["metadata"]["name"] == "vision"]

@@ -16,7 +16,7 @@ from aksgpu.policy import checks
 from aksgpu.policy.catalog import rule_ids, rules
 from aksgpu.policy.checks import PolicyResource
 from aksgpu.policy.engine import evaluate
-from tests.helpers import base_spec, edit, plan_spec, preset_spec
+from tests.helpers import base_spec, edit, preset_spec, shared_plan
 
 TODAY = date(2026, 11, 24)
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -290,7 +290,7 @@ def test_a_rule_has_one_waiver() -> None:
 @pytest.mark.parametrize("preset", ["dev", "inference", "training", "fleet"])
 def test_every_preset_has_no_unwaived_finding_and_every_waiver_is_used(preset: str) -> None:
     spec, _ = parse_cluster_spec(preset_spec(preset))
-    report = evaluate_plan(plan_spec(preset_spec(preset)), spec, TODAY)
+    report = evaluate_plan(shared_plan(preset_spec(preset)), spec, TODAY)
     assert [f.line() for f in report.findings if f.waiver is None] == []
     assert report.unused == [] and report.expired == []
     waived = {f.rule.id for f in report.findings}
@@ -317,7 +317,7 @@ def test_the_example_environments_have_no_unwaived_finding(example_plans: dict[s
 def test_a_spec_that_relaxes_a_setting_fails_the_policy() -> None:
     spec = edit(edit(base_spec(), "security.defender", False), "nodePools.0.encryptionAtHost", False)
     parsed, _ = parse_cluster_spec(spec)
-    report = evaluate_plan(plan_spec(spec), parsed, TODAY)
+    report = evaluate_plan(shared_plan(spec), parsed, TODAY)
     failing = {f.rule.id for f in report.failing}
     assert {"aks-defender", "pool-encryption-at-host"} <= failing
 

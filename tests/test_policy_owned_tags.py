@@ -8,13 +8,13 @@ import pytest
 
 from aksgpu.components.policy_tags import tag_path
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import base_spec, edit, plan_spec
+from tests.helpers import base_spec, edit, shared_plan
 
 OWNED = ["costCenter", "created.On"]
 
 
 def test_every_tagged_azure_resource_ignores_the_policy_owned_tags() -> None:
-    plan = plan_spec(edit(base_spec(), "policyOwnedTags", OWNED))
+    plan = shared_plan(edit(base_spec(), "policyOwnedTags", OWNED))
     tagged = [r for r in plan.resources if r.type.startswith("azure-native:") and r.inputs.get("tags")]
     types = {r.type for r in tagged}
     assert {"azure-native:containerservice:ManagedCluster", "azure-native:containerservice:AgentPool",
@@ -27,7 +27,7 @@ def test_every_tagged_azure_resource_ignores_the_policy_owned_tags() -> None:
 
 
 def test_without_policy_owned_tags_no_tag_is_ignored() -> None:
-    plan = plan_spec(base_spec())
+    plan = shared_plan(base_spec())
     assert not [r.urn for r in plan.resources if any(path.startswith("tags[") for path in r.options["ignoreChanges"])]
 
 

@@ -114,7 +114,7 @@ def preset_row(preset: str) -> str:
     from aksgpu.plan import deploy_time
     from aksgpu.preflight.cost import estimate
     from aksgpu.preflight.prices import shipped_table
-    from tests.helpers import plan_spec, preset_spec
+    from tests.helpers import preset_spec, shared_plan
 
     spec_dict = preset_spec(preset)
     spec, _ = parse_cluster_spec(spec_dict)
@@ -123,7 +123,7 @@ def preset_row(preset: str) -> str:
     money = " / ".join(f"${monthly[key]:,.0f}" for key in ("min", "typical", "max"))
     if not cost["total"]["complete"]:
         money += f" (a lower bound: {len(cost['missing'])} price(s) missing)"
-    found = deploy_time.document(deploy_time.estimate(plan_spec(spec_dict)))
+    found = deploy_time.document(deploy_time.estimate(shared_plan(spec_dict)))
     other = found["nodePoolOrdering"]["alternativeTotalSeconds"]
     minutes = f"about {round(found['totalSeconds'] / 60)} min"
     if other is not None:

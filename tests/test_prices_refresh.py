@@ -104,7 +104,8 @@ class _Api(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # serve_forever polls for shutdown every 0.5 s by default: each test would wait that long at its end.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     _Api.requests = []
     url = f"http://127.0.0.1:{server.server_port}/api/retail/prices"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import SHARED, SUBSCRIPTION, base_spec, edit, plan_spec
+from tests.helpers import SHARED, SUBSCRIPTION, base_spec, edit, shared_plan
 from tests.oracles.azure_openapi import AksOpenApi
 
 SNAPSHOT_ID = (f"{SUBSCRIPTION}/resourceGroups/rg-images/providers/Microsoft.ContainerService/snapshots/"
@@ -82,7 +82,7 @@ SHARED_SPECS = pytest.mark.skipif(not (SHARED / "specs").is_dir(), reason="../sh
 @SHARED_SPECS
 def test_the_snapshot_and_the_pinned_pool_validate_against_azure() -> None:
     oracle = AksOpenApi.load(SHARED)
-    plan = plan_spec(promoted_spec())
+    plan = shared_plan(promoted_spec())
     [snapshot] = plan.by_type("azure-native:containerservice:Snapshot")
     assert snapshot.inputs["resourceName"] == "a100-202611"
     assert oracle.validate_put("Snapshots_CreateOrUpdate", snapshot.inputs, frozenset({"location", "tags"})) == []
@@ -99,7 +99,7 @@ def test_the_snapshot_and_the_pinned_pool_validate_against_azure() -> None:
     # The snapshot is of the canary pool, and the pinned pool is created from the snapshot.
     assert pools["a100c"].urn in snapshot.dependencies
     assert snapshot.urn in pools["a100"].dependencies
-    external = plan_spec(edit(promoted_spec(), "nodePools.1.pins.nodeImageSnapshot", SNAPSHOT_ID))
+    external = shared_plan(edit(promoted_spec(), "nodePools.1.pins.nodeImageSnapshot", SNAPSHOT_ID))
     pinned = [p for p in external.by_type("azure-native:containerservice:AgentPool") if p.name.endswith("-a100")]
     assert pinned[0].inputs["creationData"] == {"sourceResourceId": SNAPSHOT_ID}
 
@@ -107,7 +107,7 @@ def test_the_snapshot_and_the_pinned_pool_validate_against_azure() -> None:
 @SHARED_SPECS
 def test_the_oracle_would_catch_a_wrong_snapshot_body() -> None:
     oracle = AksOpenApi.load(SHARED)
-    [snapshot] = plan_spec(promoted_spec()).by_type("azure-native:containerservice:Snapshot")
+    [snapshot] = shared_plan(promoted_spec()).by_type("azure-native:containerservice:Snapshot")
     assert oracle.validate_put("Snapshots_CreateOrUpdate", {**snapshot.inputs, "snapshotType": "Cluster"},
                                frozenset({"location", "tags"}))
     assert oracle.validate_put("Snapshots_CreateOrUpdate", {**snapshot.inputs, "nodeImageVersion": "x"},
@@ -118,7 +118,7 @@ def test_the_plan_shows_each_gpu_pools_promotion_state() -> None:
     from aksgpu.plan.report import render_text, summary
     spec = edit(promoted_spec(), "nodePools.2", {"name": "a100b", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4",
                                                  "minCount": 0, "maxCount": 2})
-    plan = plan_spec(spec)
+    plan = shared_plan(spec)
     states = {row["name"]: row.get("promotion") for row in summary(plan)["pools"]}
     assert states == {"system": None, "a100c": "canary", "a100": "pinned to a100-202611", "a100b": "following"}
     table = render_text(plan, []).split("Node pools:\n", 1)[1].splitlines()
@@ -129,7 +129,7 @@ def test_the_plan_shows_each_gpu_pools_promotion_state() -> None:
 
 def test_a_plan_without_promotion_has_no_promotion_column() -> None:
     from aksgpu.plan.report import render_text, summary
-    plan = plan_spec(base_spec())
+    plan = shared_plan(base_spec())
     assert all("promotion" not in row for row in summary(plan)["pools"])
     assert "promotion" not in render_text(plan, []).split("Node pools:\n", 1)[1].splitlines()[0]
 
@@ -145,7 +145,7 @@ def test_a_driver_pin_is_an_nvidiadriver_on_that_pool_alone() -> None:
                 "580.105.08")
     spec = edit(spec, "nodePools.2", {"name": "h100", "kind": "gpu", "vmSize": "Standard_NC40ads_H100_v5",
                                       "minCount": 0, "maxCount": 2, "gpu": {"driver": "None"}})
-    plan = plan_spec(spec)
+    plan = shared_plan(spec)
     drivers = [r.inputs for r in plan.resources if r.type == "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"]
     assert [(d["metadata"]["name"], d["spec"]["version"], d["spec"]["nodeSelector"]) for d in drivers] == [
         ("aksgpu-a100", "580.105.08", {"kubernetes.azure.com/agentpool": "a100"})], "the unpinned h100 has none"
@@ -167,11 +167,11 @@ def test_a_driver_pin_is_an_nvidiadriver_on_that_pool_alone() -> None:
     assert "startup-taint.cluster-autoscaler.kubernetes.io/aksgpu-gpu-check" in tolerated
     # The hand-over to NVIDIADriver objects comes with the promotion section, not with the first pin: a
     # first pin would otherwise replace the driver pod of every operator node (state_manager.go, v26.7.0).
-    unpinned = plan_spec(edit(spec, "nodePools.1.pins", {"nodeImageSnapshot": "a100-202611"}))
+    unpinned = shared_plan(edit(spec, "nodePools.1.pins", {"nodeImageSnapshot": "a100-202611"}))
     [release] = [r.inputs for r in unpinned.by_type("kubernetes:helm.sh/v3:Release")
                  if r.inputs["chart"] == "gpu-operator"]
     assert release["values"]["driver"]["nvidiaDriverCRD"] == {"enabled": True, "deployDefaultCR": True}
     without = edit(edit(spec, "nodePools.1.pins", None), "promotion", None)
-    [release] = [r.inputs for r in plan_spec(without).by_type("kubernetes:helm.sh/v3:Release")
+    [release] = [r.inputs for r in shared_plan(without).by_type("kubernetes:helm.sh/v3:Release")
                  if r.inputs["chart"] == "gpu-operator"]
     assert "nvidiaDriverCRD" not in release["values"]["driver"], "no promotion, the ClusterPolicy's driver as before"

@@ -15,8 +15,8 @@ from tests.helpers import (
     edit,
     find_object,
     kubernetes_manifests,
-    plan_spec,
     preset_spec,
+    shared_plan,
 )
 from tests.oracles.scheduling import fits, plan_nodes
 
@@ -34,7 +34,7 @@ def spot_pair_spec() -> dict:
 
 
 def test_priority_classes_order_jobs_above_default_above_balloons() -> None:
-    plan = plan_spec(base_spec())
+    plan = shared_plan(base_spec())
     classes = {m["metadata"]["name"]: m for m in kubernetes_manifests(plan) if m["kind"] == "PriorityClass"}
     assert classes["aksgpu-gpu-job"]["value"] > classes["aksgpu-default"]["value"] == 0
     assert classes["aksgpu-balloon"]["value"] == EXPENDABLE_CUTOFF, "balloons still trigger scale-ups"
@@ -43,7 +43,7 @@ def test_priority_classes_order_jobs_above_default_above_balloons() -> None:
 
 
 def test_balloons_hold_whole_nodes_of_their_pool() -> None:
-    plan = plan_spec(spot_pair_spec())
+    plan = shared_plan(spot_pair_spec())
     balloon = find_object(plan, "Deployment", "aksgpu-balloon-a100")
     assert balloon["spec"]["replicas"] == 2
     assert balloon["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true", "up does not wait for scale-ups"
@@ -58,7 +58,7 @@ def test_balloons_hold_whole_nodes_of_their_pool() -> None:
     placed = [node.pool for node in plan_nodes(plan)
               if fits(pod, node.with_state({"aksgpu.io/gpu-health": "passed"}))]
     assert placed == ["a100"], "balloons fit their own pool only"
-    cpu = find_object(plan_spec(edit(base_spec(), "nodePools.1", {
+    cpu = find_object(shared_plan(edit(base_spec(), "nodePools.1", {
         "name": "cpu", "vmSize": "Standard_D16ds_v5", "minCount": 1, "maxCount": 5, "balloonNodes": 1})),
         "Deployment", "aksgpu-balloon-cpu")
     requests = cpu["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
@@ -66,7 +66,7 @@ def test_balloons_hold_whole_nodes_of_their_pool() -> None:
 
 
 def test_the_priority_expander_prefers_spot_and_names_every_scale_set() -> None:
-    plan = plan_spec(spot_pair_spec())
+    plan = shared_plan(spot_pair_spec())
     config = find_object(plan, "ConfigMap", "cluster-autoscaler-priority-expander")
     assert config["metadata"]["namespace"] == "kube-system"
     priorities = yaml.safe_load(config["data"]["priorities"])
@@ -90,7 +90,7 @@ def test_expander_rules() -> None:
     _, warnings = parse_cluster_spec(spec)
     [warning] = [w for w in warnings if w.path == "controlPlane.autoscaler.expander"]
     assert "a100spot (spot) and a100 (on-demand)" in warning.rule
-    assert not [m for m in kubernetes_manifests(plan_spec(spec)) if m["kind"] == "ConfigMap"
+    assert not [m for m in kubernetes_manifests(shared_plan(spec)) if m["kind"] == "ConfigMap"
                 and m["metadata"]["name"] == "cluster-autoscaler-priority-expander"]
 
 
@@ -111,7 +111,7 @@ def test_balloon_rules(edits: list, message: str) -> None:
 
 
 def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
-    plan = plan_spec(preset_spec("fleet"))
+    plan = shared_plan(preset_spec("fleet"))
     objects = kubernetes_manifests(plan)
     flavors = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ResourceFlavor"}
     # One flavor per InfiniBand pool (a gang never spans two fabrics), one per shape otherwise.
@@ -151,7 +151,7 @@ def test_fleet_kueue_flavors_queues_and_local_queues() -> None:
 
 def test_a_queue_only_holds_nodes_that_fit_its_pods() -> None:
     """Kueue assigns a flavor by quota alone: a queue per node shape keeps an 8-GPU pod off 1-GPU nodes."""
-    plan = plan_spec(edit(preset_spec("fleet"), "access.teams", [{"name": "research"}, {"name": "serving"},
+    plan = shared_plan(edit(preset_spec("fleet"), "access.teams", [{"name": "research"}, {"name": "serving"},
                                                                  {"name": "shared-user"}]))
     objects = kubernetes_manifests(plan)
     flavors = {m["metadata"]["name"]: m["spec"] for m in objects if m["kind"] == "ResourceFlavor"}
@@ -179,7 +179,7 @@ def test_a_teams_queues_together_admit_no_more_than_its_quota() -> None:
                                                   {"name": "serving"}]})
     spec = edit(spec, "nodePools.6", {"name": "shared", "kind": "gpu", "vmSize": "Standard_NC24ads_A100_v4",
                                       "zones": ["1"], "minCount": 0, "maxCount": 10})
-    objects = kubernetes_manifests(plan_spec(spec))
+    objects = kubernetes_manifests(shared_plan(spec))
     research = [m for m in objects if m["kind"] == "ClusterQueue" and m["metadata"]["name"].startswith("research-")]
     assert {q["metadata"]["name"] for q in research} == {"research-8gpu", "research-1gpu"}
     assert _gpu_quota_sum(research) == 64, "the team's own pools first, the shared A100s get the rest (none)"
@@ -214,7 +214,7 @@ def test_every_flavor_with_gpus_also_gets_cpu_and_memory(example_plans: dict) ->
 
 
 def test_kueue_waits_for_pods_ready_and_runs_on_the_system_pool() -> None:
-    plan = plan_spec(preset_spec("fleet"))
+    plan = shared_plan(preset_spec("fleet"))
     [release] = [r for r in plan.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
     config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["waitForPodsReady"]["timeout"] == "30m" and config["waitForPodsReady"]["blockAdmission"] is False

@@ -8,7 +8,7 @@ import yaml
 
 from aksgpu.plan.planner import Plan
 from aksgpu.spec import SpecError, parse_cluster_spec
-from tests.helpers import base_spec, edit, find_object, kubernetes_manifests, plan_spec
+from tests.helpers import base_spec, edit, find_object, kubernetes_manifests, shared_plan
 
 ADMIN = "11111111-1111-1111-1111-111111111111"
 TEAM_GROUP = "22222222-2222-2222-2222-222222222222"
@@ -32,7 +32,7 @@ def _kinds(plan: Plan) -> set[tuple[str, str]]:
 
 
 def test_kubernetes_rbac_binds_admins_readers_and_team_groups() -> None:
-    plan = plan_spec(team_spec())
+    plan = shared_plan(team_spec())
     admins = find_object(plan, "ClusterRoleBinding", "aksgpu-cluster-admins")
     assert admins["roleRef"]["name"] == "cluster-admin"
     assert admins["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": ADMIN}]
@@ -45,7 +45,7 @@ def test_kubernetes_rbac_binds_admins_readers_and_team_groups() -> None:
 
 
 def test_azure_rbac_grants_the_same_through_role_assignments_not_bindings() -> None:
-    plan = plan_spec(team_spec("azure-rbac"))
+    plan = shared_plan(team_spec("azure-rbac"))
     assert not [m for m in kubernetes_manifests(plan) if m["kind"] == "RoleBinding"
                 and m["metadata"].get("namespace") == "vision"], "no Kubernetes binding of the team's groups"
     assert not {("ClusterRoleBinding", "aksgpu-cluster-admins"),
@@ -65,7 +65,7 @@ def test_azure_rbac_grants_the_same_through_role_assignments_not_bindings() -> N
 
 
 def test_each_team_gets_a_namespace_with_quota_defaults_and_pod_security() -> None:
-    plan = plan_spec(team_spec())
+    plan = shared_plan(team_spec())
     namespace = find_object(plan, "Namespace", "vision")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     assert namespace["metadata"]["labels"]["aksgpu.io/team"] == "vision"
@@ -86,16 +86,16 @@ def test_each_team_gets_a_namespace_with_quota_defaults_and_pod_security() -> No
 
 def test_a_set_gpu_quota_and_mig_instances_count() -> None:
     spec = edit(team_spec(), "access.teams.0.quota.gpus", 3)
-    assert find_object(plan_spec(spec), "ResourceQuota",
+    assert find_object(shared_plan(spec), "ResourceQuota",
                        "aksgpu-quota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "3"
     mig = edit(team_spec(), "nodePools.0.gpu", {"migProfile": "MIG3g"})
     # MIG3g splits each A100 in two instances, each one nvidia.com/gpu: 4 nodes x 1 GPU x 2.
-    assert find_object(plan_spec(mig), "ResourceQuota",
+    assert find_object(shared_plan(mig), "ResourceQuota",
                        "aksgpu-quota")["spec"]["hard"]["requests.nvidia.com/gpu"] == "8"
 
 
 def test_the_team_configmap_carries_the_tolerations_of_its_pools() -> None:
-    config = find_object(plan_spec(team_spec()), "ConfigMap", "aksgpu-team")
+    config = find_object(shared_plan(team_spec()), "ConfigMap", "aksgpu-team")
     document = yaml.safe_load(config["data"]["scheduling.yaml"])
     assert document["pools"] == ["a100"] and document["nodeSelector"] == {"aksgpu.io/team": "vision"}
     assert {"key": "aksgpu.io/team", "operator": "Equal", "value": "vision", "effect": "NoSchedule"} in \

@@ -35,7 +35,7 @@ from aksgpu.components.kubernetes.objects import GATE_TAINT_KEY
 from aksgpu.components.kubernetes.topology import LABELLER, NODE_POLICY, labeller_targets, node_label_policy
 from aksgpu.spec import SpecError, parse_cluster_spec
 from aksgpu.spec.scheduling import gpu_flavors, topology_aware
-from tests.helpers import EXAMPLE, base_spec, edit, imported_top_levels, kubernetes_manifests, plan_spec, preset_spec
+from tests.helpers import EXAMPLE, base_spec, edit, imported_top_levels, kubernetes_manifests, preset_spec, shared_plan
 from tests.oracles.cel import denials
 from tests.oracles.kubernetes import validate_object
 from tests.oracles.scheduling import tolerates
@@ -62,7 +62,7 @@ def _spec(*pools: dict[str, Any], topology: str = "auto") -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def manifests() -> list[dict[str, Any]]:
-    return kubernetes_manifests(plan_spec(_spec(H100, GB300)))
+    return kubernetes_manifests(shared_plan(_spec(H100, GB300)))
 
 
 def _of(manifests: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -220,7 +220,7 @@ def test_the_labeller_runs_on_the_host_network_on_infiniband_nodes_under_the_gat
 def test_no_labeller_without_infiniband_pools() -> None:
     spec, _ = parse_cluster_spec(base_spec())
     assert labeller_targets(spec) == []
-    assert not [o for o in kubernetes_manifests(plan_spec(base_spec())) if o["metadata"]["name"] == LABELLER]
+    assert not [o for o in kubernetes_manifests(shared_plan(base_spec())) if o["metadata"]["name"] == LABELLER]
 
 
 # --- Kueue: Topology and flavors, against its CRDs and source ------------------------------------

@@ -20,10 +20,14 @@ from aksgpu.cli.app import app
 from aksgpu.plan import review as review_module
 from aksgpu.plan import workers as workers_module
 from aksgpu.plan.workers import WORKERS_VARIABLE, worker_count
-from tests.helpers import FLEET_EXAMPLE, copy_project
+from tests.helpers import EXAMPLE, FLEET_EXAMPLE, copy_project
 
-COMMANDS = [["validate"], ["validate", "--json"], ["ci", "summary"], ["plan", "training"],
-            ["plan", "training", "--json"]]
+# Each comparison plans the fleet's stacks twice (seconds): they run with the slow tests. The default
+# run compares the forked workers' bytes through a failing member (below) and the plan server's
+# through the example project's ci summary.
+_SLOW = pytest.mark.slow
+COMMANDS = [pytest.param(args, marks=_SLOW) for args in (
+    ["validate"], ["validate", "--json"], ["ci", "summary"], ["plan", "training"], ["plan", "training", "--json"])]
 
 
 def _run(args: list[str], workers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str, int]:
@@ -48,7 +52,7 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return copy_project(FLEET_EXAMPLE, tmp_path / "fleet")
 
 
-@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda args: " ".join(args))
 def test_the_fleet_example_reads_the_same_planned_on_workers_or_one_after_another(
         args: list[str], fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(fleet)
@@ -117,7 +121,8 @@ def test_ctrl_c_while_workers_plan_ends_in_one_line_and_no_worker_left(fleet: Pa
     assert _session(command.pid) == []
 
 
-@pytest.mark.parametrize("args", [["validate", "--spec-only"], ["ci", "summary"]], ids=" ".join)
+@pytest.mark.parametrize("args", [["validate", "--spec-only"], pytest.param(["ci", "summary"], marks=_SLOW)],
+                         ids=lambda args: " ".join(args))
 def test_a_command_resolves_a_fleet_once_for_all_its_members(args: list[str], fleet: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Each member's render reads the whole fleet: one command resolves it once, not once per member."""
@@ -155,6 +160,22 @@ def test_workers_fork_from_the_command_only_while_it_has_one_thread() -> None:
         thread.join()
 
 
+def test_the_plan_server_path_reads_the_same_for_the_example_project(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan server's workers plan the example project's two stacks: the same bytes as planning
+    them one after another (a second; the fleet's five stacks, below, run with the slow tests)."""
+    project = copy_project(EXAMPLE, tmp_path)
+    monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
+    monkeypatch.chdir(project)
+    *sequential, _ = _run(["ci", "summary"], 1, monkeypatch)
+    monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
+    monkeypatch.chdir(project)
+    *parallel, in_process = _run(["ci", "summary"], 2, monkeypatch)
+    assert parallel == sequential and sequential[0] == 0
+    assert in_process == 0
+
+
+@pytest.mark.slow  # plans the fleet's stacks twice, once in a plan server's workers: seconds
 def test_the_plan_server_path_reads_the_same(fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the command may not fork (another thread), its workers come from the plan server: the
     same bytes as planning one after another."""
