@@ -302,6 +302,7 @@ def test_plans_in_one_process_collect_once_their_frozen_leftovers_pass_the_limit
 
     monkeypatch.setattr(planner, "_FROZEN_LEFTOVER_LIMIT", 1_000)
     monkeypatch.setattr(planner, "_frozen_since_collected", None)
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: 0)  # the test process's own size: no higher limit
     collected: list[int] = []
     real_collect = gc.collect
     monkeypatch.setattr(gc, "collect", lambda *args: collected.append(1) or real_collect(*args))
@@ -312,6 +313,23 @@ def test_plans_in_one_process_collect_once_their_frozen_leftovers_pass_the_limit
         planner._resume_collector()
         assert gc.isenabled()
         assert len(collected) == collected_after, (made, collected)  # the first plan's 5,000 are the base
+
+
+def test_a_larger_process_collects_its_frozen_leftovers_less_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aksgpu.plan import planner
+
+    monkeypatch.setattr(planner, "_FROZEN_LEFTOVER_LIMIT", 1_000)
+    monkeypatch.setattr(planner, "_frozen_since_collected", None)
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: 3_000)  # frozen when it last collected
+    collected: list[int] = []
+    real_collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *args: collected.append(1) or real_collect(*args))
+    kept = []
+    for made, collected_after in ((5_000, 0), (2_000, 0), (2_000, 0), (0, 1)):
+        gc.disable()
+        kept.append([[i] for i in range(made)])
+        planner._resume_collector()
+        assert len(collected) == collected_after, (made, collected)  # 2,000 and 4,000 against 3,000
 
 
 def test_plan_values_read_the_same_whatever_order_the_engine_hands_keys_over() -> None:

@@ -278,6 +278,7 @@ def plan_stack(stack_file: StackFile, project: str | None = None,
 # What the collector may leave uncollected, in objects, before a plan collects (see _resume_collector).
 _FROZEN_LEFTOVER_LIMIT = 250_000
 _frozen_since_collected: int | None = None  # None until the first plan's objects are frozen
+_frozen_when_collected = 0
 
 
 def _resume_collector() -> None:
@@ -285,18 +286,25 @@ def _resume_collector() -> None:
     its first passes would walk every object of the plan and the SDKs it imported (~400,000 at 100
     pools), a tenth of the command's time, to free a few thousand (cycles the plan left: about 2,000
     objects at 100 pools, measured with gc.collect()). Frozen, those few stay; a process that plans
-    on (a fleet, the tests) collects them once the frozen objects grew by _FROZEN_LEFTOVER_LIMIT
-    after the first plan's. The growth is the youngest generation's count, which freezing sets to
-    zero: objects made less objects freed since, frozen ones included, so the net growth of the frozen
-    set that gc.get_freeze_count() gives by walking every frozen object (about 10 ms a call here)."""
-    global _frozen_since_collected
-    if _frozen_since_collected is not None and _frozen_since_collected > _FROZEN_LEFTOVER_LIMIT:
+    on (a fleet, the tests) collects them once the frozen objects grew, after the first plan's, by
+    _FROZEN_LEFTOVER_LIMIT or by as many as were frozen when it last collected, if more: a full pass
+    walks every object (0.8 s in a test process of 940,000), so the larger the process, the rarer.
+    The growth is the youngest generation's count, which freezing zeroes: objects made less objects
+    freed, frozen ones too: the frozen set's net growth, which gc.get_freeze_count() would give by
+    walking every frozen object (read once per collection only)."""
+    global _frozen_since_collected, _frozen_when_collected
+    if (_frozen_since_collected is not None
+            and _frozen_since_collected > max(_FROZEN_LEFTOVER_LIMIT, _frozen_when_collected)):
         gc.unfreeze()
         gc.collect()
         _frozen_since_collected = None
     left = gc.get_count()[0]
     gc.freeze()
-    _frozen_since_collected = 0 if _frozen_since_collected is None else _frozen_since_collected + left
+    if _frozen_since_collected is None:
+        _frozen_since_collected = 0
+        _frozen_when_collected = gc.get_freeze_count()
+    else:
+        _frozen_since_collected += left
     gc.enable()
 
 
