@@ -164,26 +164,23 @@ def test_the_plan_server_path_reads_the_same_for_the_example_project(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The plan server's workers plan the example project's two stacks: the same bytes as planning
     them one after another (a second; the fleet's five stacks, below, run with the slow tests)."""
-    project = copy_project(EXAMPLE, tmp_path)
-    monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
-    monkeypatch.chdir(project)
-    *sequential, _ = _run(["ci", "summary"], 1, monkeypatch)
-    monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
-    monkeypatch.chdir(project)
-    *parallel, in_process = _run(["ci", "summary"], 2, monkeypatch)
-    assert parallel == sequential and sequential[0] == 0
-    assert in_process == 0
+    _plan_server_reads_the_same(copy_project(EXAMPLE, tmp_path), monkeypatch)
 
 
 @pytest.mark.slow  # plans the fleet's stacks twice, once in a plan server's workers: seconds
 def test_the_plan_server_path_reads_the_same(fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the command may not fork (another thread), its workers come from the plan server: the
     same bytes as planning one after another."""
+    _plan_server_reads_the_same(fleet, monkeypatch)
+
+
+def _plan_server_reads_the_same(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ci summary` in `project` on the plan server's two workers against one stack after another."""
     monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
-    monkeypatch.chdir(fleet)
+    monkeypatch.chdir(project)
     *sequential, _ = _run(["ci", "summary"], 1, monkeypatch)
     monkeypatch.setattr(workers_module, "_forks_here", lambda: False)
-    monkeypatch.chdir(fleet)
+    monkeypatch.chdir(project)
     *parallel, in_process = _run(["ci", "summary"], 2, monkeypatch)
     assert parallel == sequential and sequential[0] == 0
     assert in_process == 0
