@@ -141,6 +141,19 @@ def test_a_cached_file_cut_short_is_compiled_again_and_rewritten(fake_sdk: Path)
     assert not list((fake_sdk / "cache").glob(".*partial"))
 
 
+def test_a_write_removes_what_a_killed_writer_left_but_not_a_write_under_way(fake_sdk: Path) -> None:
+    _import_module()
+    (cached,) = (fake_sdk / "cache").glob("fakesdk.module-*.code")
+    abandoned = cached.with_name(f".{cached.name}.dead1.partial")
+    under_way = cached.with_name(f".{cached.name}.live1.partial")
+    for left in (abandoned, under_way):
+        left.write_bytes(b"half")
+    os.utime(abandoned, (1, 1))
+    cached.unlink()
+    _import_module()  # compiles and writes again
+    assert cached.exists() and not abandoned.exists() and under_way.exists()
+
+
 def test_a_cached_file_others_may_write_is_not_run(fake_sdk: Path) -> None:
     _import_module()
     (cached,) = (fake_sdk / "cache").glob("fakesdk.module-*.code")

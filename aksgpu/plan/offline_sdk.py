@@ -11,6 +11,7 @@ from __future__ import annotations
 import __future__
 import contextlib
 import functools
+import glob
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -19,6 +20,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -143,8 +145,13 @@ def _read_ours(path: Path) -> bytes | None:
         return None
 
 
+# A partial file older than this was left by a writer that was killed (a write takes milliseconds).
+_ABANDONED_SECONDS = 3600
+
+
 def _write_whole(path: Path, data: bytes) -> None:
-    """Another process may write the same file at once: each writes a file of its own and renames it over."""
+    """Another process may write the same file at once: each writes a file of its own and renames it
+    over. Partial files of the same name that a killed writer left are removed."""
     try:
         handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     except OSError:
@@ -156,6 +163,11 @@ def _write_whole(path: Path, data: bytes) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(partial)
+        return
+    for left in path.parent.glob(f".{glob.escape(path.name)}.*.partial"):
+        with contextlib.suppress(OSError):
+            if left.stat().st_mtime < time.time() - _ABANDONED_SECONDS:
+                left.unlink()
 
 
 class SdkCodeFinder:
